@@ -1,0 +1,198 @@
+"""The run configuration: one dataclass per concern, merged from defaults, YAML and overrides.
+
+    cfg = load_run_config("configs/quickstart.yaml", ["train.lr=3e-4", "recipe=qwen-dapo"])
+
+`recipe:` in YAML is a preset name (`scalerl`) or a mapping (`{base: scalerl, loss: {...}}`).
+Unknown keys anywhere fail with the dotted path of the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from workbench.configtools import (
+    ConfigError,
+    from_dict,
+    load_yaml,
+    parse_override,
+    set_dotted,
+    to_dict,
+)
+from workbench.rl.recipe import RecipeConfig, recipe_from_value
+
+
+@dataclass
+class ModelConfig:
+    # "builtin:tiny" makes (once, cached) a small GPT with a character tokenizer, warm-started
+    # by a short supervised run on the task; anything else is a local Hugging Face directory.
+    path: str = "builtin:tiny"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    n_layer: int = 2
+    n_embd: int = 64
+    n_head: int = 4
+    sft_steps: int = 300
+    sft_lr: float = 3e-3
+    sft_batch_size: int = 64
+    cache_dir: str = "~/.cache/workbench/models"
+
+
+@dataclass
+class TaskConfig:
+    # Built-in synthetic families ("addition", ...) or "jsonl" / "parquet" files of prompt+answer.
+    name: str = "addition"
+    difficulty: int = 2
+    path: Optional[str] = None
+    prompt_key: str = "prompt"
+    answer_key: str = "answer"
+    checker: Literal["auto", "exact", "math"] = "auto"
+    num_train: int = 2000
+    num_val: int = 200
+    seed: int = 0
+
+
+@dataclass
+class GenerationConfig:
+    backend: Literal["torch", "vllm"] = "torch"
+    num_generators: int = 1
+    max_new_tokens: int = 8
+    temperature: float = 1.0
+    max_batch_sequences: int = 256  # sequences decoded together per generator
+    vllm_gpu_memory_utilization: float = 0.85
+    vllm_tensor_parallel_size: int = 1
+
+
+@dataclass
+class TrainConfig:
+    prompts_per_step: int = 16
+    generations_per_prompt: int = 8
+    lr: float = 5e-7
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    adam_eps: float = 1e-15
+    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    grad_clip: float = 1.0
+    micro_batch_size: int = 64  # sequences per forward/backward
+    max_steps: int = 100
+    max_nonfinite_in_a_row: int = 3
+
+
+@dataclass
+class EvalConfig:
+    every_steps: int = 10
+    num_prompts: int = 200
+    samples_per_prompt: int = 4  # mean@k (the paper: 16)
+    at_start: bool = True
+
+
+@dataclass
+class ResourcesConfig:
+    ray_address: Optional[str] = None  # None: start a local cluster
+    num_cpus: Optional[int] = None  # for the local cluster
+    num_gpus: Optional[int] = None
+    generator_cpus: float = 1.0
+    generator_gpus: float = 0.0
+    trainer_cpus: float = 1.0
+    trainer_gpus: float = 0.0
+    evaluator_cpus: float = 0.5
+    evaluator_gpus: float = 0.0
+    torch_threads: int = 1  # per actor; CPU runs share few cores
+
+
+@dataclass
+class CheckpointConfig:
+    every_steps: int = 50
+    keep: int = 2
+
+
+@dataclass
+class TrackingConfig:
+    mlflow: bool = False
+    experiment: str = "workbench"
+    tracking_uri: Optional[str] = None  # None: $MLFLOW_TRACKING_URI, else sqlite in the project
+    run_id: Optional[str] = None  # set by the session/sweep that created the MLflow run
+    parent_run_id: Optional[str] = None
+
+
+@dataclass
+class RunConfig:
+    name: str = "run"
+    seed: int = 0
+    out_dir: Optional[str] = None  # default: runs/<name>
+    recipe: RecipeConfig = field(default_factory=RecipeConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    def output_dir(self) -> Path:
+        return Path(self.out_dir or f"runs/{self.name}")
+
+
+def _resolve_recipe(data: dict) -> dict:
+    if "recipe" in data:
+        data = dict(data)
+        data["recipe"] = to_dict(recipe_from_value(data["recipe"]))
+    return data
+
+
+def run_config_from_dict(data: dict[str, Any], overrides: list[str] | dict[str, Any] | None = None) -> RunConfig:
+    """Defaults <- `data` <- overrides. `recipe=NAME` as an override swaps the whole preset."""
+    data = dict(data)
+    items = overrides.items() if isinstance(overrides, dict) else map(parse_override, overrides or [])
+    items = list(items)
+    # A whole-recipe swap goes first, so that recipe.x=y overrides apply on top of it.
+    for key, value in items:
+        if key == "recipe":
+            data["recipe"] = value
+    data = _resolve_recipe(data)
+    for key, value in items:
+        if key != "recipe":
+            if key.split(".")[0] == "recipe" and "recipe" not in data:
+                data["recipe"] = to_dict(RecipeConfig())
+            set_dotted(data, key, value)
+    cfg = from_dict(RunConfig, data)
+    validate(cfg)
+    return cfg
+
+
+def load_run_config(path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None) -> RunConfig:
+    data = load_yaml(path) if path is not None else {}
+    try:
+        return run_config_from_dict(data, overrides)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}" if path else str(e)) from None
+
+
+def validate(cfg: RunConfig) -> None:
+    """Cross-field checks that a dataclass type cannot express."""
+    t = cfg.train
+    if t.prompts_per_step < 1:
+        raise ConfigError("train.prompts_per_step must be >= 1")
+    if t.generations_per_prompt < 2:
+        raise ConfigError("train.generations_per_prompt must be >= 2 (advantages need a group)")
+    if t.micro_batch_size < 1:
+        raise ConfigError("train.micro_batch_size must be >= 1")
+    if t.max_steps < 1:
+        raise ConfigError("train.max_steps must be >= 1")
+    if t.lr <= 0:
+        raise ConfigError("train.lr must be > 0")
+    if cfg.generation.num_generators < 1:
+        raise ConfigError("generation.num_generators must be >= 1")
+    if cfg.generation.max_new_tokens < 1:
+        raise ConfigError("generation.max_new_tokens must be >= 1")
+    if cfg.generation.temperature <= 0:
+        raise ConfigError("generation.temperature must be > 0")
+    if cfg.recipe.off_policy.k < 1:
+        raise ConfigError("recipe.off_policy.k must be >= 1")
+    if cfg.eval.every_steps < 1 or cfg.eval.num_prompts < 1 or cfg.eval.samples_per_prompt < 1:
+        raise ConfigError("eval.every_steps, eval.num_prompts and eval.samples_per_prompt must be >= 1")
+    if cfg.task.num_val < cfg.eval.num_prompts and cfg.task.path is None:
+        raise ConfigError(
+            f"eval.num_prompts ({cfg.eval.num_prompts}) exceeds task.num_val ({cfg.task.num_val})"
+        )
