@@ -192,6 +192,9 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError("recipe.off_policy.k must be >= 1")
     if cfg.eval.every_steps < 1 or cfg.eval.num_prompts < 1 or cfg.eval.samples_per_prompt < 1:
         raise ConfigError("eval.every_steps, eval.num_prompts and eval.samples_per_prompt must be >= 1")
+    from workbench.rl.recipe import validate_recipe
+
+    validate_recipe(cfg.recipe)
     if cfg.task.num_val < cfg.eval.num_prompts and cfg.task.path is None:
         raise ConfigError(
             f"eval.num_prompts ({cfg.eval.num_prompts}) exceeds task.num_val ({cfg.task.num_val})"

@@ -1,10 +1,13 @@
 """RL recipes as data: every choice the ScaleRL paper ablates, in one dataclass tree.
 
 A recipe is a named YAML preset under `workbench/rl/recipes/` (scalerl, deepseek-grpo, ...).
-A preset may start from another with `base: NAME` and change some fields. Unknown keys fail.
+A preset may start from another with `base: NAME` and change some fields. Unknown keys fail,
+in the preset and in every file it inherits from. A preset's `name` defaults to its file name.
+This module imports no torch: the CLI loads configs before anything heavy.
 
     recipe = load_recipe("scalerl")
     recipe = load_recipe("scalerl", overrides={"loss.type": "ppo_clip"})
+    validate_recipe(recipe)   # cross-field checks (load_recipe runs them)
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ class LossConfig:
     clip_low: float = 0.2  # PPO-clip: ratio kept in [1 - clip_low, 1 + clip_high]
     clip_high: float = 0.28
     gspo_clip_low: float = 3e-3  # GSPO: sequence ratio kept in [1 - low, 1 + high]
-    gspo_clip_high: float = 4e-3
+    gspo_clip_high: float = 5e-3  # the ScaleRL paper's GSPO runs: ~3e-3 / 5e-3
     tis_cap: Optional[float] = None  # truncated importance sampling cap c; None = off
     kl_coef: float = 0.0
     entropy_coef: float = 0.0
@@ -40,6 +43,7 @@ class LengthControlConfig:
     budget_max: float = 0.75  # paper: 12k of 16k
     answer_budget: float = 0.125  # paper: 2k of 16k
     phrase: str = "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>"
+    end_think: str = "</think>"  # marker that closes thinking; no interruption once it appeared
     # DAPO overlong penalty: linear from 0 at (l_max - l_cache) to -1 at l_max (fractions allowed).
     l_max: float = 0.875  # paper: 14k of 16k
     l_cache: float = 0.125  # paper: 2k
@@ -70,12 +74,13 @@ def available_recipes() -> list[str]:
 
 
 def _recipe_dict(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    path = RECIPE_DIR / f"{name}.yaml"
-    if not path.is_file():
-        raise ConfigError(f"unknown recipe '{name}'; available: {available_recipes()}")
+    if not isinstance(name, str) or not (RECIPE_DIR / f"{name}.yaml").is_file():
+        where = f" (base of '{seen[-1]}')" if seen else ""
+        raise ConfigError(f"unknown recipe {name!r}{where}; available: {', '.join(available_recipes())}")
     if name in seen:
-        raise ConfigError(f"recipe '{name}' inherits from itself via {' -> '.join(seen)}")
-    data = load_yaml(path)
+        raise ConfigError(f"recipe '{name}' inherits from itself via {' -> '.join(seen + (name,))}")
+    data = load_yaml(RECIPE_DIR / f"{name}.yaml")
+    data.setdefault("name", name)
     base = data.pop("base", None)
     if base is None:
         return data
@@ -90,6 +95,39 @@ def _deep_merge(a: dict, b: dict) -> dict:
     return out
 
 
+def validate_recipe(recipe: RecipeConfig) -> RecipeConfig:
+    """Cross-field checks a dataclass type cannot express; returns the recipe unchanged."""
+    loss = recipe.loss
+    if not loss.eps_max > 0:
+        raise ConfigError(f"recipe.loss.eps_max must be > 0, got {loss.eps_max}")
+    for key in ("clip_low", "gspo_clip_low"):
+        if not 0 <= getattr(loss, key) < 1:
+            raise ConfigError(f"recipe.loss.{key} must be in [0, 1), got {getattr(loss, key)}")
+    for key in ("clip_high", "gspo_clip_high", "kl_coef", "entropy_coef"):
+        if getattr(loss, key) < 0:
+            raise ConfigError(f"recipe.loss.{key} must be >= 0, got {getattr(loss, key)}")
+    if loss.tis_cap is not None and not loss.tis_cap > 0:
+        raise ConfigError(f"recipe.loss.tis_cap must be > 0 or null, got {loss.tis_cap}")
+    if not 0 < recipe.resample_threshold <= 1:
+        raise ConfigError(f"recipe.resample_threshold must be in (0, 1], got {recipe.resample_threshold}")
+    if recipe.off_policy.k < 1:
+        raise ConfigError(f"recipe.off_policy.k must be >= 1, got {recipe.off_policy.k}")
+    lc = recipe.length_control
+    for key in ("budget_min", "budget_max", "answer_budget", "l_max", "l_cache"):
+        if not getattr(lc, key) > 0:
+            raise ConfigError(f"recipe.length_control.{key} must be > 0, got {getattr(lc, key)}")
+    # Fractions (<= 1) and token counts (> 1) only compare when both are of the same kind.
+    if (lc.budget_min <= 1) == (lc.budget_max <= 1) and lc.budget_min > lc.budget_max:
+        raise ConfigError(f"recipe.length_control.budget_min ({lc.budget_min}) exceeds budget_max ({lc.budget_max})")
+    if (lc.l_cache <= 1) == (lc.l_max <= 1) and lc.l_cache > lc.l_max:
+        raise ConfigError(f"recipe.length_control.l_cache ({lc.l_cache}) exceeds l_max ({lc.l_max})")
+    if lc.type == "interrupt" and lc.end_think not in lc.phrase:
+        raise ConfigError(
+            f"recipe.length_control.phrase must contain the end-of-thinking marker {lc.end_think!r}"
+        )
+    return recipe
+
+
 def recipe_from_value(value: Any) -> RecipeConfig:
     """A run config's `recipe:` is a preset name, or a mapping with optional `base:`."""
     if isinstance(value, RecipeConfig):
@@ -101,10 +139,11 @@ def recipe_from_value(value: Any) -> RecipeConfig:
         base = data.pop("base", None)
         if base is not None:
             data = _deep_merge(_recipe_dict(base), data)
-        return from_dict(RecipeConfig, data, "recipe")
+        return validate_recipe(from_dict(RecipeConfig, data, "recipe"))
     raise ConfigError(f"recipe: expected a preset name or a mapping, got {value!r}")
 
 
 def load_recipe(name: str, overrides: dict[str, Any] | None = None) -> RecipeConfig:
+    """The preset `name` (file recipes/NAME.yaml, with its `base:` chain), plus dotted overrides."""
     recipe = from_dict(RecipeConfig, _recipe_dict(name), f"recipe '{name}'")
-    return apply_overrides(recipe, overrides or {})
+    return validate_recipe(apply_overrides(recipe, overrides or {}))

@@ -1,1 +1,57 @@
-"""workbench.scaling"""
+"""workbench.scaling: fit, forecast and compare compute-performance curves (ScaleRL Eq. 1).
+
+    from workbench.scaling import fit_sigmoid, scaling_gain, compare, backtest
+    fit = fit_sigmoid(gpu_hours, pass_rate, fit_from=1500)   # R0 = score at compute 0
+    print(fit.summary()); fit.band(c); fit.compute_to_reach(0.6)
+    scaling_gain(fit, factor=10).verdict                      # is 10x worth it?
+    compare({"cispo": f1, "dapo": f2})                        # ranked, with the +-0.02 A tie rule
+    from workbench.scaling import chart_fit, save_chart       # Altair, imported on first use
+
+numpy/scipy only: no torch, Ray or notebooks here. Altair is loaded lazily by the chart functions.
+Modules: data (validation, CSV), engine (grid + LM + bootstrap numerics), result (SigmoidFit),
+sigmoid (fit functions), powerlaw, backtest, compare, decision, charts, cli (`workbench fit`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.scaling.backtest import BacktestResult, BacktestRow, backtest
+from workbench.scaling.compare import Comparison, CompareRow, compare
+from workbench.scaling.data import Curve, check_curve
+from workbench.scaling.decision import ScalingGain, scaling_gain
+from workbench.scaling.powerlaw import PowerLawFit, fit_power_law
+from workbench.scaling.result import Reach, SigmoidFit
+from workbench.scaling.sigmoid import fit_sigmoid, fit_sigmoid_multi, refit_at_shared_A
+
+_CHARTS = ("chart_fit", "chart_overlay", "save_chart")
+
+__all__ = [
+    "BacktestResult",
+    "BacktestRow",
+    "Comparison",
+    "CompareRow",
+    "Curve",
+    "PowerLawFit",
+    "Reach",
+    "ScalingGain",
+    "SigmoidFit",
+    "backtest",
+    "check_curve",
+    "compare",
+    "fit_power_law",
+    "fit_sigmoid",
+    "fit_sigmoid_multi",
+    "refit_at_shared_A",
+    "scaling_gain",
+    *_CHARTS,
+]
+
+
+def __getattr__(name: str) -> Any:
+    # Charts pull in Altair (heavy); load them only when asked for.
+    if name in _CHARTS:
+        from workbench.scaling import charts
+
+        return getattr(charts, name)
+    raise AttributeError(f"module 'workbench.scaling' has no attribute {name!r}")

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
+@runtime_checkable  # isinstance(sink, MetricSink) checks the four methods exist
 class MetricSink(Protocol):
     def log_config(self, config: dict[str, Any]) -> None: ...
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...

@@ -1,0 +1,119 @@
+"""FP32 LM head, tied embeddings, position ids under left padding, token log-probs/entropy.
+
+Tiny GPT-2 / Llama models are built from a config in memory (no downloads).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from workbench.rl.head import (  # noqa: E402
+    causal_lm_forward,
+    lm_head_logits,
+    position_ids_from_mask,
+    token_entropy,
+    token_logprobs,
+)
+
+VOCAB = 37
+
+
+def gpt2(dtype=torch.float32):
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(
+        vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0
+    )
+    return transformers.GPT2LMHeadModel(cfg).to(dtype).eval()
+
+
+def llama(dtype=torch.float32, tied=False):
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+        tie_word_embeddings=tied,
+    )
+    return transformers.LlamaForCausalLM(cfg).to(dtype).eval()
+
+
+IDS = torch.tensor([[5, 9, 2, 30, 11, 4]])
+
+
+@pytest.mark.parametrize("build", [gpt2, llama])
+def test_logits_are_float32_under_a_bf16_body(build):
+    model = build(torch.bfloat16)
+    mask = torch.ones_like(IDS)
+    with torch.no_grad():
+        logits, _ = causal_lm_forward(model, IDS, mask, fp32_head=True)
+        plain, _ = causal_lm_forward(model, IDS, mask, fp32_head=False)
+        hidden = model.base_model(input_ids=IDS, attention_mask=mask).last_hidden_state
+    assert hidden.dtype == torch.bfloat16
+    assert logits.dtype == torch.float32 and plain.dtype == torch.bfloat16
+    w = model.get_output_embeddings().weight
+    assert torch.allclose(logits, hidden.float() @ w.float().T, atol=1e-5)
+    # the fp32 product keeps digits that the bf16 head rounds away
+    assert not torch.equal(logits, plain.float())
+
+
+@pytest.mark.parametrize("build", [gpt2, lambda dtype: llama(dtype, tied=True)])
+def test_tied_embeddings_keep_their_dtype_and_values(build):
+    model = build(torch.bfloat16)
+    emb = model.get_input_embeddings().weight
+    assert model.get_output_embeddings().weight.data_ptr() == emb.data_ptr()  # really tied
+    before = emb.detach().clone()
+    logits, _ = causal_lm_forward(model, IDS, torch.ones_like(IDS), fp32_head=True)
+    logits.sum().backward()
+    assert emb.dtype == torch.bfloat16 and torch.equal(emb.detach(), before)
+    assert emb.grad is not None and emb.grad.dtype == torch.bfloat16
+    assert model.get_output_embeddings().weight.data_ptr() == emb.data_ptr()
+
+
+def test_untied_head_keeps_its_dtype():
+    model = llama(torch.bfloat16, tied=False)
+    causal_lm_forward(model, IDS, torch.ones_like(IDS), fp32_head=True)
+    assert model.lm_head.weight.dtype == torch.bfloat16
+
+
+def test_position_ids_from_mask():
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    assert position_ids_from_mask(mask).tolist() == [[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]]
+
+
+@pytest.mark.parametrize("build", [gpt2, llama])
+def test_left_padding_matches_an_unpadded_forward(build):
+    model = build(torch.float32)
+    a = torch.tensor([[5, 9, 2, 30]])
+    b = torch.tensor([[7, 3, 12, 8, 21, 6]])
+    pad = 0
+    batch = torch.tensor([[pad, pad, 5, 9, 2, 30], [7, 3, 12, 8, 21, 6]])
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        padded, _ = causal_lm_forward(model, batch, mask)
+        ref_a, _ = causal_lm_forward(model, a, torch.ones_like(a))
+        ref_b, _ = causal_lm_forward(model, b, torch.ones_like(b))
+    assert torch.allclose(padded[0, 2:], ref_a[0], atol=1e-5)
+    assert torch.allclose(padded[1], ref_b[0], atol=1e-5)
+
+
+def test_lm_head_logits_refuses_a_model_without_head():
+    class NoHead:
+        def get_output_embeddings(self):
+            return None
+
+    with pytest.raises(ValueError, match="no output embeddings"):
+        lm_head_logits(NoHead(), torch.zeros(1, 2, 3), True)
+
+
+def test_token_logprobs_and_entropy_match_log_softmax():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 5, VOCAB, generator=g).to(torch.bfloat16)
+    tokens = torch.randint(0, VOCAB, (2, 5), generator=g)
+    for temp in (1.0, 0.7):
+        ref = torch.log_softmax(logits.float() / temp, -1)
+        got = token_logprobs(logits, tokens, temperature=temp)
+        assert got.dtype == torch.float32
+        assert torch.allclose(got, ref.gather(-1, tokens[..., None])[..., 0], atol=1e-5)
+        assert torch.allclose(token_entropy(logits, temperature=temp), -(ref.exp() * ref).sum(-1), atol=1e-5)

@@ -1,0 +1,99 @@
+"""CurriculumSampler: epoch shuffles, No-Positive-Resampling, exhaustion, exact state round trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench.errors import UserError
+from workbench.rl.sampler import AllPromptsRetiredError, CurriculumSampler
+
+
+def test_each_epoch_is_a_fresh_permutation_and_draws_cross_epochs():
+    s = CurriculumSampler(7, seed=1)
+    first = s.next_prompts(7)
+    second = s.next_prompts(7)
+    assert sorted(first) == list(range(7)) and sorted(second) == list(range(7))
+    assert first != second  # reshuffled (fixed seed: deterministic)
+    s2 = CurriculumSampler(7, seed=1)
+    assert s2.next_prompts(4) + s2.next_prompts(5) + s2.next_prompts(5) == first + second
+    assert s2.stats()["epoch"] == 1.0
+
+
+def test_same_seed_same_order_other_seed_other_order():
+    a = CurriculumSampler(50, seed=3).next_prompts(50)
+    assert CurriculumSampler(50, seed=3).next_prompts(50) == a
+    assert CurriculumSampler(50, seed=4).next_prompts(50) != a
+
+
+def test_prompt_at_threshold_is_retired_for_good():
+    s = CurriculumSampler(5, seed=0, retire_threshold=0.9)
+    ids = s.next_prompts(5)
+    assert s.update(ids[0], [True] * 9 + [False]) is True  # 0.9 >= 0.9
+    assert s.update(ids[1], [True] * 8 + [False] * 2) is False  # 0.8
+    later = s.next_prompts(40)
+    assert ids[0] not in later and ids[1] in later
+    assert s.is_retired(ids[0])
+    st = s.stats()
+    assert st["retired"] == 1.0 and st["active"] == 4.0 and st["epoch"] == 10.0
+
+
+def test_retired_prompt_not_yet_drawn_this_epoch_is_skipped():
+    s = CurriculumSampler(6, seed=2)
+    order = CurriculumSampler(6, seed=2).next_prompts(6)
+    s.next_prompts(2)
+    s.update(order[4], [1.0, 1.0])  # a late result for a prompt still ahead in this epoch
+    assert s.next_prompts(3) == [order[2], order[3], order[5]]
+
+
+def test_disabled_never_retires_but_records():
+    s = CurriculumSampler(3, seed=0, enabled=False)
+    assert s.update(0, [True, True]) is False
+    assert sorted(s.next_prompts(3)) == [0, 1, 2]
+    assert s.stats()["pass_rate_seen"] == 1.0
+
+
+def test_latest_versus_running_pass_rate():
+    latest = CurriculumSampler(3, seed=0)
+    running = CurriculumSampler(3, seed=0, pass_rate="running")
+    for s in (latest, running):
+        s.update(0, [0.0, 0.0, 0.0, 0.0])
+        s.update(0, [1.0, 1.0, 1.0, 1.0])
+    assert latest.is_retired(0)  # the latest group solved it
+    assert not running.is_retired(0)  # running mean is 0.5
+
+
+def test_all_retired_raises_a_clear_error():
+    s = CurriculumSampler(2, seed=0)
+    s.update(0, [True, True])
+    s.update(1, [True, True])
+    with pytest.raises(AllPromptsRetiredError, match="all 2 prompts are retired"):
+        s.next_prompts(1)
+
+
+def test_state_round_trip_gives_the_same_future():
+    a = CurriculumSampler(13, seed=5)
+    for step in range(6):
+        for pid in a.next_prompts(4):
+            a.update(pid, [step % 3 == 0] * 3 + [True])
+    state = json.loads(json.dumps(a.state_dict()))  # plain JSON
+    b = CurriculumSampler(13, seed=999)
+    b.load_state_dict(state)
+    assert b.stats() == a.stats()
+    assert b.next_prompts(40) == a.next_prompts(40)
+    assert b.state_dict() == a.state_dict()
+
+
+def test_load_refuses_another_dataset_and_bad_input():
+    s = CurriculumSampler(4, seed=0)
+    with pytest.raises(UserError, match="4 prompts.*5"):
+        CurriculumSampler(5, seed=0).load_state_dict(s.state_dict())
+    with pytest.raises(UserError, match=r"\[0, 1\]"):
+        s.update(0, [-1.0, 1.0])
+    with pytest.raises(UserError, match="prompt_id"):
+        s.update(4, [True])
+    with pytest.raises(UserError, match="empty"):
+        s.update(0, [])
+    with pytest.raises(UserError, match="num_prompts"):
+        CurriculumSampler(0, seed=0)

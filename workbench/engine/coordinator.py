@@ -1,0 +1,374 @@
+"""The run loop: schedules generators, trainer and evaluator by the recipe's off-policy algorithm.
+
+- `pipeline` (PipelineRL-k): generators are kept busy; after every trainer step the new weights
+  are pushed at once and picked up by sequences in flight. New generation is dispatched only
+  while the data already buffered or in flight would be trained on within k policy versions,
+  and the trainer drops any group whose oldest token is more than k versions behind.
+- `ppo-off-policy` (k): one policy generates k steps' worth of prompts; k optimizer steps follow;
+  then the weights are pushed.
+- `sync`: generate one step, train it, push, repeat.
+
+`RunCoordinator` is plain Python; launch.py runs it inside the Ray actor `Coordinator` so a
+notebook can detach from it. Checkpoints (every N steps and at the end) hold the trainer state
+and this loop's state (step, sampler, counters, prompts in flight); resuming truncates
+metrics.jsonl to the checkpoint so no step is lost or logged twice.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import ray
+
+from workbench.config import RunConfig
+from workbench.configtools import to_dict
+from workbench.engine import accounting as acc
+from workbench.engine.checkpoint import CheckpointStore
+from workbench.engine.rollouts import Chunk, Group
+from workbench.engine.workers import spawn_workers
+from workbench.errors import UserError
+from workbench.tracking.sink import JsonlSink, MetricSink
+
+
+class RunFailed(RuntimeError):
+    """The run stopped on an error it cannot recover from; the message says which."""
+
+
+class RunCoordinator:
+    def __init__(self, cfg: RunConfig, *, resume: bool = True, sinks: Optional[list[MetricSink]] = None):
+        from workbench.rl.sampler import CurriculumSampler
+        from workbench.tasks.base import load_task
+
+        self.cfg = cfg
+        self.out = cfg.output_dir()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.task = load_task(cfg.task)
+        r = cfg.recipe
+        self.sampler = CurriculumSampler(
+            len(self.task.train), seed=cfg.seed, retire_threshold=r.resample_threshold, enabled=r.no_positive_resampling
+        )
+        self.ckpt = CheckpointStore(self.out / "checkpoints", keep=cfg.checkpoint.keep)
+        self.counters = acc.Counters()
+        self.step = 0
+        self.chunk_counter = 0
+        self.replay: list[int] = []  # prompts drawn before a checkpoint but not yet trained
+        self.resumed_from: Optional[int] = None
+        state = self.ckpt.latest_state() if resume else None
+        if state is not None:
+            self._restore(state)
+        elif (self.out / "metrics.jsonl").exists():
+            (self.out / "metrics.jsonl").unlink()  # a fresh run in an old folder starts clean
+        self.sinks: list[MetricSink] = [JsonlSink(self.out / "metrics.jsonl")] + list(sinks or [])
+        self.rows: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._paused = threading.Event()
+        self.status = "created"
+        self.error: Optional[str] = None
+        self.n_params = 0
+
+    # -- control (called from other threads) ---------------------------------------------
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def pause(self) -> None:
+        self._paused.set()
+
+    def resume(self) -> None:
+        self._paused.clear()
+
+    def metrics_since(self, index: int) -> list[dict[str, Any]]:
+        return self.rows[index:]
+
+    def status_dict(self) -> dict[str, Any]:
+        return {
+            "status": "paused" if self._paused.is_set() and self.status == "running" else self.status,
+            "step": self.step,
+            "max_steps": self.max_steps if hasattr(self, "max_steps") else self.cfg.train.max_steps,
+            "error": self.error,
+            "resumed_from": self.resumed_from,
+            "out_dir": str(self.out),
+            **acc.compute_metrics(self.counters, self.n_params),
+        }
+
+    # -- checkpoint state ----------------------------------------------------------------
+    def _state(self, pending_prompts: list[int]) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "chunk_counter": self.chunk_counter,
+            "sampler": self.sampler.state_dict(),
+            "counters": self.counters.to_dict(),
+            "replay": pending_prompts,
+            "config": to_dict(self.cfg),
+        }
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.step = int(state["step"])
+        self.chunk_counter = int(state["chunk_counter"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.counters = acc.Counters(**state["counters"])
+        self.replay = list(state.get("replay", []))
+        self.resumed_from = self.step
+        # steps logged after this checkpoint will be redone: drop them so none is logged twice
+        path = self.out / "metrics.jsonl"
+        if path.exists():
+            from workbench.tracking.sink import read_jsonl
+
+            rows = [r for r in read_jsonl(path) if r.get("step", 0) <= self.step]
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    # -- logging -------------------------------------------------------------------------
+    def _log(self, metrics: dict[str, Any], step: int) -> None:
+        row = {"step": step, **{k: v for k, v in metrics.items() if not k.startswith("_")}}
+        self.rows.append(row)
+        for s in self.sinks:
+            s.log_metrics({k: v for k, v in row.items() if k != "step"}, step)
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self, max_steps: Optional[int] = None, max_minutes: Optional[float] = None) -> dict[str, Any]:
+        self.max_steps = max_steps or self.cfg.train.max_steps
+        deadline = time.monotonic() + 60 * max_minutes if max_minutes else math.inf
+        self.status = "starting"
+        for s in self.sinks:
+            s.log_config(to_dict(self.cfg))
+        workers = None
+        try:
+            workers = spawn_workers(self.cfg, self.task)
+            self.workers = workers
+            self.n_params = workers.n_params
+            if self.resumed_from is not None:
+                workers.load_trainer(self.ckpt.path_for(self.step))
+            self.clock = acc.Clock(self.counters, acc.devices_held(self.cfg))
+            self.status = "running"
+            self._loop(workers, deadline)
+            status = "stopped" if self._stop.is_set() and self.step < self.max_steps else "finished"
+            self.status = status
+        except Exception as e:  # noqa: BLE001 - recorded, then re-raised with context
+            self.status = "failed"
+            self.error = _describe(e)
+            for s in self.sinks:
+                s.close("FAILED")
+            if workers is not None:
+                workers.shutdown()
+            raise RunFailed(self.error) from None
+        summary = self._summary()
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+        for s in self.sinks:
+            s.log_artifact(self.out / "summary.json")
+            s.close("FINISHED" if self.status == "finished" else "KILLED")
+        workers.shutdown()
+        return summary
+
+    def _loop(self, w, deadline: float) -> None:
+        cfg = self.cfg
+        alg, k = cfg.recipe.off_policy.algorithm, cfg.recipe.off_policy.k
+        per_step = cfg.train.prompts_per_step
+        groups: collections.deque[Group] = collections.deque()
+        gen_refs: dict[Any, tuple[int, list[int], int]] = {}  # ref -> (rank, prompts, chunk_id)
+        eval_refs: dict[Any, tuple[int, dict]] = {}
+        train_ref = None
+        train_meta: dict[str, Any] = {}
+        round_left = 0  # ppo-off-policy: steps left in the current round
+        idle_since = None
+        gen_stats = {"gen_seconds": 0.0, "swaps": 0, "chunks": 0}
+        compute_at: dict[int, dict] = {}
+
+        def snapshot() -> dict:
+            self.clock.tick()
+            return acc.compute_metrics(self.counters, self.n_params)
+
+        if self.step == 0 and cfg.eval.at_start:
+            eval_refs[w.evaluate(None, 0, cfg.seed)] = (0, snapshot())
+        self.clock.start()
+        t_trainer_start = None
+
+        def in_flight_groups() -> int:
+            return len(groups) + sum(len(p) for _, p, _ in gen_refs.values())
+
+        def dispatch(prompts: list[int]) -> None:
+            rank = w.least_busy(gen_refs)
+            cid = self.chunk_counter
+            self.chunk_counter += 1
+            ref = w.generate(rank, cid, prompts, cfg.seed * 1_000_003 + cid)
+            gen_refs[ref] = (rank, prompts, cid)
+
+        def draw(n: int) -> list[int]:
+            take, self.replay = self.replay[:n], self.replay[n:]
+            return take + (self.sampler.next_prompts(n - len(take)) if n > len(take) else [])
+
+        while True:
+            done_training = self.step >= self.max_steps
+            if self._stop.is_set() or time.monotonic() > deadline:
+                done_training = True
+            if done_training and train_ref is None and not eval_refs:
+                break
+            if self._paused.is_set() and train_ref is None:
+                self.clock.pause()
+                while self._paused.is_set() and not self._stop.is_set():
+                    time.sleep(0.05)
+                self.clock.start()
+                continue
+            # 1. dispatch generation
+            steps_needed = self.max_steps - self.step - (1 if train_ref is not None else 0)
+            if not done_training and not self._paused.is_set():
+                split = w.split_sizes(per_step)
+                if alg == "pipeline":
+                    lag_steps = math.ceil(in_flight_groups() / per_step) + (1 if train_ref is not None else 0)
+                    while (
+                        lag_steps < k
+                        and math.ceil(in_flight_groups() / per_step) < steps_needed
+                        and len(gen_refs) < 2 * w.num_generators
+                    ):
+                        for n in split:
+                            dispatch(draw(n))
+                        lag_steps += 1
+                elif not gen_refs and not groups and train_ref is None:
+                    rounds = 1 if alg == "sync" else min(k, steps_needed)
+                    round_left = rounds
+                    for _ in range(rounds):
+                        for n in split:
+                            dispatch(draw(n))
+            # 2. start a train step when a full step of groups is buffered
+            if train_ref is None and len(groups) >= per_step and not done_training:
+                batch = [groups.popleft() for _ in range(per_step)]
+                now = time.monotonic()
+                if t_trainer_start is None:
+                    t_trainer_start = now
+                elif idle_since is not None:
+                    self.counters.trainer_wait_seconds += now - idle_since
+                train_meta = {"submitted": now, "gen": dict(gen_stats)}
+                gen_stats = {"gen_seconds": 0.0, "swaps": 0, "chunks": 0}
+                train_ref = w.train(batch, self.step)
+            # 3. wait for anything to finish
+            pending = list(gen_refs) + list(eval_refs) + ([train_ref[0]] if train_ref is not None else [])
+            if not pending:
+                if done_training:
+                    break
+                time.sleep(0.01)
+                continue
+            ready, _ = ray.wait(pending, num_returns=1, timeout=0.5)
+            for ref in ready:
+                if ref in gen_refs:
+                    rank, prompts, cid = gen_refs.pop(ref)
+                    try:
+                        chunk: Chunk = ray.get(ref)
+                    except ray.exceptions.RayActorError as e:
+                        # the actor died: Ray restarts it; give it the current weights, redo the chunk
+                        self._log_event(f"generator {rank} died ({type(e).__name__}); regenerating chunk {cid}")
+                        w.resync_generator(rank)
+                        gen_refs[w.generate(rank, cid, prompts, cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
+                        continue
+                    for g in chunk.groups:
+                        self.sampler.update(g.prompt_id, g.correct)
+                        groups.append(g)
+                    acc.add_generated(self.counters, chunk.tokens_generated, self.n_params)
+                    self.counters.gen_seconds += chunk.gen_seconds
+                    gen_stats["gen_seconds"] += chunk.gen_seconds
+                    gen_stats["swaps"] += chunk.weight_swaps
+                    gen_stats["chunks"] += 1
+                elif ref in eval_refs:
+                    step, stamp = eval_refs.pop(ref)
+                    res = ray.get(ref)
+                    self._log({**res, **stamp}, step)
+                else:
+                    stats = ray.get(train_ref[0])
+                    weights_ref = None if stats.get("train/skipped", 0.0) else train_ref[1]
+                    train_ref = None
+                    idle_since = time.monotonic()
+                    self._finish_step(w, stats, weights_ref, train_meta, alg, gen_refs, groups)
+                    round_left -= 1
+                    if t_trainer_start is not None:
+                        self.counters.trainer_wall_seconds = idle_since - t_trainer_start
+                    stamp = snapshot()
+                    compute_at[self.step] = stamp
+                    last = self.step >= self.max_steps or self._stop.is_set() or time.monotonic() > deadline
+                    if self.step % cfg.eval.every_steps == 0 or last:
+                        eval_refs[w.evaluate(w.latest_weights, w.version, cfg.seed + self.step)] = (self.step, stamp)
+                    if self.step % cfg.checkpoint.every_steps == 0 or last:
+                        self._checkpoint(w, list(groups), gen_refs)
+
+    def _finish_step(self, w, stats: dict, weights_ref, meta: dict, alg: str, gen_refs, groups) -> None:
+        if stats.get("train/nonfinite", 0.0) and stats.get("train/nonfinite_in_a_row", 0) >= self.cfg.train.max_nonfinite_in_a_row:
+            raise RunFailed(
+                f"{int(stats['train/nonfinite_in_a_row'])} non-finite losses in a row at step {self.step + 1} "
+                f"(limit train.max_nonfinite_in_a_row={self.cfg.train.max_nonfinite_in_a_row}); "
+                "lower train.lr or check the rewards"
+            )
+        self.step += 1
+        t_sync = time.monotonic()
+        if weights_ref is not None:  # None: the update was skipped
+            w.version += 1
+            w.latest_weights = weights_ref
+        # pipeline and sync push after every step; ppo-off-policy only once its round is trained
+        if w.version > w.pushed_version and (alg != "ppo-off-policy" or (not gen_refs and not groups)):
+            w.push_weights(w.latest_weights, w.version)
+        sync_s = time.monotonic() - t_sync
+        self.counters.weight_sync_seconds += sync_s
+        acc.add_trained(
+            self.counters, int(stats.get("train/tokens_trained", 0)), int(stats.get("train/sequences_trained", 0)), self.n_params
+        )
+        self.counters.train_seconds += stats.get("time/train_compute", 0.0)
+        wall = max(self.counters.trainer_wall_seconds, 1e-9)
+        c = self.counters
+        row = dict(stats)
+        row.update(
+            {
+                "time/generate": meta["gen"]["gen_seconds"],
+                "time/train": stats.get("time/train_compute", 0.0) + stats.get("time/train_prep", 0.0),
+                "time/weight_sync": sync_s,
+                "time/trainer_wait": c.trainer_wait_seconds,
+                "util/trainer": min(1.0, c.train_seconds / wall) if c.trainer_wall_seconds > 0 else 0.0,
+                "util/generator": min(1.0, c.gen_seconds / max(c.wall_seconds * w.num_generators, 1e-9)),
+                "gen/weight_swaps_in_flight": float(meta["gen"]["swaps"]),
+                "sampler/retired": float(self.sampler.stats().get("retired", 0)),
+                "throughput/samples_per_second": c.samples_trained / max(c.wall_seconds, 1e-9),
+            }
+        )
+        self.clock.tick()
+        row.update(acc.compute_metrics(c, self.n_params))
+        self._log(row, self.step)
+
+    def _checkpoint(self, w, buffered: list[Group], gen_refs) -> None:
+        pending = [g.prompt_id for g in buffered] + [p for _, ps, _ in gen_refs.values() for p in ps]
+        path = self.ckpt.begin(self.step)
+        w.save_trainer(path)
+        self.ckpt.commit(self.step, self._state(pending))
+
+    def _log_event(self, text: str) -> None:
+        with open(self.out / "events.log", "a") as fh:
+            fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+
+    def _summary(self) -> dict[str, Any]:
+        evals = [r for r in self.rows if "val/pass_rate" in r]
+        c = self.counters
+        summary: dict[str, Any] = {
+            "status": self.status,
+            "steps": self.step,
+            "resumed_from": self.resumed_from,
+            "recipe": self.cfg.recipe.name,
+            "algorithm": self.cfg.recipe.off_policy.algorithm,
+            "val_pass_rate_first": evals[0]["val/pass_rate"] if evals else None,
+            "val_pass_rate_last": evals[-1]["val/pass_rate"] if evals else None,
+            "wall_seconds": c.wall_seconds,
+            "samples_per_second": c.samples_trained / max(c.wall_seconds, 1e-9),
+            "trainer_utilisation": c.train_seconds / max(c.trainer_wall_seconds, 1e-9),
+            "staleness_max": max((r.get("train/staleness_max", 0.0) for r in self.rows), default=0.0),
+            **acc.compute_metrics(c, self.n_params),
+        }
+        return summary
+
+
+def _describe(e: BaseException) -> str:
+    """One readable line for an error raised in this process or inside an actor."""
+    if isinstance(e, ray.exceptions.RayTaskError):
+        cause = e.cause if getattr(e, "cause", None) is not None else e
+        if isinstance(cause, (UserError, RunFailed)):
+            return str(cause)
+        return f"{type(cause).__name__}: {str(cause).strip().splitlines()[-1] if str(cause).strip() else ''}"
+    return str(e) if isinstance(e, (UserError, RunFailed)) else f"{type(e).__name__}: {e}"

@@ -1,0 +1,435 @@
+"""The policy model and its tokenizer: the built-in tiny GPT, or a local Hugging Face directory.
+
+    task = load_task(cfg.task)
+    model, tok = load_policy(cfg.model, task)          # "builtin:tiny": built once, then cached
+    rate = sampled_pass_rate(model, tok, task.val, k=4, max_new_tokens=8, seed=0)
+
+"builtin:tiny" is a small GPT-2 (sizes from ModelConfig) over a character tokenizer made
+locally from the task's alphabet (`build_char_tokenizer`). It is warm-started by a short
+supervised run on the task's TRAIN split (loss on answer tokens + EOS only; left padding with
+position ids from the mask, through `causal_lm_forward`, exactly as the generator and trainer
+see sequences), so RL starts from a low but non-zero pass rate. The result is saved with
+`save_pretrained` under `cache_dir/<key>/`, where the key hashes everything the weights depend
+on; later calls load it from there. A file lock plus an atomic rename keep two processes that
+build at once from corrupting the cache. `model.workbench_info` tells how it was obtained
+(`from_cache`, SFT time and loss, parameter count).
+
+Any other `path` is a local Hugging Face model directory (no hub downloads). Tokenizers
+without a pad token get EOS as pad; padding is on the left for generation; the model config's
+eos / pad ids are set to the tokenizer's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from workbench.errors import UserError
+from workbench.rl.head import causal_lm_forward, position_ids_from_mask
+
+log = logging.getLogger(__name__)
+
+BUILTIN_PREFIX = "builtin:"
+BUILTIN_SIZES = ("tiny",)
+SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>")
+BUILDER_VERSION = 1  # bump when the builtin recipe changes, so old caches are not reused
+INFO_FILE = "workbench_builtin.json"
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+# ---------------------------------------------------------------------------- tokenizer
+
+
+def build_char_tokenizer(alphabet: str):
+    """A character-level `PreTrainedTokenizerFast`: one token per character of `alphabet`.
+
+    Ids 0-3 are <pad>, <eos>, <bos>, <unk>; unknown characters map to <unk>. Nothing is added
+    around the text when encoding; decoding concatenates characters (no spaces inserted).
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    if not alphabet:
+        raise UserError("cannot build a character tokenizer from an empty alphabet")
+    vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS)}
+    for ch in alphabet:
+        vocab.setdefault(ch, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # every char
+    tok.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        eos_token="<eos>",
+        bos_token="<bos>",
+        unk_token="<unk>",
+        padding_side="left",
+    )
+
+
+def prepare_tokenizer(tokenizer: Any, model: Any = None) -> Any:
+    """Pad token (EOS if none), left padding, and the model config's ids set to match."""
+    if tokenizer.eos_token_id is None:
+        raise UserError(f"tokenizer {type(tokenizer).__name__} has no EOS token; generation could never stop")
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    if model is not None:
+        for cfg in (model.config, getattr(model, "generation_config", None)):
+            if cfg is not None:
+                cfg.eos_token_id = tokenizer.eos_token_id
+                cfg.pad_token_id = tokenizer.pad_token_id
+    return tokenizer
+
+
+def left_pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask) with every sequence right-aligned (pads on the left)."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if s:
+            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+            mask[i, width - len(s) :] = 1
+    return ids, mask
+
+
+def encode(tokenizer: Any, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+# ---------------------------------------------------------------------------- dtype
+
+
+def resolve_dtype(name: Any, device: str) -> torch.dtype | str:
+    """ModelConfig.dtype -> torch dtype; 'auto' is float32 on CPU, else the checkpoint's own."""
+    if isinstance(name, torch.dtype):
+        return name
+    if name in (None, "auto"):
+        return torch.float32 if str(device).startswith("cpu") else "auto"
+    table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if name not in table:
+        raise UserError(f"model.dtype: unknown dtype {name!r} (choose auto, float32, bfloat16, float16)")
+    return table[name]
+
+
+# ---------------------------------------------------------------------------- local HF directory
+
+
+def load_hf_dir(path: str | Path, *, device: str = "cpu", dtype: Any = None) -> tuple[Any, Any]:
+    """Model + tokenizer from a local Hugging Face directory; clear errors for what is missing."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    d = Path(path).expanduser()
+    if not d.is_dir():
+        raise UserError(f"model.path: no such directory: {d} (a local Hugging Face model directory or builtin:tiny)")
+    if not (d / "config.json").is_file():
+        raise UserError(f"model.path: {d} has no config.json (not a Hugging Face model directory)")
+    if not any((d / w).is_file() for w in WEIGHT_FILES) and not list(d.glob("*.safetensors")):
+        raise UserError(f"model.path: {d} has no weights (expected one of {', '.join(WEIGHT_FILES)})")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(d, local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise UserError(f"model.path: cannot load a tokenizer from {d}: {e}") from None
+    try:
+        model = AutoModelForCausalLM.from_pretrained(d, local_files_only=True, dtype=resolve_dtype(dtype, device))
+    except (OSError, ValueError) as e:
+        raise UserError(f"model.path: cannot load the model from {d}: {e}") from None
+    prepare_tokenizer(tokenizer, model)
+    return model.to(device), tokenizer
+
+
+# ---------------------------------------------------------------------------- builtin model
+
+
+def task_alphabet(task: Any) -> str:
+    """The declared alphabet plus every character in the task's examples (sorted, unique)."""
+    chars = set(getattr(task, "alphabet", "") or "")
+    for ex in list(task.train) + list(task.val):
+        chars.update(ex.prompt)
+        chars.update(ex.answer)
+    return "".join(sorted(chars))
+
+
+def _n_positions(task: Any) -> int:
+    longest = max(len(ex.prompt) + len(ex.answer) for ex in list(task.train) + list(task.val))
+    # Room for RL completions well past the reference answer length.
+    return max(64, 1 << math.ceil(math.log2(2 * longest + 2)))
+
+
+def builtin_cache_key(model_cfg: Any, task: Any) -> str:
+    """Hash of everything the builtin weights depend on (not cache_dir / dtype)."""
+    h = hashlib.sha256()
+    for ex in task.train:
+        h.update(f"{ex.prompt}\x00{ex.answer}\x01".encode())
+    key = {
+        "version": BUILDER_VERSION,
+        "path": model_cfg.path,
+        "n_layer": model_cfg.n_layer,
+        "n_embd": model_cfg.n_embd,
+        "n_head": model_cfg.n_head,
+        "sft_steps": model_cfg.sft_steps,
+        "sft_lr": model_cfg.sft_lr,
+        "sft_batch_size": model_cfg.sft_batch_size,
+        "task": task.name,
+        "difficulty": getattr(task, "difficulty", None),
+        "seed": getattr(task, "seed", 0),
+        "alphabet": task_alphabet(task),
+        "n_positions": _n_positions(task),
+        "train_sha": h.hexdigest(),
+    }
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def builtin_cache_dir(model_cfg: Any, task: Any) -> Path:
+    return Path(model_cfg.cache_dir).expanduser() / f"{model_cfg.path.split(':', 1)[1]}-{builtin_cache_key(model_cfg, task)}"
+
+
+def build_tiny_model(model_cfg: Any, tokenizer: Any, n_positions: int, seed: int) -> Any:
+    """A freshly initialised GPT-2 sized by `model_cfg`, vocabulary from `tokenizer`."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    if model_cfg.n_embd % model_cfg.n_head:
+        raise UserError(f"model.n_embd ({model_cfg.n_embd}) must be divisible by model.n_head ({model_cfg.n_head})")
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=n_positions,
+        n_embd=model_cfg.n_embd,
+        n_layer=model_cfg.n_layer,
+        n_head=model_cfg.n_head,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return GPT2LMHeadModel(config)
+
+
+def sft_warm_start(
+    model: Any,
+    tokenizer: Any,
+    examples: Sequence[Any],
+    *,
+    steps: int,
+    lr: float,
+    batch_size: int,
+    seed: int,
+    progress: bool = True,
+) -> dict[str, float]:
+    """Supervised warm-up: next-token loss on answer + EOS only, prompts left-padded.
+
+    AdamW with a short linear warm-up then cosine decay to 10% of `lr`. Returns stats.
+    """
+    from tqdm.auto import tqdm
+
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    encoded = []
+    for ex in examples:
+        p, a = encode(tokenizer, ex.prompt), encode(tokenizer, ex.answer) + [eos]
+        encoded.append((p + a, len(p)))
+    device = next(model.parameters()).device
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, betas=(0.9, 0.98))
+    warm = max(1, steps // 10)
+
+    def lr_at(step: int) -> float:
+        if step < warm:
+            return lr * (step + 1) / warm
+        frac = (step - warm) / max(1, steps - warm)
+        return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+    gen = torch.Generator().manual_seed(seed)
+    model.train()
+    losses: list[float] = []
+    t0 = time.perf_counter()
+    bar = tqdm(range(steps), desc="warm-up (SFT)", disable=not progress, leave=False)
+    for step in bar:
+        idx = torch.randint(len(encoded), (batch_size,), generator=gen).tolist()
+        seqs = [encoded[i][0] for i in idx]
+        ids, mask = left_pad(seqs, pad)
+        # Loss on the answer tokens: targets after the prompt (right-aligned, so count from the end).
+        target = torch.zeros_like(mask, dtype=torch.bool)
+        for row, i in enumerate(idx):
+            full, plen = encoded[i]
+            target[row, ids.shape[1] - (len(full) - plen) :] = True
+        ids, mask, target = ids.to(device), mask.to(device), target.to(device)
+        logits, _ = causal_lm_forward(model, ids, mask, fp32_head=True)
+        logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+        tmask = target[:, 1:].float()
+        loss = -(logp * tmask).sum() / tmask.sum()
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        if progress and step % 10 == 0:
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    bar.close()
+    model.eval()
+    tail = losses[-max(1, len(losses) // 10) :]
+    return {"sft_seconds": time.perf_counter() - t0, "sft_final_loss": sum(tail) / len(tail), "sft_steps": steps}
+
+
+def _build_builtin(model_cfg: Any, task: Any, final: Path, progress: bool) -> dict[str, Any]:
+    """Train the builtin model and move it into `final` atomically."""
+    tokenizer = build_char_tokenizer(task_alphabet(task))
+    seed = int(getattr(task, "seed", 0))
+    model = build_tiny_model(model_cfg, tokenizer, _n_positions(task), seed)
+    stats = sft_warm_start(
+        model,
+        tokenizer,
+        task.train,
+        steps=model_cfg.sft_steps,
+        lr=model_cfg.sft_lr,
+        batch_size=model_cfg.sft_batch_size,
+        seed=seed,
+        progress=progress,
+    )
+    info = {
+        **stats,
+        "params": sum(p.numel() for p in model.parameters()),
+        "task": task.name,
+        "difficulty": getattr(task, "difficulty", None),
+        "model_cfg": {k: v for k, v in asdict(model_cfg).items() if k != "cache_dir"},
+        "builder_version": BUILDER_VERSION,
+    }
+    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / INFO_FILE).write_text(json.dumps(info, indent=2))
+    os.replace(tmp, final)  # atomic: readers see no directory or a complete one
+    return info
+
+
+def load_builtin(model_cfg: Any, task: Any, *, device: str = "cpu", dtype: Any = None, progress: bool = True) -> tuple[Any, Any]:
+    """The cached builtin model for (model_cfg, task), built first if absent."""
+    from filelock import FileLock
+
+    size = model_cfg.path.split(":", 1)[1]
+    if size not in BUILTIN_SIZES:
+        raise UserError(f"model.path: unknown builtin model {model_cfg.path!r} (known: builtin:{', builtin:'.join(BUILTIN_SIZES)})")
+    if task is None or not task.train:
+        raise UserError("model.path=builtin:tiny needs a task with training examples to warm-start on")
+    final = builtin_cache_dir(model_cfg, task)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    from_cache = True
+    if not (final / INFO_FILE).is_file():
+        # Only one process trains; the others wait here and then load its result.
+        with FileLock(str(final) + ".lock"):
+            if not (final / INFO_FILE).is_file():
+                shutil.rmtree(final, ignore_errors=True)  # a partial directory from an old crash
+                log.info("building %s for task %s into %s", model_cfg.path, task.name, final)
+                _build_builtin(model_cfg, task, final, progress)
+                from_cache = False
+    if from_cache:
+        log.info("loaded %s from cache %s", model_cfg.path, final)
+    model, tokenizer = load_hf_dir(final, device=device, dtype=dtype)
+    model.workbench_info = {**json.loads((final / INFO_FILE).read_text()), "from_cache": from_cache, "dir": str(final)}
+    return model, tokenizer
+
+
+def load_policy(model_cfg: Any, task: Any = None, *, device: str = "cpu", dtype: Any = None, progress: bool = True) -> tuple[Any, Any]:
+    """(model, tokenizer) for `model_cfg.path`: builtin:tiny (cached warm start) or a local HF dir.
+
+    `dtype` overrides `model_cfg.dtype`. The tokenizer pads on the left and has a pad token.
+    """
+    dtype = model_cfg.dtype if dtype is None else dtype
+    if model_cfg.path.startswith(BUILTIN_PREFIX):
+        return load_builtin(model_cfg, task, device=device, dtype=dtype, progress=progress)
+    model, tokenizer = load_hf_dir(model_cfg.path, device=device, dtype=dtype)
+    model.workbench_info = {"from_cache": False, "dir": str(Path(model_cfg.path).expanduser()), "params": sum(p.numel() for p in model.parameters())}
+    return model, tokenizer
+
+
+# ---------------------------------------------------------------------------- sampling / eval
+
+
+@torch.no_grad()
+def sample_completions(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    seed: int = 0,
+    batch_size: int = 512,
+) -> list[str]:
+    """One completion per prompt from the full softmax at `temperature` (0: greedy), KV-cached.
+
+    Stops a sequence at EOS (not included in the text). Prompts are left-padded and position
+    ids come from the mask, as in training.
+    """
+    device = next(model.parameters()).device
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    gen = torch.Generator(device=device).manual_seed(seed)
+    texts: list[str] = []
+    for start in range(0, len(prompts), batch_size):
+        chunk = [encode(tokenizer, p) for p in prompts[start : start + batch_size]]
+        ids, mask = left_pad(chunk, pad)
+        ids, mask = ids.to(device), mask.to(device)
+        pos = position_ids_from_mask(mask)
+        logits, past = causal_lm_forward(model, ids, mask, position_ids=pos, use_cache=True)
+        next_pos = pos[:, -1:] + 1
+        done = torch.zeros(len(chunk), dtype=torch.bool, device=device)
+        out = []
+        for _ in range(max_new_tokens):
+            last = logits[:, -1].float()
+            if temperature > 0:
+                tok = torch.multinomial(torch.softmax(last / temperature, dim=-1), 1, generator=gen).squeeze(1)
+            else:
+                tok = last.argmax(-1)
+            tok = torch.where(done, torch.full_like(tok, pad), tok)
+            out.append(tok)
+            done |= tok == eos
+            if bool(done.all()):
+                break
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            logits, past = causal_lm_forward(model, tok[:, None], mask, past_key_values=past, position_ids=next_pos, use_cache=True)
+            next_pos = next_pos + 1
+        for row in torch.stack(out, dim=1).tolist():
+            if eos in row:
+                row = row[: row.index(eos)]
+            texts.append(tokenizer.decode(row, skip_special_tokens=True))
+    return texts
+
+
+def sampled_pass_rate(
+    model: Any,
+    tokenizer: Any,
+    examples: Sequence[Any],
+    *,
+    k: int,
+    max_new_tokens: int,
+    seed: int,
+    temperature: float = 1.0,
+    checker: Callable[[str, str], bool] | None = None,
+    batch_size: int = 512,
+) -> float:
+    """Mean over examples of the fraction of k samples the checker accepts (mean@k)."""
+    from workbench.tasks.base import exact_checker, safe_check
+
+    checker = checker or exact_checker
+    prompts = [ex.prompt for ex in examples for _ in range(k)]
+    completions = sample_completions(
+        model, tokenizer, prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, batch_size=batch_size
+    )
+    answers = [ex for ex in examples for _ in range(k)]
+    hits = sum(safe_check(checker, c, ex.answer, example_id=ex.id) for c, ex in zip(completions, answers))
+    return hits / max(1, len(prompts))

@@ -1,0 +1,133 @@
+"""Batched sampling with a KV cache for the torch generator backend (CPU and small GPU runs).
+
+One decode loop for a batch of left-padded prompts. Between decode steps it calls `on_step()`,
+which may swap the model's weights (PipelineRL in-flight update: the sequences continue with
+the new weights and their old, stale KV cache) and returns the policy version now in force.
+Every completion token records the log-prob it was sampled with (FP32 head, full softmax at
+the given temperature: no top-k/top-p, so the trainer's ratio compares like with like) and the
+policy version that produced it.
+
+    outs = sample_batch(model, [[5, 6, 7], [5, 9]], max_new_tokens=8, eos_id=1, pad_id=0,
+                        generator=torch.Generator().manual_seed(0))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import torch
+
+from workbench.rl.head import causal_lm_forward
+
+
+@dataclass
+class Completion:
+    """One generated sequence. `sampled[i]` is False for tokens forced by length control."""
+
+    prompt_tokens: list[int]
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    sampled: list[bool] = field(default_factory=list)
+    finished: bool = False  # ended with EOS; False = cut at the length limit
+    interrupted: bool = False  # length control forced the end-of-thinking phrase
+
+
+def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        if len(p):
+            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p) :] = 1
+    return ids, mask
+
+
+@torch.no_grad()
+def sample_batch(
+    model: Any,
+    prompts: list[list[int]],
+    *,
+    max_new_tokens: int,
+    eos_id: int,
+    pad_id: int,
+    temperature: float = 1.0,
+    fp32_head: bool = True,
+    generator: Optional[torch.Generator] = None,
+    on_step: Optional[Callable[[], int]] = None,
+    version: int = 0,
+    interruptions: Optional[list[Any]] = None,
+) -> list[Completion]:
+    """Sample completions for `prompts` (lists of token ids); see the module docstring.
+
+    `interruptions`: optional per-sequence length-control states with
+    `after_token(token_id) -> list[int] | None` (phrase ids to force) and `done(n) -> bool`.
+    """
+    if not prompts:
+        return []
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("sample_batch: every prompt needs at least one token")
+    device = next(model.parameters()).device
+    ids, mask = left_pad(prompts, pad_id)
+    ids, mask = ids.to(device), mask.to(device)
+    n = len(prompts)
+    outs = [Completion(prompt_tokens=list(p)) for p in prompts]
+    positions = mask.sum(-1)  # position id of the next token per sequence
+    logits, past = causal_lm_forward(model, ids, mask, fp32_head=fp32_head, use_cache=True)
+    next_logits = logits[:, -1]
+    active = torch.ones(n, dtype=torch.bool, device=device)
+    forced: list[list[int]] = [[] for _ in range(n)]
+    for _step in range(max_new_tokens):
+        logp_all = torch.log_softmax(next_logits.float() / temperature, dim=-1)
+        tokens = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
+        was_forced = torch.zeros(n, dtype=torch.bool)
+        for i in range(n):
+            if forced[i] and active[i]:
+                tokens[i] = forced[i].pop(0)
+                was_forced[i] = True
+        tok_logp = logp_all.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        tok_list = tokens.tolist()
+        lp_list = tok_logp.tolist()
+        for i in range(n):
+            if not active[i]:
+                continue
+            o = outs[i]
+            o.tokens.append(tok_list[i])
+            o.logprobs.append(lp_list[i])
+            o.versions.append(version)
+            o.sampled.append(not bool(was_forced[i]))
+            if tok_list[i] == eos_id and not was_forced[i]:
+                o.finished = True
+                active[i] = False
+                continue
+            if interruptions is not None and interruptions[i] is not None:
+                st = interruptions[i]
+                if not was_forced[i]:
+                    phrase = st.after_token(tok_list[i])
+                    if phrase:
+                        forced[i] = list(phrase)
+                        o.interrupted = True
+                if not forced[i] and st.done(len(o.tokens)):
+                    active[i] = False
+        if not bool(active.any()):
+            break
+        if _step == max_new_tokens - 1:
+            break
+        if on_step is not None:
+            version = on_step()  # may load new weights: the KV cache is kept (stale)
+        tokens = tokens.masked_fill(~active, pad_id)
+        mask = torch.cat([mask, active.long().unsqueeze(-1)], dim=-1)
+        logits, past = causal_lm_forward(
+            model,
+            tokens.unsqueeze(-1),
+            mask,
+            fp32_head=fp32_head,
+            past_key_values=past,
+            position_ids=positions.unsqueeze(-1),
+            use_cache=True,
+        )
+        positions = positions + active.long()
+        next_logits = logits[:, -1]
+    return outs

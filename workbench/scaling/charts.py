@@ -1,0 +1,178 @@
+"""Altair charts of fitted scaling curves; HTML that renders offline, and PNG.
+
+    chart = chart_fit(fit, title="qwen 0.5B, GSM8K")      # one fit: points, curve, band, A, C_mid
+    chart = chart_overlay({"cispo": f1, "dapo": f2})      # several fits on one set of axes
+    save_chart(chart, "fit.html")                          # JavaScript inlined: no CDN needed
+    save_chart(chart, "fit.png")                           # rendered by vl-convert
+
+Compute is on a log axis (the sigmoid is symmetric in log C), so compute-0 points are not drawn;
+R0 appears as a dotted line instead. Point colours: fitted points, excluded early points (grey,
+inside the greyed `fit_from` region), and held-out points past `fit_until` (a backtest).
+Altair is imported here only, and `workbench.scaling` imports this module lazily.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import altair as alt
+import numpy as np
+
+from workbench.errors import UserError
+from workbench.scaling.result import SigmoidFit
+
+STATUS_COLORS = {"fitted": "#1f77b4", "excluded": "#9e9e9e", "held out": "#ff7f0e"}
+
+
+def _grid(fits: list[SigmoidFit], extend: float) -> np.ndarray:
+    pos = np.concatenate([f.compute[f.compute > 0] for f in fits])
+    if len(pos) == 0:
+        raise UserError("nothing to draw: no point with compute > 0")
+    return np.geomspace(pos.min(), pos.max() * extend, 240)
+
+
+def _x_scale(grid: np.ndarray) -> alt.Scale:
+    # log axis pinned to the drawn range (Vega's "nice" rounding would add empty decades)
+    return alt.Scale(type="log", domain=[float(grid[0]), float(grid[-1])], nice=False)
+
+
+def _points(fit: SigmoidFit, name: str) -> list[dict[str, Any]]:
+    out = []
+    for i, (c, s) in enumerate(zip(fit.compute, fit.score)):
+        if c <= 0:
+            continue
+        if fit.used[i]:
+            status = "fitted"
+        elif fit.fit_until is not None and c > fit.fit_until:
+            status = "held out"
+        else:
+            status = "excluded"
+        out.append({"compute": float(c), "score": float(s), "status": status, "recipe": name, "run": fit.run_names[int(fit.run[i])]})
+    return out
+
+
+def _curve_rows(fit: SigmoidFit, name: str, grid: np.ndarray, level: float, band: str | None) -> list[dict[str, Any]]:
+    pred = fit.predict(grid)
+    if band and len(fit.samples):
+        lo, hi = fit.band(grid, level=level, kind=band)
+    else:
+        lo = hi = pred
+    return [{"compute": float(c), "fit": float(p), "lo": float(a), "hi": float(b), "recipe": name} for c, p, a, b in zip(grid, pred, lo, hi)]
+
+
+def chart_fit(
+    fit: SigmoidFit,
+    *,
+    title: str | None = None,
+    extend: float = 2.0,
+    level: float = 0.95,
+    band: str | None = "mean",
+    x_title: str = "compute",
+    y_title: str = "score",
+    width: int = 600,
+    height: int = 360,
+) -> alt.LayerChart:
+    """One fit: measured points, fitted curve to `extend` x the last compute, shaded band
+    (band="mean" | "prediction" | None), asymptote A, C_mid marker, R0, greyed early region."""
+    grid = _grid([fit], extend)
+    xs = _x_scale(grid)
+    x = alt.X("compute:Q", scale=xs, title=x_title)
+    y_scale = alt.Scale(zero=False)
+    curve = alt.Data(values=_curve_rows(fit, "fit", grid, level, band))
+    layers: list[alt.Chart] = []
+    if fit.fit_from and fit.fit_from > grid[0]:
+        layers.append(
+            alt.Chart(alt.Data(values=[{"x0": float(grid[0]), "x1": float(fit.fit_from)}]))
+            .mark_rect(color="#bdbdbd", opacity=0.3)
+            .encode(x=alt.X("x0:Q", scale=xs, title=x_title), x2="x1:Q")
+        )
+    if band and len(fit.samples):
+        layers.append(alt.Chart(curve).mark_area(opacity=0.25, color="#1f77b4").encode(x=x, y=alt.Y("lo:Q", scale=y_scale, title=y_title), y2="hi:Q"))
+    layers.append(alt.Chart(curve).mark_line(color="#1f77b4", strokeWidth=2).encode(x=x, y=alt.Y("fit:Q", scale=y_scale, title=y_title)))
+    pts = alt.Data(values=_points(fit, "fit"))
+    layers.append(
+        alt.Chart(pts)
+        .mark_circle(size=36, opacity=0.85)
+        .encode(
+            x=x,
+            y=alt.Y("score:Q", scale=y_scale, title=y_title),
+            color=alt.Color("status:N", scale=alt.Scale(domain=list(STATUS_COLORS), range=list(STATUS_COLORS.values())), title="point"),
+            tooltip=["compute:Q", "score:Q", "status:N", "run:N"],
+        )
+    )
+    marks = [
+        {"y": fit.A, "label": f"A = {fit.A:.3f} [{fit.A_ci[0]:.3f}, {fit.A_ci[1]:.3f}]", "dash": "asymptote"},
+        {"y": fit.R0, "label": f"R0 = {fit.R0:.3f}", "dash": "R0"},
+    ]
+    rules = alt.Data(values=marks)
+    layers.append(
+        alt.Chart(rules).mark_rule(strokeDash=[6, 4], color="#d62728").encode(y="y:Q", opacity=alt.condition("datum.dash == 'R0'", alt.value(0.4), alt.value(0.9)))
+    )
+    layers.append(alt.Chart(rules).mark_text(align="left", dx=4, dy=-6, color="#d62728").encode(x=alt.value(4), y="y:Q", text="label:N"))
+    mid = {"compute": fit.C_mid, "score": (fit.A + fit.R0) / 2, "label": f"C_mid = {fit.C_mid:.3g}"}
+    cm = alt.Data(values=[mid])
+    layers.append(alt.Chart(cm).mark_rule(strokeDash=[2, 3], color="#555").encode(x=x))
+    layers.append(alt.Chart(cm).mark_point(shape="diamond", size=90, filled=True, color="#555").encode(x=x, y="score:Q"))
+    layers.append(alt.Chart(cm).mark_text(align="left", dx=6, dy=10, color="#555").encode(x=x, y="score:Q", text="label:N"))
+    subtitle = f"B = {fit.B:.2f} [{fit.B_ci[0]:.2f}, {fit.B_ci[1]:.2f}], R² = {fit.r2:.3f}, n = {fit.n}" + ("" if fit.converged else " - NOT CONVERGED")
+    return alt.layer(*layers).properties(
+        title=alt.TitleParams(title or "scaling fit", subtitle=subtitle), width=width, height=height
+    )
+
+
+def chart_overlay(
+    fits: Mapping[str, SigmoidFit],
+    *,
+    title: str | None = None,
+    extend: float = 2.0,
+    level: float = 0.95,
+    band: str | None = "mean",
+    points: bool = True,
+    x_title: str = "compute",
+    y_title: str = "score",
+    width: int = 640,
+    height: int = 380,
+) -> alt.LayerChart:
+    """Several fits (name -> SigmoidFit) on shared axes, one colour per recipe: curves, bands,
+    points and dashed asymptotes."""
+    if not fits:
+        raise UserError("chart_overlay needs at least one fit")
+    grid = _grid(list(fits.values()), extend)
+    rows, pts, asym = [], [], []
+    for name, f in fits.items():
+        rows += _curve_rows(f, name, grid, level, band)
+        if points:
+            pts += [p for p in _points(f, name) if p["status"] != "excluded"]
+        asym.append({"recipe": name, "A": f.A})
+    x = alt.X("compute:Q", scale=_x_scale(grid), title=x_title)
+    color = alt.Color("recipe:N", title="recipe")
+    ys = alt.Scale(zero=False)
+    data = alt.Data(values=rows)
+    layers = []
+    if band:
+        layers.append(alt.Chart(data).mark_area(opacity=0.18).encode(x=x, y=alt.Y("lo:Q", scale=ys, title=y_title), y2="hi:Q", color=color))
+    layers.append(alt.Chart(data).mark_line(strokeWidth=2).encode(x=x, y=alt.Y("fit:Q", scale=ys, title=y_title), color=color))
+    if pts:
+        layers.append(
+            alt.Chart(alt.Data(values=pts)).mark_circle(size=24, opacity=0.6).encode(x=x, y="score:Q", color=color, tooltip=["recipe:N", "compute:Q", "score:Q"])
+        )
+    layers.append(alt.Chart(alt.Data(values=asym)).mark_rule(strokeDash=[6, 4]).encode(y="A:Q", color=color))
+    return alt.layer(*layers).properties(title=title or "scaling fits", width=width, height=height)
+
+
+def save_chart(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> Path:
+    """Write .html (self-contained: Vega JS inlined, renders offline), .png (vl-convert) or .svg/.json."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".html", ".png", ".svg", ".json"):
+        raise UserError(f"cannot save a chart as {path.name!r}: use .html, .png, .svg or .json")
+    if path.parent and not path.parent.exists():
+        raise UserError(f"folder does not exist: {path.parent}")
+    if suffix == ".html":
+        chart.save(str(path), inline=True)  # bundles vega/vega-lite/vega-embed via vl-convert
+    elif suffix == ".png":
+        chart.save(str(path), scale_factor=scale)
+    else:
+        chart.save(str(path))
+    return path

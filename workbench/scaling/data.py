@@ -1,0 +1,154 @@
+"""Training curves as data: validation of compute/score arrays and CSV loading.
+
+A curve is validation score (a pass rate in [0, 1]) against cumulative training compute in any
+unit (GPU-hours, FLOPs, steps). Every fit in `workbench.scaling` goes through `check_curve`, so
+bad input fails early with a `UserError` that names the problem instead of a numerical error
+deep inside an optimiser.
+
+    curve = Curve.from_csv("examples/curves/qwen2.5-0.5b-instruct_gsm8k_ppo__val.csv")
+    curve.compute, curve.score          # float arrays, validated
+    Curve.from_csv(path, x="step", y="val_pass_rate")
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from workbench.errors import UserError
+
+# Column names tried, in order, when the caller does not name the x / y column.
+X_CANDIDATES = ("gpu_hours_est", "gpu_hours", "compute", "flops", "gpu_hours_total", "step", "steps")
+Y_CANDIDATES = ("val_pass_rate", "pass_rate", "val_score", "score", "accuracy", "val_reward", "train_reward_mean")
+
+
+def _first_bad(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def check_curve(compute: Any, score: Any, *, what: str = "curve") -> tuple[np.ndarray, np.ndarray]:
+    """Return (compute, score) as float arrays, or raise UserError naming what is wrong.
+
+    Rules: 1-D, equal length, at least 2 points, finite, compute >= 0, strictly increasing
+    compute (no duplicates), scores in [0, 1] and not all equal.
+    """
+    try:
+        c = np.asarray(compute, dtype=float)
+        s = np.asarray(score, dtype=float)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"{what}: compute and score must be numbers ({e})") from None
+    if c.ndim != 1 or s.ndim != 1:
+        raise UserError(f"{what}: compute and score must be 1-D sequences (got shapes {c.shape} and {s.shape})")
+    if len(c) != len(s):
+        raise UserError(f"{what}: compute has {len(c)} values but score has {len(s)}")
+    if len(c) < 2:
+        raise UserError(f"{what}: needs at least 2 points, got {len(c)}")
+    for name, arr in (("compute", c), ("score", s)):
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            i = _first_bad(bad)
+            raise UserError(f"{what}: {name} has {int(bad.sum())} NaN/inf value(s), first at index {i} ({arr[i]})")
+    if (c < 0).any():
+        i = _first_bad(c < 0)
+        raise UserError(f"{what}: compute must be >= 0; index {i} has {c[i]:g}")
+    step = np.diff(c)
+    if (step == 0).any():
+        i = _first_bad(step == 0) + 1
+        raise UserError(f"{what}: duplicate compute value {c[i]:g} at indices {i - 1} and {i}")
+    if (step < 0).any():
+        i = _first_bad(step < 0) + 1
+        raise UserError(f"{what}: compute must be sorted increasing; index {i} ({c[i]:g}) comes after {c[i - 1]:g}")
+    if ((s < 0) | (s > 1)).any():
+        i = _first_bad((s < 0) | (s > 1))
+        raise UserError(f"{what}: scores must be in [0, 1] (a pass rate); index {i} has {s[i]:g}")
+    if np.ptp(s) == 0:
+        raise UserError(f"{what}: score is constant ({s[0]:g}) - there is no curve to fit")
+    return c, s
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One validated training curve: score against compute."""
+
+    compute: np.ndarray
+    score: np.ndarray
+    name: str = "curve"
+    x_label: str = "compute"
+    y_label: str = "score"
+
+    def __post_init__(self) -> None:
+        c, s = check_curve(self.compute, self.score, what=self.name)
+        object.__setattr__(self, "compute", c)
+        object.__setattr__(self, "score", s)
+
+    def __len__(self) -> int:
+        return len(self.compute)
+
+    def until(self, limit: float) -> "Curve":
+        """The prefix with compute <= limit (for backtests)."""
+        keep = self.compute <= limit
+        return Curve(self.compute[keep], self.score[keep], self.name, self.x_label, self.y_label)
+
+    @classmethod
+    def from_csv(cls, path: str | Path, x: str | None = None, y: str | None = None) -> "Curve":
+        """Load a curve from a CSV with a header row; x / y name columns (guessed when None)."""
+        path = Path(path)
+        if not path.is_file():
+            raise UserError(f"curve file not found: {path}")
+        with path.open(newline="") as f:
+            rows = list(csv.reader(f))
+        rows = [r for r in rows if any(cell.strip() for cell in r)]
+        if len(rows) < 2:
+            raise UserError(f"{path}: needs a header row and at least one data row")
+        header = [h.strip() for h in rows[0]]
+        xcol = _pick_column(header, x, X_CANDIDATES, "compute", "--x", path)
+        ycol = _pick_column(header, y, Y_CANDIDATES, "score", "--y", path)
+        if xcol == ycol:
+            raise UserError(f"{path}: x and y are the same column {header[xcol]!r}")
+        xs, ys = [], []
+        for line, row in enumerate(rows[1:], start=2):
+            xs.append(_number(row, xcol, header, path, line))
+            ys.append(_number(row, ycol, header, path, line))
+        return cls(np.array(xs), np.array(ys), name=path.stem, x_label=header[xcol], y_label=header[ycol])
+
+
+def _pick_column(header: list[str], wanted: str | None, candidates: Sequence[str], role: str, flag: str, path: Path) -> int:
+    if wanted is not None:
+        if wanted not in header:
+            raise UserError(f"{path}: unknown column {wanted!r} for {role} (columns: {', '.join(header)})")
+        return header.index(wanted)
+    for name in candidates:
+        if name in header:
+            return header.index(name)
+    if len(header) == 2:  # a bare two-column file: compute, score
+        return 0 if role == "compute" else 1
+    raise UserError(f"{path}: cannot tell which column is the {role}; pass {flag} (columns: {', '.join(header)})")
+
+
+def _number(row: list[str], col: int, header: list[str], path: Path, line: int) -> float:
+    if col >= len(row) or not row[col].strip():
+        raise UserError(f"{path}:{line}: column {header[col]!r} is empty")
+    try:
+        return float(row[col])
+    except ValueError:
+        raise UserError(f"{path}:{line}: column {header[col]!r} is not a number: {row[col]!r}") from None
+
+
+def as_curve(obj: Any, name: str = "curve") -> Curve:
+    """Accept a Curve, a (compute, score) pair, or a mapping/DataFrame with compute & score keys."""
+    if isinstance(obj, Curve):
+        return obj
+    if isinstance(obj, tuple) and len(obj) == 2:
+        return Curve(obj[0], obj[1], name=name)
+    if hasattr(obj, "keys"):
+        keys = list(obj.keys())
+        xk = next((k for k in X_CANDIDATES if k in keys), None)
+        yk = next((k for k in Y_CANDIDATES if k in keys), None)
+        if xk and yk:
+            return Curve(np.asarray(obj[xk]), np.asarray(obj[yk]), name=name, x_label=xk, y_label=yk)
+        raise UserError(f"{name}: cannot find compute/score columns among {keys}")
+    raise UserError(f"{name}: expected a Curve or a (compute, score) pair, got {type(obj).__name__}")

@@ -1,0 +1,260 @@
+"""Numerical core of the sigmoid fit: a vectorised global grid search, a batched
+Levenberg-Marquardt refinement, and the residual block bootstrap built on both.
+
+Eq. 1 in log-compute x = ln C, with m = ln C_mid and d = A - R0:
+
+    R = R0 + d * expit(B * (x - m))      since 1 / (1 + (C_mid/C)^B) = expit(B (ln C - ln C_mid))
+
+For fixed (m, B) the model is linear in d, so the best d is closed-form (clipped to its bounds,
+which is exact for a 1-D quadratic). The grid therefore runs over (C_mid, B) only and is exact in
+A: it does at least as well as the paper's grid (A x C_mid, B fitted), and it is one broadcast
+plus one matrix product, also across all bootstrap replicates at once (their design x is fixed).
+Grid minima are then polished by a Levenberg-Marquardt loop run on all starts together.
+
+Parameters are carried as theta = (A, m, ln B). Nothing here validates input: `sigmoid.py` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+B_MIN, B_MAX = 0.05, 20.0  # exponent range searched; the paper's runs have B in 1..2.5
+SPAN_DECADES = 2.0  # C_mid searched from 100x below the first fitted compute to 100x above the last
+
+
+@dataclass(frozen=True)
+class Bounds:
+    a_lo: float
+    a_hi: float
+    m_lo: float
+    m_hi: float
+    lb_lo: float = float(np.log(B_MIN))
+    lb_hi: float = float(np.log(B_MAX))
+
+    @classmethod
+    def for_data(cls, x: np.ndarray) -> "Bounds":
+        """Bounds derived from the data, so any compute unit works (log space is scale-free)."""
+        span = SPAN_DECADES * np.log(10.0)
+        return cls(0.0, 1.0, float(x.min() - span), float(x.max() + span))
+
+    def lo(self) -> np.ndarray:
+        return np.array([self.a_lo, self.m_lo, self.lb_lo])
+
+    def hi(self) -> np.ndarray:
+        return np.array([self.a_hi, self.m_hi, self.lb_hi])
+
+
+def predict(theta: np.ndarray, r0: float, x: np.ndarray) -> np.ndarray:
+    """Model values; theta (..., 3), x broadcastable against theta[..., :1]."""
+    a, m, lb = theta[..., 0:1], theta[..., 1:2], theta[..., 2:3]
+    with np.errstate(invalid="ignore", over="ignore"):
+        return r0 + (a - r0) * expit(np.exp(lb) * (x - m))
+
+
+def grid_search(
+    x: np.ndarray, Y: np.ndarray, r0: float, bounds: Bounds, n_m: int, n_b: int, fixed_a: float | None = None, n_starts: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """Best grid points for each row of Y (K, n). Returns theta (K, n_starts, 3) and their SSE.
+
+    With n_starts > 1 the extra starts are the best other local minima of the grid surface, so
+    the refinement also explores competing basins.
+    """
+    m_grid = np.linspace(bounds.m_lo, bounds.m_hi, n_m)
+    lb_grid = np.linspace(bounds.lb_lo, bounds.lb_hi, n_b)
+    S = expit(np.exp(lb_grid)[:, None, None] * (x[None, None, :] - m_grid[None, :, None])).reshape(n_b * n_m, -1)
+    Yd = Y - r0  # (K, n)
+    T = S @ Yd.T  # (G, K): s . y' for every grid point and replicate
+    SS = np.maximum(np.einsum("gn,gn->g", S, S), 1e-300)[:, None]
+    yy = np.einsum("kn,kn->k", Yd, Yd)[None, :]
+    if fixed_a is None:
+        d = np.clip(T / SS, bounds.a_lo - r0, bounds.a_hi - r0)
+    else:
+        d = np.full_like(T, fixed_a - r0)
+    sse = yy - 2 * d * T + d * d * SS  # (G, K)
+    K = Y.shape[0]
+    if n_starts == 1:
+        idx = np.argmin(sse, axis=0)[:, None]  # (K, 1)
+    else:
+        idx = np.stack([_local_minima(sse[:, k].reshape(n_b, n_m), n_starts) for k in range(K)])
+    ib, im = np.divmod(idx, n_m)
+    kk = np.arange(K)[:, None]
+    theta = np.stack([r0 + d[idx, kk], m_grid[im], lb_grid[ib]], axis=-1)
+    return theta, sse[idx, kk]
+
+
+def _local_minima(surface: np.ndarray, n: int) -> np.ndarray:
+    """Flat indices of the n lowest local minima (8-neighbourhood) of a 2-D surface."""
+    p = np.pad(surface, 1, constant_values=np.inf)
+    core = p[1:-1, 1:-1]
+    is_min = np.ones_like(core, dtype=bool)
+    for di in (-1, 0, 1):
+        for dj in (-1, 0, 1):
+            if di or dj:
+                is_min &= core <= p[1 + di : p.shape[0] - 1 + di, 1 + dj : p.shape[1] - 1 + dj]
+    flat = np.flatnonzero(is_min.ravel())
+    order = flat[np.argsort(surface.ravel()[flat], kind="stable")][:n]
+    if len(order) < n:  # pad with the global minimum so shapes stay rectangular
+        order = np.concatenate([order, np.full(n - len(order), order[0] if len(order) else np.argmin(surface))])
+    return order
+
+
+def refine(
+    x: np.ndarray,
+    Y: np.ndarray,
+    r0: float,
+    theta0: np.ndarray,
+    bounds: Bounds,
+    fixed_a: float | None = None,
+    max_iter: int = 200,
+    rtol: float = 1e-10,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Batched, bound-projected Levenberg-Marquardt from theta0 (K, 3) on targets Y (K, n).
+
+    Returns (theta, sse, converged) with converged[k] True when the relative SSE decrease fell
+    below rtol (or no step can improve it) before max_iter.
+    """
+    lo, hi = bounds.lo(), bounds.hi()
+    th = np.clip(theta0.astype(float).copy(), lo, hi)
+    if fixed_a is not None:
+        th[:, 0] = fixed_a
+    K = th.shape[0]
+    lam = np.full(K, 1e-3)
+    done = np.zeros(K, dtype=bool)
+    r, J = _resid_jac(x, Y, r0, th)
+    sse = np.einsum("kn,kn->k", r, r)
+    eye = np.eye(3)
+    for _ in range(max_iter):
+        act = ~done
+        if not act.any():
+            break
+        Ja, ra = J[act], r[act]
+        JtJ = np.einsum("kni,knj->kij", Ja, Ja)
+        g = np.einsum("kni,kn->ki", Ja, ra)
+        # Active set: freeze a parameter sitting on a bound whose descent direction points out
+        # (projecting a full step there stalls LM), and A when it is held fixed.
+        tha = th[act]
+        frozen = ((tha <= lo + 1e-12) & (g < 0)) | ((tha >= hi - 1e-12) & (g > 0))
+        if fixed_a is not None:
+            frozen[:, 0] = True
+        fr2 = frozen[:, :, None] | frozen[:, None, :]
+        JtJ = np.where(fr2, 0.0, JtJ) + frozen[:, :, None] * eye
+        g = np.where(frozen, 0.0, g)
+        diag = np.einsum("kii->ki", JtJ)
+        scale = diag + 1e-12 * (diag.sum(1, keepdims=True) + 1e-30)
+        M = JtJ + lam[act, None, None] * scale[:, :, None] * eye
+        try:
+            step = np.linalg.solve(M, g[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            step = np.zeros_like(g)
+        step = np.nan_to_num(step)
+        trial = np.clip(th[act] + step, lo, hi)
+        r_t, J_t = _resid_jac(x, Y[act], r0, trial)
+        sse_t = np.einsum("kn,kn->k", r_t, r_t)
+        old = sse[act]
+        ok = sse_t < old
+        ia = np.flatnonzero(act)
+        acc = ia[ok]
+        th[acc], r[acc], J[acc], sse[acc] = trial[ok], r_t[ok], J_t[ok], sse_t[ok]
+        lam[acc] = np.maximum(lam[acc] * 0.3, 1e-12)
+        lam[ia[~ok]] *= 8.0
+        small = (old - np.where(ok, sse_t, old)) <= rtol * (old + 1e-300)
+        done[ia[ok & small]] = True
+        done[ia[~ok & (lam[ia] > 1e10)]] = True  # no damped step helps: at a (possibly bounded) minimum
+    return th, sse, done
+
+
+def _resid_jac(x: np.ndarray, Y: np.ndarray, r0: float, th: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    d = (th[:, 0] - r0)[:, None]
+    B = np.exp(th[:, 2])[:, None]
+    u = x[None, :] - th[:, 1:2]
+    s = expit(B * u)
+    ds = s * (1 - s)
+    r = Y - r0 - d * s
+    J = np.stack([s, -d * B * ds, d * ds * B * u], axis=-1)  # d pred / d (A, m, ln B)
+    return r, J
+
+
+def fit_global(
+    x: np.ndarray, y: np.ndarray, r0: float, bounds: Bounds, fixed_a: float | None = None, n_m: int = 120, n_b: int = 72, n_starts: int = 6
+) -> tuple[np.ndarray, float, bool]:
+    """Global least squares for one data set: fine grid, then LM from the best local minima."""
+    starts, _ = grid_search(x, y[None, :], r0, bounds, n_m, n_b, fixed_a, n_starts)
+    starts = starts[0]
+    th, sse, conv = refine(x, np.repeat(y[None, :], len(starts), 0), r0, starts, bounds, fixed_a)
+    best = int(np.argmin(sse))
+    return th[best], float(sse[best]), bool(conv[best])
+
+
+def lag1_autocorr(r: np.ndarray) -> float:
+    r = r - r.mean()
+    den = float(r @ r)
+    return float(r[1:] @ r[:-1] / den) if den > 0 and len(r) > 2 else 0.0
+
+
+def block_length(rho: float, n: int) -> int:
+    """Carlstein's (1986) AR(1) rule for the block length: (2 rho / (1 - rho^2))^(2/3) n^(1/3).
+
+    Uncorrelated residuals (rho <= 0) give 1, i.e. the ordinary residual bootstrap.
+    """
+    rho = min(max(rho, 0.0), 0.95)
+    if rho == 0.0:
+        return 1
+    L = (2 * rho / (1 - rho * rho)) ** (2 / 3) * n ** (1 / 3)
+    return int(max(1, min(round(L), max(1, n // 3))))
+
+
+def block_resample(resid: np.ndarray, length: int, L: int, n_rep: int, rng: np.random.Generator) -> np.ndarray:
+    """Moving-block bootstrap: n_rep series of `length` values built from blocks of L in resid."""
+    n = len(resid)
+    L = max(1, min(L, n))
+    n_blocks = -(-length // L)
+    starts = rng.integers(0, n - L + 1, size=(n_rep, n_blocks))
+    idx = (starts[:, :, None] + np.arange(L)).reshape(n_rep, -1)[:, :length]
+    return resid[idx]
+
+
+def bootstrap(
+    x: np.ndarray,
+    fitted: np.ndarray,
+    resid: np.ndarray,
+    run: np.ndarray,
+    r0: float,
+    theta_hat: np.ndarray,
+    bounds: Bounds,
+    n_boot: int,
+    L: int,
+    rng: np.random.Generator,
+    fixed_a: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Refit n_boot replicates y* = fitted + resampled residuals. Returns (theta (n_boot, 3), at_bound).
+
+    Residuals are centred and inflated by sqrt(n / (n - p)) (fitted residuals are too small by the
+    p parameters they absorbed). With several runs, each run's slot takes the residual series of a
+    run drawn with replacement (a whole-run resample) and block-resamples it, so a seed that sits
+    systematically high or low moves whole replicates and the seed spread widens the intervals.
+    """
+    n = len(x)
+    p = 2 if fixed_a is not None else 3
+    r = (resid - resid.mean()) * np.sqrt(n / max(n - p, 1))
+    runs = np.unique(run)
+    Ystar = np.repeat(fitted[None, :], n_boot, 0)
+    src = rng.integers(0, len(runs), size=(n_boot, len(runs))) if len(runs) > 1 else np.zeros((n_boot, 1), int)
+    for i, ri in enumerate(runs):
+        slot = np.flatnonzero(run == ri)
+        for j, rj in enumerate(runs):
+            reps = np.flatnonzero(src[:, i] == j)
+            if len(reps):
+                Ystar[np.ix_(reps, slot)] += block_resample(r[run == rj], len(slot), L, len(reps), rng)
+    Ystar = np.clip(Ystar, 0.0, 1.0)  # scores are pass rates
+    # Two starts per replicate: the coarse-grid optimum and the point estimate.
+    g, _ = grid_search(x, Ystar, r0, bounds, 48, 32, fixed_a, 1)
+    starts = np.concatenate([g[:, 0, :], np.repeat(theta_hat[None, :], n_boot, 0)])
+    th, sse, _ = refine(x, np.concatenate([Ystar, Ystar]), r0, starts, bounds, fixed_a, max_iter=100, rtol=1e-8)
+    pick = np.where(sse[:n_boot] <= sse[n_boot:], 0, 1)
+    theta = np.where(pick[:, None] == 0, th[:n_boot], th[n_boot:])
+    tol = 1e-6
+    at_bound = (theta[:, 1] <= bounds.m_lo + tol) | (theta[:, 1] >= bounds.m_hi - tol) | (theta[:, 2] <= bounds.lb_lo + tol) | (theta[:, 2] >= bounds.lb_hi - tol)
+    return theta, at_bound

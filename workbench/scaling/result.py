@@ -1,0 +1,248 @@
+"""`SigmoidFit`: a fitted compute-performance curve with its uncertainty, and what it answers.
+
+R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)   (ScaleRL Eq. 1; R0 is fixed, not fitted)
+
+The intervals come from bootstrap replicates kept in `samples` (columns A, B, C_mid), so every
+derived quantity (a forecast, a band, the compute to reach a target) gets an interval by pushing
+each replicate through the same formula and taking percentiles.
+
+    fit.predict([1e4, 5e4])                      # array of fitted scores
+    lo, hi = fit.band(c, level=0.95, kind="mean") # or kind="prediction" (adds point noise)
+    r = fit.compute_to_reach(0.6)                 # Reach(compute, lo, hi, reachable, p_reachable)
+    fit.to_json(); SigmoidFit.from_json(text)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+import numpy as np
+from scipy.special import expit
+from scipy.stats import norm
+
+from workbench.errors import UserError
+
+Interval = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Compute needed to reach `target`.
+
+    compute is the point estimate: 0.0 when R0 already meets the target, math.inf when the target
+    is at or beyond the fitted asymptote A (`reachable` is then False). (lo, hi) is the interval
+    over bootstrap replicates; hi = inf means that, at this confidence, the target may never be
+    reached. p_reachable is the fraction of replicates whose asymptote passes the target.
+    """
+
+    target: float
+    compute: float
+    lo: float
+    hi: float
+    reachable: bool
+    p_reachable: float
+
+
+def _ci(values: np.ndarray, level: float) -> Interval:
+    """Percentile interval by order statistics (robust to +inf entries)."""
+    v = np.sort(np.asarray(values, dtype=float))
+    if len(v) == 0:
+        return (math.nan, math.nan)
+    a = (1 - level) / 2
+    i_lo = int(math.floor(a * (len(v) - 1)))
+    i_hi = int(math.ceil((1 - a) * (len(v) - 1)))
+    return (float(v[i_lo]), float(v[i_hi]))
+
+
+def _curve(c: np.ndarray, r0: float, a: Any, b: Any, cmid: Any) -> np.ndarray:
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        return r0 + (a - r0) * expit(b * (np.log(c) - np.log(cmid)))
+
+
+@dataclass
+class SigmoidFit:
+    """A fitted sigmoid. A, B, C_mid are least-squares estimates; *_ci are bootstrap intervals at `level`."""
+
+    A: float
+    B: float
+    C_mid: float
+    R0: float
+    A_ci: Interval
+    B_ci: Interval
+    C_mid_ci: Interval
+    level: float
+    rmse: float  # root mean square residual over the fitted points
+    r2: float  # 1 - SSE / SST over the fitted points
+    n: int  # number of fitted points
+    sigma: float  # residual standard deviation, sqrt(SSE / (n - p))
+    converged: bool
+    reason: str = ""  # why not converged (empty when converged)
+    warnings: list[str] = field(default_factory=list)
+    r0_source: str = "measured"  # "measured" (score at compute 0), "given" or "first"
+    fit_from: float | None = None
+    fit_until: float | None = None
+    fixed_A: bool = False  # A was held fixed (compare() refits at a shared A)
+    autocorr: float = 0.0  # lag-1 autocorrelation of the residuals
+    block: int = 1  # bootstrap block length used
+    seed: int = 0
+    compute: np.ndarray = field(default_factory=lambda: np.zeros(0))  # every point given, in order
+    score: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    used: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # which points were fitted
+    run: np.ndarray = field(default_factory=lambda: np.zeros(0, int))  # run index of each point
+    run_names: list[str] = field(default_factory=lambda: ["curve"])
+    samples: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))  # bootstrap (A, B, C_mid)
+
+    # ---------------------------------------------------------------- predictions
+    def predict(self, c: Any) -> Any:
+        """Fitted score at compute c (scalar -> float, array -> array). C = 0 gives R0."""
+        arr = self._compute_arg(c)
+        out = _curve(arr, self.R0, self.A, self.B, self.C_mid)
+        return float(out) if np.ndim(c) == 0 else out
+
+    def band(self, c: Any, level: float = 0.95, kind: Literal["mean", "prediction"] = "mean") -> tuple[np.ndarray, np.ndarray]:
+        """(lo, hi) arrays of a pointwise band at compute c.
+
+        kind="mean": where the true curve lies (percentiles of the bootstrap curves).
+        kind="prediction": where a new measured point lies: the mean band widened in quadrature
+        by the residual noise, z * sigma. Both are clipped to [0, 1].
+        """
+        if kind not in ("mean", "prediction"):
+            raise UserError(f"band kind must be 'mean' or 'prediction', not {kind!r}")
+        if not 0 < level < 1:
+            raise UserError(f"level must be in (0, 1), got {level}")
+        arr = np.atleast_1d(self._compute_arg(c))
+        if len(self.samples) == 0:
+            raise UserError("this fit has no bootstrap samples (n_boot=0): no band available")
+        curves = _curve(arr[None, :], self.R0, self.samples[:, :1], self.samples[:, 1:2], self.samples[:, 2:3])
+        a = (1 - level) / 2
+        lo, hi = np.quantile(curves, [a, 1 - a], axis=0)
+        if kind == "prediction":
+            mid = _curve(arr, self.R0, self.A, self.B, self.C_mid)
+            z = norm.ppf(1 - a) * self.sigma
+            lo = mid - np.hypot(np.maximum(mid - lo, 0), z)
+            hi = mid + np.hypot(np.maximum(hi - mid, 0), z)
+        return np.clip(lo, 0, 1), np.clip(hi, 0, 1)
+
+    def compute_to_reach(self, target: float, level: float | None = None) -> Reach:
+        """Compute at which the fitted curve reaches `target`, with a bootstrap interval (see Reach)."""
+        if not 0 <= target <= 1:
+            raise UserError(f"target must be a score in [0, 1], got {target}")
+        level = self.level if level is None else level
+        point = _reach(target, self.R0, np.array([self.A]), np.array([self.B]), np.array([self.C_mid]))[0]
+        if len(self.samples):
+            each = _reach(target, self.R0, self.samples[:, 0], self.samples[:, 1], self.samples[:, 2])
+            lo, hi = _ci(each, level)
+            p = float(np.mean(np.isfinite(each)))
+        else:
+            lo = hi = math.nan
+            p = float(np.isfinite(point))
+        return Reach(float(target), float(point), lo, hi, bool(np.isfinite(point)), p)
+
+    @property
+    def D(self) -> float:
+        """Power-law coefficient of the high-compute limit R ~ A - D / C^B (D = (A - R0) C_mid^B)."""
+        return (self.A - self.R0) * self.C_mid**self.B
+
+    @property
+    def rising(self) -> bool:
+        return self.A >= self.R0
+
+    @property
+    def residuals(self) -> np.ndarray:
+        """Measured minus fitted score on the fitted points."""
+        return self.score[self.used] - self.predict(self.compute[self.used])
+
+    def _compute_arg(self, c: Any) -> np.ndarray:
+        arr = np.asarray(c, dtype=float)
+        if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+            raise UserError("compute to predict at must be finite and >= 0")
+        return arr
+
+    # ---------------------------------------------------------------- text & JSON
+    def summary(self) -> str:
+        pct = f"{self.level:.0%}"
+
+        def row(name: str, v: float, ci: Interval, fmt: str) -> str:
+            return f"  {name:<6}= {v:{fmt}}   {pct} CI [{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
+
+        lines = [
+            f"sigmoid fit on {self.n} points (R0 = {self.R0:.4g}, {self.r0_source})",
+            row("A", self.A, self.A_ci, ".4f"),
+            row("B", self.B, self.B_ci, ".3f"),
+            row("C_mid", self.C_mid, self.C_mid_ci, ".4g"),
+            f"  R^2 = {self.r2:.4f}   rmse = {self.rmse:.4g}   residual lag-1 autocorr = {self.autocorr:.2f} (block {self.block})",
+        ]
+        if not self.converged:
+            lines.append(f"  NOT CONVERGED: {self.reason}")
+        lines += [f"  warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (arrays as lists; inf as the string 'inf')."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray):
+                v = v.tolist()
+            elif isinstance(v, tuple):
+                v = [_num_out(x) for x in v]
+            elif isinstance(v, float):
+                v = _num_out(v)
+            out[f.name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SigmoidFit":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise UserError(f"unknown SigmoidFit keys: {sorted(unknown)}")
+        kw = dict(d)
+        for k in ("A_ci", "B_ci", "C_mid_ci"):
+            if k in kw:
+                kw[k] = tuple(_num_in(x) for x in kw[k])
+        for k in ("A", "B", "C_mid", "R0", "level", "rmse", "r2", "sigma", "autocorr"):
+            if k in kw:
+                kw[k] = _num_in(kw[k])
+        for k, dt in (("compute", float), ("score", float), ("used", bool), ("run", int)):
+            if k in kw:
+                kw[k] = np.asarray(kw[k], dtype=dt)
+        if "samples" in kw:
+            kw["samples"] = np.asarray(kw["samples"], dtype=float).reshape(-1, 3)
+        return cls(**kw)
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> "SigmoidFit":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise UserError(f"not a SigmoidFit JSON: {e}") from None
+        return cls.from_dict(d)
+
+
+def _num_out(x: float) -> Any:
+    x = float(x)
+    return x if math.isfinite(x) else str(x)  # JSON has no inf/nan
+
+
+def _num_in(x: Any) -> float:
+    return float(x)  # float("inf") / float("nan") parse the strings back
+
+
+def _reach(target: float, r0: float, a: np.ndarray, b: np.ndarray, cmid: np.ndarray) -> np.ndarray:
+    """C at which R(C) = target, per parameter set: 0 if R0 already meets it, inf if never."""
+    d = a - r0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        frac = (target - r0) / d  # share of the gain needed
+        c = cmid * (frac / (1 - frac)) ** (1 / b)
+    out = np.where(frac <= 0, 0.0, np.where((frac >= 1) | (d == 0), np.inf, c))
+    return np.where(np.isnan(out), np.inf, out)

@@ -1,0 +1,226 @@
+"""Fit ScaleRL's sigmoid R(C) = R0 + (A - R0) / (1 + (C_mid/C)^B) with honest intervals.
+
+    fit = fit_sigmoid(compute, score)                   # R0 = the score measured at compute 0
+    fit = fit_sigmoid(compute, score, r0=0.40, fit_from=1500)
+    fit = fit_sigmoid_multi({"seed0": (c0, s0), "seed1": (c1, s1)})   # one recipe, several seeds
+    print(fit.summary())
+
+How (see engine.py): R0 is fixed, never fitted (the paper measures it). A is searched in [0, 1],
+so a rising curve gets A > R0 and a falling curve A < R0 without special cases; C_mid and B are
+searched on a grid derived from the data in log-compute, A is solved exactly at each grid point,
+then the best local minima are polished. Intervals: a residual moving-block bootstrap (block
+length from the residual autocorrelation; 1 = the plain residual bootstrap) that, with several
+runs, also resamples whole runs. Compute-0 points only define R0 (their residual does not depend
+on A, B, C_mid), so they are not counted among fitted points.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from workbench.errors import UserError
+from workbench.scaling import engine
+from workbench.scaling.data import Curve, as_curve, check_curve
+from workbench.scaling.result import SigmoidFit, _ci
+
+MIN_POINTS = 4
+
+
+def fit_sigmoid(
+    compute: Any,
+    score: Any,
+    *,
+    r0: float | str | None = None,
+    fit_from: float | None = None,
+    fit_until: float | None = None,
+    fixed_A: float | None = None,
+    n_boot: int = 200,
+    block: int | str = "auto",
+    level: float = 0.95,
+    seed: int = 0,
+) -> SigmoidFit:
+    """Fit one curve.
+
+    r0: the fixed start score. None = the score measured at compute 0 (a UserError says so when
+    there is no compute-0 point); "first" = the score of the first point (a documented fallback).
+    fit_from / fit_until: fit only points with fit_from <= C <= fit_until (the paper leaves out the
+    first ~1.5k GPU-hours: early progress is nearly linear and noisy).
+    fixed_A: hold A at this value and fit only B and C_mid (used to compare B at a shared A).
+    n_boot: bootstrap replicates for the intervals (0 = none; intervals are then NaN).
+    block: bootstrap block length, or "auto" (from the residuals' lag-1 autocorrelation).
+    """
+    return fit_sigmoid_multi(
+        [Curve(compute, score)], r0=r0, fit_from=fit_from, fit_until=fit_until, fixed_A=fixed_A, n_boot=n_boot, block=block, level=level, seed=seed
+    )
+
+
+def fit_sigmoid_multi(
+    runs: Sequence[Any] | Mapping[str, Any],
+    *,
+    r0: float | str | None = None,
+    fit_from: float | None = None,
+    fit_until: float | None = None,
+    fixed_A: float | None = None,
+    n_boot: int = 200,
+    block: int | str = "auto",
+    level: float = 0.95,
+    seed: int = 0,
+) -> SigmoidFit:
+    """Fit several runs (seeds) of one recipe jointly: shared A, B, C_mid and R0.
+
+    runs: a list of Curve / (compute, score) pairs, or a dict name -> either. R0 defaults to the
+    mean of the runs' compute-0 scores. The bootstrap resamples whole runs, so the spread between
+    seeds shows up in the intervals.
+    """
+    items = list(runs.items()) if isinstance(runs, Mapping) else [(None, r) for r in runs]
+    if not items:
+        raise UserError("no curves to fit")
+    curves = [as_curve(obj, name=name or f"run{i}") for i, (name, obj) in enumerate(items)]
+    names = [name if name is not None else (c.name if len(curves) == 1 else f"run{i}") for i, (name, c) in enumerate(zip([n for n, _ in items], curves))]
+    if not 0 < level < 1:
+        raise UserError(f"level must be in (0, 1), got {level}")
+    if n_boot < 0 or (0 < n_boot < 20):
+        raise UserError(f"n_boot must be 0 or at least 20 (got {n_boot})")
+    if fit_from is not None and not (math.isfinite(fit_from) and fit_from >= 0):
+        raise UserError(f"fit_from must be a compute >= 0, got {fit_from}")
+    if fit_until is not None and fit_from is not None and fit_until <= fit_from:
+        raise UserError(f"fit_until ({fit_until}) must be above fit_from ({fit_from})")
+
+    compute = np.concatenate([c.compute for c in curves])
+    score = np.concatenate([c.score for c in curves])
+    run = np.concatenate([np.full(len(c), i) for i, c in enumerate(curves)])
+    R0, r0_source = _resolve_r0(r0, curves)
+    if fixed_A is not None and not 0 <= fixed_A <= 1:
+        raise UserError(f"fixed_A must be in [0, 1], got {fixed_A}")
+
+    used = compute > 0
+    if fit_from is not None:
+        used &= compute >= fit_from
+    if fit_until is not None:
+        used &= compute <= fit_until
+    n = int(used.sum())
+    where = f" in [{fit_from or 0:g}, {fit_until if fit_until is not None else math.inf:g}]" if (fit_from or fit_until) else " with compute > 0"
+    if n < MIN_POINTS:
+        raise UserError(f"only {n} point(s){where}; a sigmoid fit needs at least {MIN_POINTS}")
+    y = score[used]
+    if np.ptp(y) == 0 and fixed_A is None:
+        raise UserError(f"scores{where} are all {y[0]:g}: nothing to fit")
+
+    x = np.log(compute[used])
+    bounds = engine.Bounds.for_data(x)
+    theta, sse, lm_ok = engine.fit_global(x, y, R0, bounds, fixed_A)
+    fitted = engine.predict(theta[None, :], R0, x[None, :])[0]
+    resid = y - fitted
+    p = 2 if fixed_A is not None else 3
+    sst = float(((y - y.mean()) ** 2).sum())
+    rho = float(np.mean([engine.lag1_autocorr(resid[run[used] == i]) for i in np.unique(run[used])]))
+    L = engine.block_length(rho, int(np.median(np.bincount(run[used])[np.unique(run[used])]))) if block == "auto" else int(block)
+    if L < 1:
+        raise UserError(f"block must be 'auto' or a length >= 1, got {block}")
+
+    converged, reason, warnings = _diagnose(theta, bounds, lm_ok, n, fixed_A)
+    rng = np.random.default_rng(seed)
+    samples = np.zeros((0, 3))
+    if n_boot:
+        th_b, at_bound = engine.bootstrap(x, fitted, resid, run[used], R0, theta, bounds, n_boot, L, rng, fixed_A)
+        samples = np.column_stack([th_b[:, 0], np.exp(th_b[:, 2]), np.exp(th_b[:, 1])])
+        if at_bound.mean() > 0.1:
+            warnings.append(f"{at_bound.mean():.0%} of bootstrap refits hit the C_mid/B search bounds: the intervals are truncated")
+    A, C_mid, B = float(theta[0]), float(math.exp(theta[1])), float(math.exp(theta[2]))
+    nan = (math.nan, math.nan)
+    return SigmoidFit(
+        A=A,
+        B=B,
+        C_mid=C_mid,
+        R0=R0,
+        A_ci=(A, A) if fixed_A is not None else (_ci(samples[:, 0], level) if n_boot else nan),
+        B_ci=_ci(samples[:, 1], level) if n_boot else nan,
+        C_mid_ci=_ci(samples[:, 2], level) if n_boot else nan,
+        level=level,
+        rmse=float(math.sqrt(sse / n)),
+        r2=float(1 - sse / sst) if sst > 0 else math.nan,
+        n=n,
+        sigma=float(math.sqrt(sse / max(n - p, 1))),
+        converged=converged,
+        reason=reason,
+        warnings=warnings,
+        r0_source=r0_source,
+        fit_from=fit_from,
+        fit_until=fit_until,
+        fixed_A=fixed_A is not None,
+        autocorr=rho,
+        block=L,
+        seed=seed,
+        compute=compute,
+        score=score,
+        used=used,
+        run=run,
+        run_names=names,
+        samples=samples,
+    )
+
+
+def _resolve_r0(r0: float | str | None, curves: list[Curve]) -> tuple[float, str]:
+    if isinstance(r0, str):
+        if r0 != "first":
+            raise UserError(f"r0 must be a number, None or 'first', not {r0!r}")
+        return float(np.mean([c.score[0] for c in curves])), "first"
+    if r0 is not None:
+        if not (math.isfinite(r0) and 0 <= r0 <= 1):
+            raise UserError(f"r0 must be a score in [0, 1], got {r0}")
+        return float(r0), "given"
+    at0 = [c.score[0] for c in curves if c.compute[0] == 0]
+    if not at0:
+        raise UserError(
+            "no point at compute 0 to measure R0 from: pass r0=<score before training> (--r0 in the CLI) "
+            "(or r0='first' to use the first point's score)"
+        )
+    return float(np.mean(at0)), "measured"
+
+
+def _diagnose(theta: np.ndarray, b: engine.Bounds, lm_ok: bool, n: int, fixed_A: float | None) -> tuple[bool, str, list[str]]:
+    """converged=False with a reason when the optimum sits on a search bound (not identified)."""
+    tol = 1e-6
+    reasons, warnings = [], []
+    if not lm_ok:
+        reasons.append("the least-squares refinement did not converge")
+    if theta[1] >= b.m_hi - tol:
+        reasons.append("C_mid ran to its upper bound (100x the last compute): the curve has not bent yet, so A and C_mid are not identified")
+    if theta[1] <= b.m_lo + tol:
+        reasons.append("C_mid ran to its lower bound: the fitted points are all saturated; fit earlier points")
+    if theta[2] >= b.lb_hi - tol:
+        reasons.append(f"B ran to its upper bound {engine.B_MAX:g}: a step, not a sigmoid")
+    if theta[2] <= b.lb_lo + tol:
+        reasons.append(f"B ran to its lower bound {engine.B_MIN:g}: no sigmoid shape in the data")
+    if fixed_A is None and theta[0] >= b.a_hi - tol:
+        # an unconstrained optimum above a pass rate of 1: the data have not bent towards a ceiling
+        reasons.append("A ran to its upper bound 1.0: the curve shows no saturation yet, so the asymptote is not identified")
+    if fixed_A is None and theta[0] <= b.a_lo + tol:
+        warnings.append("A is at its lower bound 0.0")
+    if n < 8:
+        warnings.append(f"only {n} fitted points: intervals are rough")
+    return (not reasons), "; ".join(reasons), warnings
+
+
+def refit_at_shared_A(fit: SigmoidFit, A: float, *, n_boot: int | None = None) -> SigmoidFit:
+    """Refit a fit's own data with A held at `A` (the paper's way to compare B when A ties)."""
+    runs = {name: (fit.compute[fit.run == i], fit.score[fit.run == i]) for i, name in enumerate(fit.run_names)}
+    return fit_sigmoid_multi(
+        runs,
+        r0=fit.R0,
+        fit_from=fit.fit_from,
+        fit_until=fit.fit_until,
+        fixed_A=A,
+        n_boot=len(fit.samples) if n_boot is None else n_boot,
+        block=fit.block,
+        level=fit.level,
+        seed=fit.seed,
+    )
+
+
+def check_points(compute: Any, score: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a curve without fitting it (re-exported for callers that build their own data)."""
+    return check_curve(compute, score)

@@ -1,0 +1,189 @@
+"""Real datasets from local JSONL / Parquet files, and the math-answer checker.
+
+    cfg = TaskConfig(name="jsonl", path="data/gsm8k.jsonl", prompt_key="question", answer_key="answer")
+    task = load_task(cfg)                   # checker "auto" -> math_checker for files
+    math_checker("The answer is $\\frac{1}{2}$", "0.5")   # -> True
+
+Each JSONL line (blank lines skipped) or Parquet row is one example; `prompt_key` must hold a
+string, `answer_key` a string or a number. Problems are reported as `UserError`s naming the
+file and the line (JSONL, 1-based) or row (Parquet, 0-based); the example id is that same
+line / row number, so a checker error can be traced back to the file. Repeated prompts are
+kept once (first occurrence), then the rows are shuffled by the seed and cut into val
+(`num_val` rows) and train (up to `num_train` of the rest).
+
+`math_checker` relies on math-verify (no home-made LaTeX equivalence). math-verify's timeouts
+use SIGALRM, which only works in the main thread; off the main thread (Ray threaded actors,
+a thread pool) we turn them off and bound the work instead by checking only the last
+`MAX_MATH_CHARS` characters of a completion.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable
+
+from workbench.errors import UserError
+from workbench.tasks.base import Example, TaskData
+
+MAX_MATH_CHARS = 2000  # answers sit at the end of a completion; longer text is not parsed
+MATH_TIMEOUT_S = 5  # per parse / comparison, main thread only
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def _answer_text(value: Any, where: str, key: str) -> str:
+    if isinstance(value, bool) or value is None:
+        raise UserError(f"{where}: {key!r} must be a string or a number, got {value!r}")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return str(value)
+    # numpy scalars from Parquet
+    if hasattr(value, "item") and isinstance(value.item(), (int, float)) and not isinstance(value.item(), bool):
+        return str(value.item())
+    raise UserError(f"{where}: {key!r} must be a string or a number, got {type(value).__name__}")
+
+
+def _record(row: Any, where: str, prompt_key: str, answer_key: str) -> tuple[str, str]:
+    if not isinstance(row, dict):
+        raise UserError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    for key in (prompt_key, answer_key):
+        if key not in row:
+            keys = ", ".join(map(repr, list(row)[:10]))
+            raise UserError(f"{where}: missing key {key!r} (keys here: {keys}); set task.prompt_key / task.answer_key")
+    prompt = row[prompt_key]
+    if not isinstance(prompt, str) or not prompt:
+        raise UserError(f"{where}: {prompt_key!r} must be a non-empty string, got {prompt!r:.80}")
+    return prompt, _answer_text(row[answer_key], where, answer_key)
+
+
+def read_jsonl(path: Path, prompt_key: str, answer_key: str) -> list[tuple[int, str, str]]:
+    """[(line number, prompt, answer)] from a JSONL file."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UserError(f"{where}: malformed JSON ({e.msg} at column {e.colno})") from None
+            rows.append((lineno, *_record(obj, where, prompt_key, answer_key)))
+    return rows
+
+
+def read_parquet(path: Path, prompt_key: str, answer_key: str) -> list[tuple[int, str, str]]:
+    """[(row number, prompt, answer)] from a Parquet file."""
+    import pandas as pd
+
+    try:
+        df = pd.read_parquet(path)
+    except Exception as e:  # noqa: BLE001 - pyarrow raises many types for a bad file
+        raise UserError(f"{path}: cannot read as Parquet ({type(e).__name__}: {e})") from None
+    missing = [k for k in (prompt_key, answer_key) if k not in df.columns]
+    if missing:
+        cols = ", ".join(map(repr, list(df.columns)[:20]))
+        raise UserError(f"{path}: missing column(s) {', '.join(map(repr, missing))} (columns: {cols}); set task.prompt_key / task.answer_key")
+    rows = []
+    for i, (p, a) in enumerate(zip(df[prompt_key].tolist(), df[answer_key].tolist())):
+        rows.append((i, *_record({prompt_key: p, answer_key: a}, f"{path}: row {i}", prompt_key, answer_key)))
+    return rows
+
+
+def _dedupe(rows: Iterable[tuple[int, str, str]]) -> list[tuple[int, str, str]]:
+    seen: set[str] = set()
+    out = []
+    for row in rows:
+        if row[1] not in seen:
+            seen.add(row[1])
+            out.append(row)
+    return out
+
+
+def load_file_task(cfg) -> TaskData:
+    """A TaskData from `cfg.path` read as `cfg.name` ('jsonl' or 'parquet')."""
+    if not cfg.path:
+        raise UserError(f"task.path is required for task.name={cfg.name!r}")
+    path = Path(cfg.path).expanduser()
+    if not path.is_file():
+        raise UserError(f"task.path: no such file: {path}")
+    reader = read_jsonl if cfg.name == "jsonl" else read_parquet
+    rows = reader(path, cfg.prompt_key, cfg.answer_key)
+    if not rows:
+        raise UserError(f"{path}: no examples (the file is empty)")
+    rows = _dedupe(rows)
+    if len(rows) <= cfg.num_val:
+        raise UserError(
+            f"{path}: {len(rows)} distinct prompts, but task.num_val={cfg.num_val} leaves none for training; "
+            "lower task.num_val"
+        )
+    random.Random(f"file:{cfg.seed}").shuffle(rows)
+    val = [Example(id=i, prompt=p, answer=a) for i, p, a in rows[: cfg.num_val]]
+    train = [Example(id=i, prompt=p, answer=a) for i, p, a in rows[cfg.num_val : cfg.num_val + cfg.num_train]]
+    alphabet = "".join(sorted({c for ex in train + val for c in ex.prompt + ex.answer}))
+    return TaskData(
+        name=cfg.name,
+        train=train,
+        val=val,
+        checker=math_checker,
+        stop=None,
+        alphabet=alphabet,
+        checker_name="math",
+        difficulty=None,
+        seed=cfg.seed,
+        info={"source": str(path), "rows": len(rows)},
+    )
+
+
+# ---------------------------------------------------------------------------- math checker
+
+
+class _DropTimeoutWarning(logging.Filter):
+    """math-verify warns once that timeouts are off; off the main thread that is deliberate."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Timeout is disabled")
+
+
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).addFilter(_DropTimeoutWarning())
+
+
+def _timeout() -> int | None:
+    # SIGALRM can only be installed from the main thread of the main interpreter.
+    return MATH_TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
+
+
+@lru_cache(maxsize=65536)
+def _parse_gold_cached(answer: str) -> tuple:
+    from math_verify import parse
+
+    # A bare gold answer ("0.5", "\frac{1}{2}") is read as LaTeX math; one already delimited
+    # or boxed is parsed as written. Parsing is pure, so caching across threads is safe.
+    text = answer if ("$" in answer or "\\boxed" in answer) else f"${answer}$"
+    return tuple(parse(text, parsing_timeout=_timeout()))
+
+
+def math_checker(completion: str, answer: str) -> bool:
+    """True iff math-verify finds the completion's final answer equal to `answer`.
+
+    Falls back to exact (whitespace-stripped) comparison when the gold answer is not math.
+    """
+    from math_verify import parse, verify
+
+    answer = answer.strip()
+    gold = list(_parse_gold_cached(answer))
+    if not gold:
+        return completion.strip() == answer
+    to = _timeout()
+    pred = parse(completion[-MAX_MATH_CHARS:], parsing_timeout=to)
+    if not pred:
+        return False
+    return bool(verify(gold, pred, timeout_seconds=to))
