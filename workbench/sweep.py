@@ -247,6 +247,7 @@ def run_sweep(
     fit_from: float | None = None,
     cell_timeout: int | None = None,
     progress: bool = True,
+    chart: bool = True,
 ) -> SweepResult:
     """Run every point not yet finished; return the manifest entries and the comparison."""
     from tqdm.auto import tqdm
@@ -312,7 +313,11 @@ def run_sweep(
     try:
         futures = {pool.submit(_run_point, ctx, *item): item[0] for item in todo}
         for fut in as_completed(futures):
-            status = fut.result()
+            try:
+                status = fut.result()
+            except Exception as e:  # noqa: BLE001 - a runner bug or a store error: record it, go on
+                status = "FAILED"
+                manifest.update(futures[fut], status=status, error=f"sweep runner error: {e!r}", ended=_now())
             failures += status != "FINISHED"
             bar.update(1)
             bar.set_postfix(failed=failures)
@@ -332,11 +337,9 @@ def run_sweep(
         result.comparison = fits
         for path in fits.write(out_dir / "comparison"):
             store.retry_locked(c.log_artifact, parent, str(path))
-        try:
-            chart = fits.chart(out_dir / "comparison.html", title=f"sweep {g.name}: {metric} vs {x}")
-            store.retry_locked(c.log_artifact, parent, str(chart))
-        except UserError:
-            pass  # nothing fitted: the table already says why
+        if chart and fits.fits:
+            html = fits.chart(out_dir / "comparison.html", title=f"sweep {g.name}: {metric} vs {x}")
+            store.retry_locked(c.log_artifact, parent, str(html))
     store.retry_locked(c.log_artifact, parent, str(manifest.path))
     store.end_run(parent, "FINISHED" if not result.failed else "FAILED", uri)
     return result
@@ -402,13 +405,14 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
     p.add_argument("--fit-from", type=float, help="leave compute below this out of the fits")
     p.add_argument("--cell-timeout", type=int, help="seconds allowed per notebook cell")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-chart", action="store_true", help="skip the overlay chart comparison.html")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     res = run_sweep(args.notebook, args.grid, out=args.out, parallel=args.parallel, kernel=args.kernel, experiment=args.experiment,
                     tracking_uri=args.tracking_uri, metric=args.metric, x=args.x, fit_from=args.fit_from,
-                    cell_timeout=args.cell_timeout, progress=not args.no_progress)
+                    cell_timeout=args.cell_timeout, progress=not args.no_progress, chart=not args.no_chart)
     skipped = len(res.points) - len(res.executed)
     print(f"sweep {res.name}: {len(res.points)} points ({len(res.executed)} run, {skipped} already finished), "
           f"{len(res.failed)} not finished; out: {res.out_dir}")

@@ -131,14 +131,21 @@ class Generator:
         )
 
     @_compute
-    def generate(self, chunk_id: int, prompt_ids: list[int], n_per_prompt: int, seed: int) -> Chunk:
-        """Sample `n_per_prompt` completions for each training prompt; in-flight weight swaps on."""
+    def generate(
+        self, chunk_id: int, prompt_ids: list[int], n_per_prompt: int, seed: int, in_flight: bool = True
+    ) -> Chunk:
+        """Sample `n_per_prompt` completions for each training prompt.
+
+        in_flight=True (PipelineRL): weights pushed meanwhile are taken between decode steps.
+        in_flight=False: the whole chunk uses the weights in force when it starts.
+        """
         t0 = time.perf_counter()
         swaps0 = self._swaps
+        self._apply_pending()
         outs = []
         step = max(1, self.cfg.generation.max_batch_sequences // n_per_prompt)
         for s in range(0, len(prompt_ids), step):
-            outs += self._sample("train", prompt_ids[s : s + step], n_per_prompt, seed + s, in_flight=True)
+            outs += self._sample("train", prompt_ids[s : s + step], n_per_prompt, seed + s, in_flight=in_flight)
         groups = []
         for gi, pid in enumerate(prompt_ids):
             comps = outs[gi * n_per_prompt : (gi + 1) * n_per_prompt]

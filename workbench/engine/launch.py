@@ -119,6 +119,10 @@ class Coordinator:
     def metrics_since(self, index: int) -> list[dict[str, Any]]:
         return self.core.metrics_since(index)
 
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The loop state a checkpoint would hold now (step, sampler, counters)."""
+        return self.core._state(list(self.core.replay))
+
     def pause(self) -> None:
         self.core.pause()
 

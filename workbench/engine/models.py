@@ -28,9 +28,10 @@ import math
 import os
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -44,6 +45,9 @@ BUILTIN_SIZES = ("tiny",)
 SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>")
 BUILDER_VERSION = 1  # bump when the builtin recipe changes, so old caches are not reused
 INFO_FILE = "workbench_builtin.json"
+# The builtin warm-up stops once the sampled train pass rate reaches this: low, not zero,
+# leaving RL clear headroom (ModelConfig.sft_target_pass_rate overrides it when present).
+SFT_TARGET_PASS_RATE = 0.15
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
 
@@ -108,6 +112,20 @@ def encode(tokenizer: Any, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
+@contextmanager
+def _quiet_hf() -> Iterator[None]:
+    """No per-shard 'Loading weights' bars from transformers for a model of a few files."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
 # ---------------------------------------------------------------------------- dtype
 
 
@@ -142,7 +160,8 @@ def load_hf_dir(path: str | Path, *, device: str = "cpu", dtype: Any = None) -> 
     except (OSError, ValueError) as e:
         raise UserError(f"model.path: cannot load a tokenizer from {d}: {e}") from None
     try:
-        model = AutoModelForCausalLM.from_pretrained(d, local_files_only=True, dtype=resolve_dtype(dtype, device))
+        with _quiet_hf():
+            model = AutoModelForCausalLM.from_pretrained(d, local_files_only=True, dtype=resolve_dtype(dtype, device))
     except (OSError, ValueError) as e:
         raise UserError(f"model.path: cannot load the model from {d}: {e}") from None
     prepare_tokenizer(tokenizer, model)
@@ -167,6 +186,11 @@ def _n_positions(task: Any) -> int:
     return max(64, 1 << math.ceil(math.log2(2 * longest + 2)))
 
 
+def _target(model_cfg: Any) -> float | None:
+    # ModelConfig may not have the field (yet); the builtin default applies then.
+    return getattr(model_cfg, "sft_target_pass_rate", SFT_TARGET_PASS_RATE)
+
+
 def builtin_cache_key(model_cfg: Any, task: Any) -> str:
     """Hash of everything the builtin weights depend on (not cache_dir / dtype)."""
     h = hashlib.sha256()
@@ -181,6 +205,8 @@ def builtin_cache_key(model_cfg: Any, task: Any) -> str:
         "sft_steps": model_cfg.sft_steps,
         "sft_lr": model_cfg.sft_lr,
         "sft_batch_size": model_cfg.sft_batch_size,
+        "sft_target_pass_rate": _target(model_cfg),
+        "checker": getattr(task, "checker_name", ""),
         "task": task.name,
         "difficulty": getattr(task, "difficulty", None),
         "seed": getattr(task, "seed", 0),
@@ -228,11 +254,19 @@ def sft_warm_start(
     lr: float,
     batch_size: int,
     seed: int,
+    target_pass_rate: float | None = None,
+    checker: Callable[[str, str], bool] | None = None,
+    check_every: int = 20,
+    check_prompts: int = 256,
     progress: bool = True,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Supervised warm-up: next-token loss on answer + EOS only, prompts left-padded.
 
-    AdamW with a short linear warm-up then cosine decay to 10% of `lr`. Returns stats.
+    AdamW with a short linear warm-up then cosine decay to 10% of `lr` over `steps`. With
+    `target_pass_rate`, every `check_every` steps the sampled (temperature 1) pass rate on the
+    first `check_prompts` training examples is measured, and training stops once it reaches
+    the target: where an RL run starts then depends on the target, not on how fast one seed
+    happens to learn. Returns stats (steps run, time, loss, last measured train pass rate).
     """
     from tqdm.auto import tqdm
 
@@ -252,6 +286,9 @@ def sft_warm_start(
         return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
 
     gen = torch.Generator().manual_seed(seed)
+    probe = list(examples[:check_prompts])
+    probe_tokens = max(len(encode(tokenizer, ex.answer)) for ex in probe) + 1
+    train_rate: float | None = None
     model.train()
     losses: list[float] = []
     t0 = time.perf_counter()
@@ -278,11 +315,25 @@ def sft_warm_start(
         opt.step()
         losses.append(loss.item())
         if progress and step % 10 == 0:
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", train_pass=train_rate)
+        if target_pass_rate and step + 1 >= warm and (step + 1) % check_every == 0:
+            model.eval()
+            train_rate = sampled_pass_rate(
+                model, tokenizer, probe, k=2, max_new_tokens=probe_tokens, seed=seed + step, checker=checker
+            )
+            model.train()
+            if train_rate >= target_pass_rate:
+                break
     bar.close()
     model.eval()
     tail = losses[-max(1, len(losses) // 10) :]
-    return {"sft_seconds": time.perf_counter() - t0, "sft_final_loss": sum(tail) / len(tail), "sft_steps": steps}
+    return {
+        "sft_seconds": time.perf_counter() - t0,
+        "sft_final_loss": sum(tail) / len(tail),
+        "sft_steps_run": len(losses),
+        "sft_train_pass_rate": train_rate,
+        "sft_target_pass_rate": target_pass_rate,
+    }
 
 
 def _build_builtin(model_cfg: Any, task: Any, final: Path, progress: bool) -> dict[str, Any]:
@@ -298,6 +349,8 @@ def _build_builtin(model_cfg: Any, task: Any, final: Path, progress: bool) -> di
         lr=model_cfg.sft_lr,
         batch_size=model_cfg.sft_batch_size,
         seed=seed,
+        target_pass_rate=_target(model_cfg),
+        checker=task.checker,
         progress=progress,
     )
     info = {
@@ -310,7 +363,8 @@ def _build_builtin(model_cfg: Any, task: Any, final: Path, progress: bool) -> di
     }
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
+    with _quiet_hf():
+        model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     (tmp / INFO_FILE).write_text(json.dumps(info, indent=2))
     os.replace(tmp, final)  # atomic: readers see no directory or a complete one
@@ -331,7 +385,9 @@ def load_builtin(model_cfg: Any, task: Any, *, device: str = "cpu", dtype: Any =
     from_cache = True
     if not (final / INFO_FILE).is_file():
         # Only one process trains; the others wait here and then load its result.
-        with FileLock(str(final) + ".lock"):
+        locks = final.parent / ".locks"
+        locks.mkdir(exist_ok=True)
+        with FileLock(str(locks / f"{final.name}.lock")):
             if not (final / INFO_FILE).is_file():
                 shutil.rmtree(final, ignore_errors=True)  # a partial directory from an old crash
                 log.info("building %s for task %s into %s", model_cfg.path, task.name, final)
@@ -349,7 +405,7 @@ def load_policy(model_cfg: Any, task: Any = None, *, device: str = "cpu", dtype:
 
     `dtype` overrides `model_cfg.dtype`. The tokenizer pads on the left and has a pad token.
     """
-    dtype = model_cfg.dtype if dtype is None else dtype
+    dtype = resolve_dtype(model_cfg.dtype if dtype is None else dtype, device)  # bad names fail first
     if model_cfg.path.startswith(BUILTIN_PREFIX):
         return load_builtin(model_cfg, task, device=device, dtype=dtype, progress=progress)
     model, tokenizer = load_hf_dir(model_cfg.path, device=device, dtype=dtype)

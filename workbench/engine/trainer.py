@@ -155,6 +155,9 @@ class Trainer:
             logits, _ = causal_lm_forward(self.model, ids[sl], attn[sl], fp32_head=recipe.fp32_head)
             logits = logits[:, :-1]
             logp = token_logprobs(logits, ids[sl, 1:], temperature=temp)
+            if not bool(torch.isfinite(logp[mask[sl] > 0]).all()):
+                loss_total = math.nan  # diverged weights: skip this update below
+                break
             entropy = None
             with torch.no_grad():
                 ent = token_entropy(logits, temperature=temp)

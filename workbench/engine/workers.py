@@ -53,7 +53,7 @@ class Workers:
 
     def generate(self, rank: int, chunk_id: int, prompts: list[int], seed: int):
         n = self.cfg.train.generations_per_prompt
-        return self.generators[rank].generate.remote(chunk_id, prompts, n, seed)
+        return self.generators[rank].generate.remote(chunk_id, prompts, n, seed, self.in_flight)
 
     def train(self, groups: list, step: int):
         return self.trainer.train_step.options(num_returns=2).remote(groups, step)
@@ -62,9 +62,16 @@ class Workers:
         e = self.cfg.eval
         return self.evaluator.evaluate.remote(weights_ref, version, e.num_prompts, e.samples_per_prompt, seed)
 
+    @property
+    def in_flight(self) -> bool:
+        return self.cfg.recipe.off_policy.algorithm == "pipeline"
+
     def push_weights(self, weights_ref, version: int) -> None:
-        for g in self.generators:
-            g.set_weights.remote(weights_ref, version)
+        """Pipeline: fire and forget (taken up between decode steps). Otherwise: wait, so the
+        next round is generated entirely by the new policy."""
+        refs = [g.set_weights.remote(weights_ref, version) for g in self.generators]
+        if not self.in_flight:
+            ray.get(refs)
         self.pushed_version = version
 
     def resync_generator(self, rank: int) -> None:
@@ -102,6 +109,7 @@ def spawn_workers(cfg: RunConfig, task: Any) -> Workers:
             num_gpus=r.generator_gpus,
             max_restarts=3,
             max_task_retries=0,
+            name=f"{cfg.name}/Generator/{rank}",
         ).remote(cfg, rank)
         for rank in range(cfg.generation.num_generators)
     ]

@@ -62,7 +62,7 @@ def _curve(c: np.ndarray, r0: float, a: Any, b: Any, cmid: Any) -> np.ndarray:
         return r0 + (a - r0) * expit(b * (np.log(c) - np.log(cmid)))
 
 
-@dataclass
+@dataclass(eq=False)  # fields hold arrays: compare fits by their to_dict()
 class SigmoidFit:
     """A fitted sigmoid. A, B, C_mid are least-squares estimates; *_ci are bootstrap intervals at `level`."""
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from workbench.errors import UserError
 from workbench.scaling import engine
-from workbench.scaling.data import Curve, as_curve, check_curve
+from workbench.scaling.data import Curve, as_curve
 from workbench.scaling.result import SigmoidFit, _ci
 
 MIN_POINTS = 4
@@ -79,7 +79,8 @@ def fit_sigmoid_multi(
     if not items:
         raise UserError("no curves to fit")
     curves = [as_curve(obj, name=name or f"run{i}") for i, (name, obj) in enumerate(items)]
-    names = [name if name is not None else (c.name if len(curves) == 1 else f"run{i}") for i, (name, c) in enumerate(zip([n for n, _ in items], curves))]
+    # a dict names its runs; in a list, one curve keeps its own name and several are run0, run1...
+    names = [name if name is not None else (cv.name if len(curves) == 1 else f"run{i}") for i, ((name, _), cv) in enumerate(zip(items, curves))]
     if not 0 < level < 1:
         raise UserError(f"level must be in (0, 1), got {level}")
     if n_boot < 0 or (0 < n_boot < 20):
@@ -117,11 +118,14 @@ def fit_sigmoid_multi(
     p = 2 if fixed_A is not None else 3
     sst = float(((y - y.mean()) ** 2).sum())
     rho = float(np.mean([engine.lag1_autocorr(resid[run[used] == i]) for i in np.unique(run[used])]))
-    L = engine.block_length(rho, int(np.median(np.bincount(run[used])[np.unique(run[used])]))) if block == "auto" else int(block)
-    if L < 1:
-        raise UserError(f"block must be 'auto' or a length >= 1, got {block}")
+    if block == "auto":
+        L = engine.block_length(rho, int(np.median(np.bincount(run[used])[np.unique(run[used])])))
+    elif isinstance(block, (int, np.integer)) and not isinstance(block, bool) and block >= 1:
+        L = int(block)
+    else:
+        raise UserError(f"block must be 'auto' or a length >= 1, got {block!r}")
 
-    converged, reason, warnings = _diagnose(theta, bounds, lm_ok, n, fixed_A)
+    converged, reason, warnings = _diagnose(theta, bounds, lm_ok, n, fixed_A, float(y.max()))
     rng = np.random.default_rng(seed)
     samples = np.zeros((0, 3))
     if n_boot:
@@ -181,7 +185,7 @@ def _resolve_r0(r0: float | str | None, curves: list[Curve]) -> tuple[float, str
     return float(np.mean(at0)), "measured"
 
 
-def _diagnose(theta: np.ndarray, b: engine.Bounds, lm_ok: bool, n: int, fixed_A: float | None) -> tuple[bool, str, list[str]]:
+def _diagnose(theta: np.ndarray, b: engine.Bounds, lm_ok: bool, n: int, fixed_A: float | None, y_max: float) -> tuple[bool, str, list[str]]:
     """converged=False with a reason when the optimum sits on a search bound (not identified)."""
     tol = 1e-6
     reasons, warnings = [], []
@@ -196,8 +200,11 @@ def _diagnose(theta: np.ndarray, b: engine.Bounds, lm_ok: bool, n: int, fixed_A:
     if theta[2] <= b.lb_lo + tol:
         reasons.append(f"B ran to its lower bound {engine.B_MIN:g}: no sigmoid shape in the data")
     if fixed_A is None and theta[0] >= b.a_hi - tol:
-        # an unconstrained optimum above a pass rate of 1: the data have not bent towards a ceiling
-        reasons.append("A ran to its upper bound 1.0: the curve shows no saturation yet, so the asymptote is not identified")
+        if y_max < 0.97:
+            # an optimum pushing past a pass rate of 1 while no score is near 1: no ceiling in sight
+            reasons.append("A ran to its upper bound 1.0: the curve shows no saturation yet, so the asymptote is not identified")
+        else:
+            warnings.append("A is at its upper bound 1.0 (the scores reach ~1)")
     if fixed_A is None and theta[0] <= b.a_lo + tol:
         warnings.append("A is at its lower bound 0.0")
     if n < 8:
@@ -220,7 +227,3 @@ def refit_at_shared_A(fit: SigmoidFit, A: float, *, n_boot: int | None = None) -
         seed=fit.seed,
     )
 
-
-def check_points(compute: Any, score: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a curve without fitting it (re-exported for callers that build their own data)."""
-    return check_curve(compute, score)

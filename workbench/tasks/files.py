@@ -174,14 +174,16 @@ def _parse_gold_cached(answer: str) -> tuple:
 def math_checker(completion: str, answer: str) -> bool:
     """True iff math-verify finds the completion's final answer equal to `answer`.
 
-    Falls back to exact (whitespace-stripped) comparison when the gold answer is not math.
+    A completion equal to the answer (whitespace stripped) is right even if it is not math.
     """
     from math_verify import parse, verify
 
     answer = answer.strip()
+    if completion.strip() == answer:  # identical text is right whatever math-verify makes of it
+        return True
     gold = list(_parse_gold_cached(answer))
     if not gold:
-        return completion.strip() == answer
+        return False
     to = _timeout()
     pred = parse(completion[-MAX_MATH_CHARS:], parsing_timeout=to)
     if not pred:

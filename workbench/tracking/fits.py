@@ -73,17 +73,18 @@ class RunFits:
         return "\n".join(lines)
 
     def markdown(self) -> str:
+        """The ranked table as GitHub markdown (comparison.md of a sweep)."""
         head = "| rank | run | A | A interval | B | B interval | C_mid | C_mid interval | R^2 | verdict |"
         out = [f"# {self.metric} vs {self.x}", "", head, "|" + "---|" * 10]
         for r in self.frame.itertuples():
             if isinstance(r.A, float) and math.isfinite(r.A):
                 rank = "" if pd.isna(r.rank) else int(r.rank)
                 out.append(
-                    f"| {rank} | {r.name} | {r.A:.4f} | [{r.A_lo:.4f}, {r.A_hi:.4f}] | {r.B:.3f} | [{r.B_lo:.3f}, {r.B_hi:.3f}] "
-                    f"| {r.C_mid:.4g} | [{r.C_mid_lo:.4g}, {r.C_mid_hi:.4g}] | {r.r2:.3f} | {r.verdict or ''} |"
+                    f"| {rank} | {_md(r.name)} | {r.A:.4f} | [{r.A_lo:.4f}, {r.A_hi:.4f}] | {r.B:.3f} | [{r.B_lo:.3f}, {r.B_hi:.3f}] "
+                    f"| {r.C_mid:.4g} | [{r.C_mid_lo:.4g}, {r.C_mid_hi:.4g}] | {r.r2:.3f} | {_md(r.verdict or '')} |"
                 )
             else:
-                out.append(f"| | {r.name} | | | | | | | | not fitted: {r.error} |")
+                out.append(f"| | {_md(r.name)} | | | | | | | | not fitted: {_md(r.error)} |")
         if self.comparison is not None:
             out += ["", f"A within +-{self.comparison.margin:g} is a tie; tied runs are compared on B refit at their shared mean A."]
         return "\n".join(out) + "\n"
@@ -107,6 +108,10 @@ class RunFits:
 
         chart = chart_overlay(self.fits, title=title or f"{self.metric} vs {self.x}", x_title=self.x, y_title=self.metric)
         return save_chart(chart, path)
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def fit_runs(

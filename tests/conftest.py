@@ -1,0 +1,62 @@
+"""Shared fixtures: one Ray local cluster (2 CPUs) for the whole session, tiny run configs.
+
+`ray.init` costs tens of seconds on a busy 2-core machine, so every test that needs Ray uses
+the session-scoped `ray_cluster`. The built-in model is built once per session into a
+temporary cache with a short warm-up (`tiny_config`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(
+            num_cpus=2,
+            namespace="workbench",
+            include_dashboard=False,
+            logging_level="ERROR",
+            log_to_driver=False,
+        )
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("model-cache")
+
+
+@pytest.fixture
+def tiny_config(tmp_path, model_cache):
+    """A run config small enough for a few seconds per run on 2 CPUs."""
+    from workbench.config import run_config_from_dict
+
+    def make(overrides: dict | None = None, name: str = "t"):
+        base = {
+            "name": name,
+            "out_dir": str(tmp_path / name),
+            "recipe": {"base": "scalerl", "length_control": {"type": "none"}},
+            "model": {"path": "builtin:tiny", "sft_steps": 150, "n_embd": 32, "n_layer": 1, "n_head": 2,
+                      "cache_dir": str(model_cache)},
+            "task": {"name": "addition", "difficulty": 1, "num_train": 80, "num_val": 20},
+            "generation": {"max_new_tokens": 4, "max_batch_sequences": 64},
+            "train": {"prompts_per_step": 4, "generations_per_prompt": 4, "lr": 1e-4, "warmup_steps": 1,
+                      "max_steps": 4, "micro_batch_size": 8},
+            "eval": {"every_steps": 2, "num_prompts": 10, "samples_per_prompt": 2},
+            "resources": {"generator_cpus": 0.5, "trainer_cpus": 0.5, "evaluator_cpus": 0.5},
+            "checkpoint": {"every_steps": 2, "keep": 2},
+        }
+        return run_config_from_dict(base, overrides or {})
+
+    return make

@@ -1,0 +1,131 @@
+"""The run loop on a real Ray local cluster (2 CPUs): algorithms, staleness, resume, faults."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from workbench.engine.coordinator import RunFailed
+from workbench.engine.launch import launch
+from workbench.errors import UserError
+from workbench.tracking.sink import read_jsonl
+
+pytestmark = pytest.mark.slow
+
+
+def run_to_end(cfg, **kw):
+    handle = launch(cfg, **kw)
+    try:
+        handle.start()
+        return handle.wait(timeout=300)
+    finally:
+        handle.kill()
+
+
+def train_rows(out_dir):
+    return [r for r in read_jsonl(f"{out_dir}/metrics.jsonl") if "train/loss" in r or "train/skipped" in r]
+
+
+@pytest.mark.parametrize(
+    "algorithm,k,steps",
+    [("pipeline", 2, 6), ("ppo-off-policy", 3, 6), ("sync", 1, 3)],
+)
+def test_each_off_policy_algorithm_runs_and_bounds_staleness(ray_cluster, tiny_config, algorithm, k, steps):
+    cfg = tiny_config(
+        {"recipe.off_policy.algorithm": algorithm, "recipe.off_policy.k": k, "train.max_steps": steps},
+        name=f"alg-{algorithm}",
+    )
+    summary = run_to_end(cfg)
+    assert summary["status"] == "finished" and summary["steps"] == steps
+    rows = train_rows(cfg.out_dir)
+    assert [r["step"] for r in rows] == list(range(1, steps + 1))
+    assert max(r["train/staleness_max"] for r in rows) <= k
+    if algorithm == "sync":
+        assert all(r["train/staleness_max"] == 0 for r in rows)
+    if algorithm == "ppo-off-policy":
+        # one policy generates k steps' worth: within a round, staleness = updates applied so far
+        for start in range(0, steps, k):
+            round_rows = rows[start : start + k]
+            updates = [0.0] + [float(sum(1 - r["train/skipped"] for r in round_rows[:i])) for i in range(1, k)]
+            assert [r["train/staleness_max"] for r in round_rows] == updates[: len(round_rows)]
+    evals = [r for r in read_jsonl(f"{cfg.out_dir}/metrics.jsonl") if "val/pass_rate" in r]
+    assert [e["step"] for e in evals][0] == 0 and evals[-1]["step"] == steps
+    assert all(e["compute/device_hours"] >= 0 and "compute/flops" in e for e in evals)
+    assert evals[-1]["compute/flops"] > 0
+    summary_file = json.loads(open(f"{cfg.out_dir}/summary.json").read())
+    assert summary_file["steps"] == steps
+
+
+def test_pipeline_pushes_weights_in_flight(ray_cluster, tiny_config):
+    cfg = tiny_config(
+        {"recipe.off_policy.k": 4, "train.max_steps": 8, "generation.max_new_tokens": 6}, name="inflight"
+    )
+    run_to_end(cfg)
+    rows = train_rows(cfg.out_dir)
+    # generators picked up new weights while generating, and data trained on was off-policy
+    assert sum(r["gen/weight_swaps_in_flight"] for r in rows) > 0
+    assert max(r["train/staleness_max"] for r in rows) >= 1
+    assert all(0 <= r["util/trainer"] <= 1 for r in rows)
+
+
+def test_resume_after_kill_continues_the_same_curve(ray_cluster, tiny_config):
+    cfg = tiny_config({"train.max_steps": 8, "checkpoint.every_steps": 2}, name="resume")
+    handle = launch(cfg)
+    handle.start()
+    deadline = time.time() + 240
+    while handle.status()["step"] < 5 and time.time() < deadline:
+        time.sleep(0.05)
+    handle.kill()  # the coordinator dies mid-run; its actors go with it
+    time.sleep(1.0)
+    from workbench.engine.checkpoint import CheckpointStore
+
+    store = CheckpointStore(f"{cfg.out_dir}/checkpoints")
+    ck_step = store.latest_step()
+    assert ck_step is not None and ck_step >= 2 and ck_step % 2 == 0
+    saved = store.latest_state()
+    handle2 = launch(cfg, resume=True)
+    try:
+        st = handle2.status()
+        assert st["resumed_from"] == ck_step and st["step"] == ck_step
+        restored = handle2.actor.checkpoint_state.remote()
+        import ray
+
+        restored = ray.get(restored)
+        assert restored["sampler"] == saved["sampler"]
+        assert restored["counters"] == saved["counters"]
+        handle2.start()
+        summary = handle2.wait(timeout=300)
+    finally:
+        handle2.kill()
+    assert summary["steps"] == 8 and summary["resumed_from"] == ck_step
+    steps = [r["step"] for r in train_rows(cfg.out_dir)]
+    assert steps == list(range(1, 9)), "a step was lost or logged twice"
+    devh = [r["compute/device_hours"] for r in train_rows(cfg.out_dir)]
+    assert devh == sorted(devh), "compute must keep growing across the resume"
+
+
+def test_killed_generator_is_restarted_and_the_run_completes(ray_cluster, tiny_config):
+    import ray
+
+    cfg = tiny_config({"train.max_steps": 10, "recipe.off_policy.k": 2}, name="genkill")
+    handle = launch(cfg)
+    try:
+        handle.start()
+        deadline = time.time() + 240
+        while handle.status()["step"] < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        gen = ray.get_actor("genkill/Generator/0", namespace="workbench")
+        ray.kill(gen, no_restart=False)
+        summary = handle.wait(timeout=300)
+    finally:
+        handle.kill()
+    assert summary["status"] == "finished" and summary["steps"] == 10
+    assert [r["step"] for r in train_rows(cfg.out_dir)] == list(range(1, 11))
+
+
+def test_impossible_resources_are_refused_clearly(ray_cluster, tiny_config):
+    cfg = tiny_config({"resources.trainer_gpus": 4}, name="nogpu")
+    with pytest.raises(UserError, match=r"asks for 4 GPUs .* the Ray cluster has 0"):
+        launch(cfg)

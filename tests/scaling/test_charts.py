@@ -1,0 +1,80 @@
+"""Altair charts (workbench/scaling/charts.py): layers, offline HTML, PNG."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from workbench.errors import UserError
+from workbench.scaling import Curve, fit_sigmoid
+
+from .synthetic import QWEN_VAL, curve_path, synth
+
+charts = pytest.importorskip("workbench.scaling.charts")
+
+
+@pytest.fixture(scope="module")
+def fit():
+    cv = Curve.from_csv(curve_path(QWEN_VAL))
+    return fit_sigmoid(cv.compute, cv.score, fit_from=0.3, fit_until=5.0, n_boot=50)
+
+
+def _marks(spec):
+    return [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
+
+
+def test_fit_chart_has_every_element(fit):
+    spec = charts.chart_fit(fit, title="qwen", x_title="GPU-hours").to_dict()
+    marks = _marks(spec)
+    assert marks[0] == "rect"  # the greyed early region (fit_from)
+    assert {"area", "line", "circle", "rule", "point", "text"} <= set(marks)
+    assert spec["layer"][1]["encoding"]["x"]["scale"]["type"] == "log"
+    texts = str(spec)
+    assert f"A = {fit.A:.3f}" in texts and "C_mid = " in texts
+    statuses = {d["status"] for d in spec["layer"][3]["data"]["values"]}
+    assert statuses == {"fitted", "excluded", "held out"}
+
+
+def test_no_band_without_bootstrap():
+    c, y = synth(n=20, noise=0.01)
+    spec = charts.chart_fit(fit_sigmoid(c, y, n_boot=0)).to_dict()
+    assert "area" not in _marks(spec) and "rect" not in _marks(spec)
+
+
+def test_overlay_colours_each_recipe(fit):
+    c, y = synth(n=30, noise=0.01)
+    other = fit_sigmoid(c / 1e4, y, n_boot=50)
+    spec = charts.chart_overlay({"qwen": fit, "synthetic": other}).to_dict()
+    recipes = {d["recipe"] for d in spec["layer"][0]["data"]["values"]}
+    assert recipes == {"qwen", "synthetic"}
+    assert spec["layer"][0]["encoding"]["color"]["field"] == "recipe"
+    with pytest.raises(UserError):
+        charts.chart_overlay({})
+
+
+def test_html_renders_offline_and_png_is_an_image(fit, tmp_path):
+    chart = charts.chart_fit(fit)
+    html = charts.save_chart(chart, tmp_path / "fit.html").read_text()
+    assert "vega-embed" in html.lower() or "vegaEmbed" in html
+    assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?https?://", html, re.I)  # no CDN
+    assert not re.search(r"<link[^>]*href\s*=\s*[\"']?https?://", html, re.I)
+    png = charts.save_chart(chart, tmp_path / "fit.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    with pytest.raises(UserError, match="use .html"):
+        charts.save_chart(chart, tmp_path / "fit.pdf")
+    with pytest.raises(UserError, match="folder does not exist"):
+        charts.save_chart(chart, tmp_path / "nope" / "fit.html")
+
+
+def test_scaling_imports_no_altair_torch_or_ray_until_charts_are_asked_for():
+    code = (
+        "import sys, workbench.scaling as s\n"
+        "heavy = [m for m in ('altair', 'torch', 'ray', 'IPython', 'ipywidgets') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "s.chart_fit\n"
+        "assert 'altair' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

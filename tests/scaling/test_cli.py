@@ -1,0 +1,100 @@
+"""`workbench fit` end to end, in a subprocess (workbench/scaling/cli.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .synthetic import GEMMA_TRAIN, QWEN_VAL, curve_path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _workbench() -> list[str]:
+    exe = ROOT / ".venv" / "bin" / "workbench"
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("workbench")
+    return [found] if found else [sys.executable, "-m", "workbench.cli"]
+
+
+def wb(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*_workbench(), "fit", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_text_output_has_parameters_intervals_and_forecasts():
+    p = wb(str(curve_path(QWEN_VAL)), "--n-boot", "50")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    for word in ("A     =", "B     =", "C_mid =", "95% CI", "R^2", "forecast at 2x", "forecast at 10x"):
+        assert word in out
+
+
+def test_json_with_until_is_a_backtest(tmp_path):
+    p = wb(str(curve_path(QWEN_VAL)), "--x", "gpu_hours_est", "--y", "val_pass_rate", "--until", "4.3", "--json", "--n-boot", "50")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert {"A", "B", "C_mid", "R0", "A_ci", "B_ci", "C_mid_ci", "r2", "backtest_rmse"} <= set(d)
+    assert d["A_ci"][0] <= d["A"] <= d["A_ci"][1] and d["n"] == 21 and d["backtest_n"] == 22
+    assert 0 < d["backtest_rmse"] < 0.05
+    assert d["forecast"]["10x"]["compute"] == pytest.approx(10 * d["last_compute"])
+
+
+def test_fit_from_r0_and_plot(tmp_path):
+    out = tmp_path / "fit.html"
+    p = wb(str(curve_path(GEMMA_TRAIN)), "--r0", "first", "--fit-from", "1.0", "--plot", str(out), "--json", "--n-boot", "50")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["r0_source"] == "first" and d["plot"] == str(out)
+    assert out.stat().st_size > 10_000 and "<script" in out.read_text()
+
+
+def _subst(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("gpu_hours,score\n0,0.1\n1,nan\n2,0.3\n3,0.4\n4,0.5\n")
+    return {"qwen": str(curve_path(QWEN_VAL)), "missing": str(tmp_path / "none.csv"), "gemma_train": str(curve_path(GEMMA_TRAIN)), "bad": str(bad)}
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [(["{qwen}", "--y", "nope"], "unknown column 'nope'"), (["{gemma_train}"], "no point at compute 0")],
+)
+def test_user_errors_exit_2_with_one_line_and_no_traceback(tmp_path, args, fragment):
+    p = wb(*[a.format(**_subst(tmp_path)) for a in args], "--n-boot", "0")
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("workbench fit: error:") and fragment in lines[0]
+    assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["{missing}"], "not found"),
+        (["{qwen}", "--fit-from", "100"], "at least 4"),
+        (["{qwen}", "--until", "100"], "no points after it"),
+        (["{qwen}", "--plot", "out.pdf"], "--plot"),
+        (["{bad}"], "NaN"),
+        (["{qwen}", "--n-boot", "5"], "n_boot"),
+    ],
+)
+def test_more_user_errors_through_the_dispatcher(tmp_path, capsys, args, fragment):
+    # Same path as the shell (workbench.cli.main), in-process to spare a Python start per case.
+    from workbench.cli import main
+
+    argv = ["fit", *[a.format(**_subst(tmp_path)) for a in args]]
+    if "--n-boot" not in argv:
+        argv += ["--n-boot", "0"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("workbench fit: error:") and fragment in err[0]
+
+
+def test_argparse_errors_exit_2():
+    p = wb(str(curve_path(QWEN_VAL)), "--r0", "abc")
+    assert p.returncode == 2 and "must be a number or 'first'" in p.stderr

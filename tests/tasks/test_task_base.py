@@ -1,0 +1,41 @@
+"""Checkers and their error wrapping; checker selection."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.config import TaskConfig
+from workbench.errors import UserError
+from workbench.tasks.base import CheckerError, exact_checker, get_checker, load_task, safe_check
+
+
+def test_exact_checker_strips_whitespace_only():
+    assert exact_checker(" 52\n", "52")
+    assert not exact_checker("052", "52")
+    assert not exact_checker("5 2", "52")
+    assert not exact_checker("", "52")
+
+
+def test_safe_check_wraps_checker_errors_with_example_id():
+    def broken(completion: str, answer: str) -> bool:
+        raise RuntimeError("boom")
+
+    with pytest.raises(CheckerError, match=r"example 17.*RuntimeError: boom") as info:
+        safe_check(broken, "x", "y", example_id=17)
+    assert isinstance(info.value, UserError)
+    assert safe_check(exact_checker, "1", "1", example_id=0) is True
+
+
+def test_checker_choice():
+    assert get_checker("auto", default="exact")[0] == "exact"
+    assert get_checker("auto", default="math")[0] == "math"
+    assert get_checker("math", default="exact")[0] == "math"
+    with pytest.raises(UserError, match="unknown checker"):
+        get_checker("fuzzy", default="exact")
+    task = load_task(TaskConfig(name="addition", checker="math", num_train=10, num_val=5))
+    assert task.checker_name == "math" and task.checker("The sum is 12", "12")
+
+
+def test_counts_must_be_positive():
+    with pytest.raises(UserError, match="num_val"):
+        load_task(TaskConfig(name="addition", num_val=0))

@@ -1,0 +1,135 @@
+"""The notebooks run headless with papermill, under the project's `workbench` kernel (installed
+into a temp prefix), against SQLite MLflow stores in temp folders."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+papermill = pytest.importorskip("papermill")
+
+from workbench.kernel import install  # noqa: E402
+from workbench.tracking.mlflow_sink import MlflowSink  # noqa: E402
+from workbench.tracking.store import create_run, ensure_experiment  # noqa: E402
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+TINY = {
+    "eval.every_steps": 2,
+    "eval.num_prompts": 20,
+    "eval.samples_per_prompt": 4,
+    "train.prompts_per_step": 8,
+    "resources.generator_cpus": 0.5,
+    "resources.trainer_cpus": 0.5,
+    "resources.evaluator_cpus": 0.5,
+}
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """The `workbench` kernel, installed where only this module's Jupyter looks."""
+    prefix = tmp_path_factory.mktemp("kernel")
+    install(prefix=str(prefix))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter") + os.pathsep + os.environ.get("JUPYTER_PATH", ""))
+        yield "workbench"
+
+
+def outputs(nb_path: Path) -> list[dict]:
+    nb = json.loads(nb_path.read_text())
+    return [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+
+
+def text_of(outs: list[dict]) -> str:
+    parts = []
+    for o in outs:
+        if o.get("output_type") == "stream":
+            parts.append("".join(o["text"]))
+        elif "data" in o:
+            parts.append("".join(o["data"].get("text/plain", "")))
+    return "\n".join(parts)
+
+
+@pytest.mark.slow
+def test_quickstart_runs_end_to_end_and_shows_the_fit(kernel, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = tmp_path / "quickstart.out.ipynb"
+    papermill.execute_notebook(
+        str(NOTEBOOKS / "quickstart.ipynb"), str(out), kernel_name=kernel, cwd=str(tmp_path), progress_bar=False,
+        parameters={"max_steps": 10, "overrides": {**TINY, "out_dir": str(tmp_path / "run")}, "tracking_uri": uri,
+                    "experiment": "nbtest"},
+    )
+    outs = outputs(out)
+    text = text_of(outs)
+    assert "sigmoid fit on 5 points" in text  # the fit printed by fit.summary()
+    assert "A     =" in text and "C_mid =" in text and "forecast at" in text
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outs)  # the dashboard
+    svgs = ["".join(o["data"]["image/svg+xml"]) for o in outs if "image/svg+xml" in o.get("data", {})]
+    assert svgs and "mark-area" in svgs[-1] and "mark-symbol" in svgs[-1]  # session.chart(): band and points
+    assert (tmp_path / "run" / "fit" / "fit.json").is_file()
+    from mlflow import MlflowClient
+
+    runs = MlflowClient(tracking_uri=uri).search_runs([MlflowClient(tracking_uri=uri).get_experiment_by_name("nbtest").experiment_id])
+    assert len(runs) == 1 and "fit/A" in runs[0].data.metrics and runs[0].info.status == "FINISHED"
+
+
+def log_curve(uri: str, experiment: str, name: str, A: float, C_mid: float, seed: int) -> str:
+    rid = create_run(experiment, name, tracking_uri=uri)
+    sink = MlflowSink(rid, uri)
+    rng = np.random.default_rng(seed)
+    for step in range(21):
+        C = step * 0.3 * C_mid
+        R = 0.1 + (A - 0.1) / (1 + (C_mid / C) ** 2.0) if C > 0 else 0.1
+        sink.log_metrics({"val/pass_rate": float(R + rng.normal(0, 0.003)), "compute/device_hours": C}, step=step)
+    sink.close("FINISHED")
+    return rid
+
+
+def test_compare_runs_fits_and_ranks_the_experiment(kernel, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ensure_experiment("cmp", uri)
+    log_curve(uri, "cmp", "high", A=0.70, C_mid=1.0, seed=0)
+    log_curve(uri, "cmp", "low", A=0.45, C_mid=1.0, seed=1)
+    out = tmp_path / "compare.out.ipynb"
+    papermill.execute_notebook(str(NOTEBOOKS / "compare_runs.ipynb"), str(out), kernel_name=kernel, cwd=str(tmp_path),
+                               progress_bar=False, parameters={"experiment": "cmp", "tracking_uri": uri})
+    outs = outputs(out)
+    text = text_of(outs)
+    assert "2 run(s) with val/pass_rate" in text
+    assert "best: high" in text and "low" in text  # ranked on the asymptote A
+    assert any("image/svg+xml" in o.get("data", {}) for o in outs)  # the overlay chart, rendered offline
+
+
+def test_ablation_notebook_declares_what_the_sweeps_pass():
+    from workbench.sweep import INJECTED, load_grid, notebook_parameters, validate_grid
+
+    nb = NOTEBOOKS / "ablation.ipynb"
+    declared = notebook_parameters(nb)
+    assert set(INJECTED) <= set(declared)
+    for grid in sorted((NOTEBOOKS.parent / "sweeps").glob("*.yaml")):
+        validate_grid(load_grid(grid), declared, nb)  # raises on a parameter the notebook lacks
+
+
+@pytest.mark.slow
+def test_ablation_notebook_runs_as_a_sweep_point(kernel, tmp_path):
+    from workbench.sweep import load_grid, run_sweep
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(
+        "name: nbsmoke\nbase: {max_steps: 6, overrides: " + json.dumps({**TINY, "out_dir": str(tmp_path / "point")}) + "}\n"
+        "grid: {recipe: [scalerl]}\n"
+    )
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    res = run_sweep(NOTEBOOKS / "ablation.ipynb", load_grid(grid), out=tmp_path / "sweep", kernel=kernel, tracking_uri=uri,
+                    progress=False)
+    assert not res.failed, res.points
+    (point,) = res.points.values()
+    from mlflow import MlflowClient
+
+    run = MlflowClient(tracking_uri=uri).get_run(point["run_id"])
+    assert run.data.params["recipe.name"] == "scalerl"  # the Session logged into the sweep's own run
+    assert run.data.tags.get("mlflow.parentRunId") == res.parent_run_id
+    assert "val/pass_rate" in run.data.metrics and run.info.status == "FINISHED"

@@ -1,0 +1,228 @@
+"""workbench.Session against the real engine: a Ray local cluster (one per module), the built-in
+tiny model, and a SQLite MLflow store in a temp folder."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+ray = pytest.importorskip("ray")
+mlflow = pytest.importorskip("mlflow")
+
+from workbench import Session  # noqa: E402
+from workbench.errors import UserError  # noqa: E402
+from workbench.widgets.dashboard import WAITING  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+# A tiny run: quickstart's model and task, few steps, a small evaluation every 2 steps.
+TINY = {
+    "eval.every_steps": 2,
+    "eval.num_prompts": 20,
+    "eval.samples_per_prompt": 4,
+    "train.prompts_per_step": 8,
+    "checkpoint.every_steps": 2,
+    "resources.generator_cpus": 0.5,
+    "resources.trainer_cpus": 0.5,
+    "resources.evaluator_cpus": 0.5,
+}
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    if ray.is_initialized():  # another module's cluster: share it, leave it running
+        yield
+        return
+    ray.init(num_cpus=4, namespace="workbench", include_dashboard=False, logging_level="ERROR")
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def uri(tmp_path_factory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+
+
+def make(tmp_path, uri, **kwargs) -> Session:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    return Session(overrides={**TINY, "out_dir": str(tmp_path / name)}, name=name, tracking_uri=uri, experiment="tests", **kwargs)
+
+
+def wait_for(pred, timeout: float = 120.0, what: str = "condition"):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def finished(ray_cluster, uri, tmp_path_factory):
+    """One short run taken to the end by a dashboard's event-loop task (shared by the checks below)."""
+    s = make(tmp_path_factory.mktemp("runs"), uri)
+    with pytest.raises(UserError, match="at least 4"):
+        s.fit()  # nothing evaluated yet
+    s.start(max_steps=10)
+    early = s.status()
+
+    async def watch():
+        d = s.dashboard(poll=0.2)
+        assert d._task is not None  # an asyncio task on the running loop, not a thread
+        for _ in range(3000):  # only the task touches the session while this coroutine sleeps
+            await asyncio.sleep(0.2)
+            if d._task.done():
+                break
+        return d
+
+    dash = asyncio.run(watch())
+    assert s._finished  # the task saw the end and finished the session (fit logged, actor released)
+    return s, early, s.wait(), dash
+
+
+def test_dashboard_task_follows_the_run_to_its_end(finished):
+    s, _, _, d = finished
+    assert d._progress.value == 10 and d.fit is not None and "mark-area" in d.chart_svg
+    assert "finished" in d._header.value
+
+
+def test_start_returns_while_the_run_is_still_going(finished):
+    s, early, summary, _ = finished
+    assert early["status"] in ("created", "starting", "running") and early["step"] < 10
+    assert summary["status"] == "finished" and summary["steps"] == 10
+
+
+def test_curve_holds_every_evaluation(finished):
+    s, _, _, _ = finished
+    c = s.curve
+    assert list(c.columns) == ["step", "compute_device_hours", "compute_flops", "val_pass_rate", "val_pass_rate_se"]
+    assert list(c["step"]) == [0, 2, 4, 6, 8, 10]  # at start, then every 2 steps
+    assert c["compute_device_hours"].iloc[0] == 0 and c["compute_device_hours"].is_monotonic_increasing
+    assert c["val_pass_rate"].between(0, 1).all()
+    assert s.history.index.max() == 10 and "train/reward_mean" in s.history
+
+
+def test_fit_and_forecast(finished):
+    s, _, _, _ = finished
+    f = s.fit()
+    assert f.n == 5 and f.R0 == s.curve["val_pass_rate"].iloc[0]  # R0 is measured at compute 0
+    assert f.A_ci[0] <= f.A <= f.A_ci[1]
+    budget = 10 * s.curve["compute_device_hours"].max()
+    fc = s.forecast(budget)
+    assert fc["pass_rate"] == pytest.approx(f.predict(budget))
+    assert fc["lo"] <= fc["pass_rate"] <= fc["hi"]
+    assert fc["verdict"] and fc["gain"] == pytest.approx(f.predict(budget) - f.predict(fc["current"]))
+    with pytest.raises(UserError, match="budget"):
+        s.forecast(-1.0)
+    with pytest.raises(UserError, match="at least 4"):
+        s.fit(fit_from=1e9)
+
+
+def test_mlflow_run_has_the_curve_and_the_fit(finished, uri):
+    s, _, _, _ = finished
+    old = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    try:
+        runs = mlflow.search_runs(experiment_names=["tests"], filter_string=f"attributes.run_id = '{s.run_id}'")
+    finally:
+        mlflow.set_tracking_uri(old)
+    assert len(runs) == 1
+    row = runs.iloc[0]
+    assert row["status"] == "FINISHED"
+    assert row["metrics.val/pass_rate"] == pytest.approx(s.curve["val_pass_rate"].iloc[-1])
+    assert row["metrics.fit/A"] == pytest.approx(s.fit().A)
+    for k in ("fit/A_lo", "fit/A_hi", "fit/B", "fit/C_mid", "fit/C_mid_lo", "fit/C_mid_hi"):
+        assert f"metrics.{k}" in row
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    arts = {a.path for a in client.list_artifacts(s.run_id, "fit")}
+    assert {"fit/fit.json", "fit/fit.html", "fit/fit.png"} <= arts
+    hist = client.get_metric_history(s.run_id, "val/pass_rate")
+    assert sorted(m.step for m in hist) == [0, 2, 4, 6, 8, 10]
+
+
+def test_start_twice_is_an_error(finished):
+    s, _, _, _ = finished
+    with pytest.raises(UserError, match="already started"):
+        s.start()
+    assert s.stop()["status"] == "finished"  # stop after the end: just the summary
+
+
+def test_dashboard_after_the_run_shows_fit_band_and_forecast(finished):
+    s, _, _, _ = finished
+    d = s.dashboard(budget=5 * s.curve["compute_device_hours"].max())
+    assert d.fit is not None and d.error is None
+    assert "mark-area" in d.chart_svg and "mark-symbol" in d.chart_svg  # band and points
+    assert d.forecast["budget"] == d.budget
+    assert d._progress.value == d._progress.max == 10
+    assert "reward" in d._train.value
+
+
+def test_dashboard_without_evaluations_says_it_is_waiting(tmp_path, uri):
+    s = make(tmp_path, uri)
+    d = s.dashboard()
+    assert WAITING in d.message and d.fit is None and d.error is None
+    assert WAITING in d._chart.value
+
+
+def test_fresh_start_refuses_a_folder_with_checkpoints(finished, uri):
+    s, _, _, _ = finished
+    again = Session(overrides={**TINY, "out_dir": str(s.out_dir)}, name=s.name + "x", tracking_uri=uri, experiment="tests")
+    with pytest.raises(UserError, match="resume_from"):
+        again.start()
+
+
+def test_pause_resume_stop_attach_and_resume_from(ray_cluster, uri, tmp_path):
+    from workbench.tracking.store import create_run
+
+    parent = create_run("tests", "parent", tracking_uri=uri)
+    child = create_run("tests", "child", parent_run_id=parent, tracking_uri=uri)
+    s = make(tmp_path, uri, run_id=child, parent_run_id=parent)  # a sweep hands the session its run
+    with pytest.raises(UserError, match="not started"):
+        s.pause()
+    s.start(max_steps=500)
+    wait_for(lambda: s.status()["step"] >= 2, what="step 2")
+    s.pause()
+    assert s.status()["status"] == "paused"
+    time.sleep(2.0)  # the trainer step in flight finishes
+    held = s.status()["step"]
+    time.sleep(1.5)
+    assert s.status()["step"] == held  # nothing trains while paused
+    s.resume()
+    wait_for(lambda: s.status()["step"] >= held + 2, what="training after resume")
+
+    other = Session.attach(s.name)  # what a restarted kernel does
+    assert other.run_id == s.run_id and other.out_dir == s.out_dir
+    assert other.status()["status"] == "running"
+    assert len(other.curve) >= 1
+
+    summary = s.stop()
+    stopped_at = summary["steps"]
+    assert summary["status"] == "stopped" and stopped_at < 500
+    latest = (s.out_dir / "checkpoints" / "LATEST").read_text().strip()
+    assert latest == f"step_{stopped_at:06d}"  # stop() waited for the final checkpoint
+    assert mlflow.MlflowClient(tracking_uri=uri).get_run(s.run_id).info.status == "KILLED"
+    with pytest.raises(UserError, match="has ended"):
+        s.pause()
+
+    r = Session.resume_from(s.out_dir, max_steps=stopped_at + 4)
+    assert r.run_id == child and r.status()["resumed_from"] == stopped_at
+    assert r.wait(timeout=300)["steps"] == stopped_at + 4
+    steps = list(r.curve["step"])
+    assert steps == sorted(set(steps)) and steps[0] == 0 and steps[-1] == stopped_at + 4  # one curve, no step twice
+    run = mlflow.MlflowClient(tracking_uri=uri).get_run(child)
+    assert run.info.status == "FINISHED" and run.data.tags["mlflow.parentRunId"] == parent
+    assert run.data.metrics["fit/A"] == pytest.approx(r.fit().A)
+
+
+def test_bad_arguments_are_user_errors(tmp_path):
+    with pytest.raises(UserError, match="x must be"):
+        Session(x="tokens")
+    with pytest.raises(UserError, match="not found"):
+        Session(tmp_path / "missing.yaml")
+    with pytest.raises(UserError, match="overrides"):
+        Session(overrides="train.lr=1")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="nothing to resume|no run"):
+        Session.resume_from(tmp_path / "nowhere")

@@ -1,0 +1,245 @@
+"""workbench sweep: grid files, validation against the notebook, and real papermill sweeps
+(the project's kernel, a real SQLite MLflow store read back with mlflow.search_runs)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from pathlib import Path
+
+import mlflow
+import pytest
+import yaml
+from mlflow import MlflowClient
+
+from workbench.cli import main
+from workbench.configtools import ConfigError
+from workbench.errors import UserError
+from workbench.sweep import load_grid, notebook_parameters, point_key, run_sweep, validate_grid
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+CURVE_NB = DATA / "curve_notebook.ipynb"
+LOO = [
+    "scalerl", "scalerl-loo-loss-dapo", "scalerl-loo-loss-gspo", "scalerl-loo-agg-sample", "scalerl-loo-agg-token",
+    "scalerl-loo-norm-prompt", "scalerl-loo-norm-none", "scalerl-loo-no-zvf", "scalerl-loo-no-npr",
+    "scalerl-loo-no-fp32", "scalerl-loo-ppo-off-policy", "scalerl-loo-length-penalty",
+]
+
+
+def _write(tmp_path, text: str, name="grid.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_grid_product_base_and_points(tmp_path):
+    g = load_grid(_write(tmp_path, """
+name: t
+base: {max_steps: 5, overrides: {train.lr: 1.0e-6}}
+grid: {recipe: [a, b], seed: [0, 1]}
+points:
+  - {recipe: c, overrides: {eval.every_steps: 2}}
+"""))
+    assert g.name == "t" and len(g.points) == 5
+    assert g.points[0] == {"max_steps": 5, "overrides": {"train.lr": 1e-6}, "recipe": "a", "seed": 0}
+    assert g.points[3]["recipe"] == "b" and g.points[3]["seed"] == 1
+    # mappings are merged key by key, not replaced
+    assert g.points[4]["overrides"] == {"train.lr": 1e-6, "eval.every_steps": 2}
+    assert g.labels[0] == "overrides={\"train.lr\": 1e-06},recipe=a,seed=0"
+    assert len(set(g.labels)) == 5
+
+
+def test_point_key_is_stable_and_order_free():
+    assert point_key({"a": 1, "b": {"x": 2, "y": 3}}) == point_key({"b": {"y": 3, "x": 2}, "a": 1})
+    assert point_key({"a": 1}) != point_key({"a": 2})
+    assert len(point_key({"a": 1})) == 12
+
+
+def test_single_varying_key_labels_by_value(tmp_path):
+    g = load_grid(_write(tmp_path, "base: {seed: 0}\ngrid: {recipe: [scalerl, scalerl-loo-no-fp32]}\n", "my_sweep.yaml"))
+    assert g.name == "my_sweep"  # default name: the file name
+    assert g.labels == ["scalerl", "scalerl-loo-no-fp32"]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name: x\ngird: {a: [1]}\n", "unknown key 'gird'"),
+        ("grid: {seed: 3}\n", "grid.seed must be a non-empty list"),
+        ("base: {a: 1}\n", "give 'grid'"),
+        ("points: [{a: 1}, {a: 1}]\n", "points 1 and 2 have the same parameters"),
+        ("points: [a, b]\n", "list of mappings"),
+        ("- 1\n- 2\n", "mapping at the top level"),
+    ],
+)
+def test_bad_grid_files_name_the_problem(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message):
+        load_grid(_write(tmp_path, text))
+
+
+def test_unknown_parameter_is_named_with_the_valid_ones(tmp_path):
+    g = load_grid(_write(tmp_path, "grid: {recipe: [a], lr: [0.1]}\n"))
+    with pytest.raises(UserError, match=r"unknown parameter 'lr'.*'fail', 'max_steps', 'overrides', 'recipe', 'seed'"):
+        validate_grid(g, notebook_parameters(CURVE_NB), CURVE_NB)
+
+
+def test_injected_names_cannot_be_set_by_the_grid(tmp_path):
+    g = load_grid(_write(tmp_path, "points: [{run_id: abc}]\n"))
+    with pytest.raises(UserError, match="'run_id' is set by the sweep"):
+        validate_grid(g, notebook_parameters(CURVE_NB), CURVE_NB)
+
+
+def test_notebook_without_parameters_cell_is_refused(tmp_path):
+    grid = _write(tmp_path, "grid: {recipe: [a]}\n")
+    with pytest.raises(UserError, match="no cell tagged 'parameters'"):
+        run_sweep(DATA / "no_params_notebook.ipynb", grid, out=tmp_path / "out", kernel="python3")
+    with pytest.raises(UserError, match="notebook not found"):
+        run_sweep(tmp_path / "missing.ipynb", grid, out=tmp_path / "out", kernel="python3")
+
+
+def test_notebook_must_declare_run_id_and_tracking_uri(tmp_path):
+    g = load_grid(_write(tmp_path, "grid: {marker: [a]}\n"))
+    with pytest.raises(UserError, match=r"must declare \['run_id', 'tracking_uri'\]"):
+        validate_grid(g, notebook_parameters(DATA / "kernel_check.ipynb"), "kernel_check.ipynb")
+
+
+def test_missing_kernel_is_a_user_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    grid = _write(tmp_path, "grid: {recipe: [a]}\n")
+    with pytest.raises(UserError, match="kernel 'no-such-kernel' is not installed"):
+        run_sweep(CURVE_NB, grid, out=tmp_path / "out", kernel="no-such-kernel")
+
+
+def test_shipped_grids_fit_the_sweep_notebooks_and_recipes():
+    smoke = load_grid(ROOT / "sweeps" / "smoke.yaml")
+    loo = load_grid(ROOT / "sweeps" / "scalerl_loo.yaml")
+    for nb in (ROOT / "notebooks" / "ablation.ipynb", CURVE_NB):  # the real one and the test stand-in
+        declared = notebook_parameters(nb)
+        for g in (smoke, loo):
+            validate_grid(g, declared, nb)
+    assert len(smoke.points) == 2
+    assert [p["recipe"] for p in loo.points] == LOO
+    assert loo.labels == LOO and loo.experiment == "scalerl-loo"
+    presets = {p.stem for p in (ROOT / "workbench" / "rl" / "recipes").glob("*.yaml")}
+    assert {p["recipe"] for p in smoke.points + loo.points} <= presets
+
+
+def _truth(recipe: str) -> tuple[float, float]:
+    """The A and B that tests/data/curve_notebook.ipynb draws its curve from."""
+    h = zlib.crc32(recipe.encode())
+    return 0.55 + 0.10 * ((h % 1000) / 1000), 1.5 + 0.8 * (((h // 1000) % 1000) / 1000)
+
+
+@pytest.fixture(scope="module")
+def workbench_kernel(tmp_path_factory):
+    """The project's kernel, installed into a temporary Jupyter path for this module."""
+    from workbench.kernel import install
+
+    prefix = tmp_path_factory.mktemp("jupyter")
+    with pytest.MonkeyPatch.context() as mp:
+        install("workbench", prefix=str(prefix))
+        mp.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
+        yield "workbench"
+
+
+@pytest.fixture(scope="module")
+def sweep_run(tmp_path_factory, workbench_kernel):
+    """One real sweep: sweeps/smoke.yaml plus a failing point, two points at once."""
+    tmp = tmp_path_factory.mktemp("sweep")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    grid = yaml.safe_load((ROOT / "sweeps" / "smoke.yaml").read_text())
+    grid["points"] = [{"recipe": "scalerl-loo-no-npr", "fail": True}]
+    path = tmp / "grid.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    out = tmp / "out"
+    res = run_sweep(CURVE_NB, path, out=out, parallel=2, kernel=workbench_kernel, tracking_uri=uri, progress=False)
+    return res, uri, path, out
+
+
+@pytest.mark.slow
+def test_sweep_records_every_point_in_mlflow(sweep_run):
+    res, uri, _, out = sweep_run
+    mlflow.set_tracking_uri(uri)
+    try:
+        runs = mlflow.search_runs(experiment_names=["smoke"])
+    finally:
+        mlflow.set_tracking_uri(None)
+    assert len(runs) == 4  # the parent and three points
+    parent = runs[runs["run_id"] == res.parent_run_id].iloc[0]
+    assert parent["status"] == "FAILED"  # one point failed
+    children = runs[runs["tags.mlflow.parentRunId"] == res.parent_run_id]
+    by_name = {r["tags.mlflow.runName"]: r for _, r in children.iterrows()}
+    assert set(by_name) == {"recipe=scalerl", "recipe=scalerl-loo-no-fp32", "fail=True,recipe=scalerl-loo-no-npr"}
+    assert by_name["recipe=scalerl"]["status"] == "FINISHED"
+    assert by_name["recipe=scalerl"]["params.recipe.name"] == "scalerl"
+    bad = by_name["fail=True,recipe=scalerl-loo-no-npr"]
+    assert bad["status"] == "FAILED"
+    assert "RuntimeError: synthetic failure" in bad["tags.workbench.error"]
+    c = MlflowClient(uri)
+    for _, r in children.iterrows():  # each executed notebook is an artifact of its run
+        assert any(a.path.endswith(".ipynb") for a in c.list_artifacts(r["run_id"]))
+    parent_files = {a.path for a in c.list_artifacts(res.parent_run_id)}
+    assert {"comparison.md", "comparison.csv", "comparison.html", "manifest.json", "grid.yaml"} <= parent_files
+    # two points wrote to the SQLite store at once: it must still be sound
+    db = Path(uri[len("sqlite:///"):])
+    assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+@pytest.mark.slow
+def test_failed_point_keeps_its_notebook_and_error(sweep_run):
+    res, _, _, out = sweep_run
+    assert len(res.failed) == 1
+    entry = res.points[res.failed[0]]
+    assert entry["status"] == "FAILED" and "synthetic failure" in entry["error"]
+    executed = Path(entry["notebook"])
+    assert executed.is_file() and executed.parent == out / "points"
+    assert "synthetic failure" in executed.read_text()
+
+
+@pytest.mark.slow
+def test_sweep_fits_and_compares_the_curves(sweep_run):
+    res, _, _, out = sweep_run
+    fits = res.comparison
+    assert set(fits.fits) == {"recipe=scalerl", "recipe=scalerl-loo-no-fp32"}
+    for label, fit in fits.fits.items():
+        a_true, b_true = _truth(label.split("=", 1)[1])
+        assert abs(fit.A - a_true) < 0.02, (label, fit.A, a_true)
+        assert fit.A_ci[0] <= fit.A <= fit.A_ci[1]
+        assert abs(fit.B - b_true) < 0.4, (label, fit.B, b_true)
+    table = (out / "comparison.md").read_text()
+    assert "recipe=scalerl-loo-no-fp32" in table and "C_mid" in table
+    csv = (out / "comparison.csv").read_text().splitlines()
+    assert csv[0].startswith("name,run_id,A,A_lo,A_hi,B,B_lo,B_hi,C_mid")
+    assert len(csv) == 3
+
+
+@pytest.mark.slow
+def test_rerun_skips_finished_points(sweep_run, capsys):
+    res, uri, grid, out = sweep_run
+    before = {k: p["run_id"] for k, p in res.points.items()}
+    code = main(["sweep", str(CURVE_NB), "--grid", str(grid), "--out", str(out), "--kernel", "workbench",
+                 "--tracking-uri", uri, "--no-progress", "--no-chart"])
+    printed = capsys.readouterr().out
+    assert code == 1  # the failing point failed again
+    assert "1 run, 2 already finished" in printed
+    assert "synthetic failure" in printed and "sigmoid fits of 2 run(s)" in printed
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["parent_run_id"] == res.parent_run_id  # the same parent sweep run
+    after = manifest["points"]
+    failed_key = res.failed[0]
+    for k, rid in before.items():
+        if k == failed_key:
+            assert after[k]["run_id"] != rid  # retried as a new child run
+        else:
+            assert after[k]["run_id"] == rid  # not run again
+    assert after[failed_key]["status"] == "FAILED"
+
+
+def test_cli_reports_user_errors_in_one_line(tmp_path, capsys):
+    grid = _write(tmp_path, "grid: {learning_rate: [1]}\n")
+    code = main(["sweep", str(CURVE_NB), "--grid", str(grid), "--kernel", "python3", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "unknown parameter 'learning_rate'" in err and "Traceback" not in err

@@ -1,0 +1,73 @@
+"""`workbench ui`: the MLflow UI over the project's store, on localhost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from workbench.cli import main
+from workbench.errors import UserError
+from workbench.tracking.cli_ui import server_command
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_server_command_uses_the_store_and_localhost(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cmd = server_command(uri, port=5001)
+    assert cmd[1:4] == ["-m", "mlflow", "server"]
+    assert cmd[cmd.index("--backend-store-uri") + 1] == uri
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
+    assert cmd[cmd.index("--port") + 1] == "5001"
+    assert cmd[cmd.index("--artifacts-destination") + 1] == str(tmp_path / "mlartifacts")
+    with pytest.raises(UserError, match="already a tracking server"):
+        server_command("http://127.0.0.1:5000")
+
+
+def test_port_in_use_is_a_user_error(tracking_uri, capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert main(["ui", "--port", str(port), "--tracking-uri", tracking_uri]) == 2
+    assert f"port {port}" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_ui_serves_and_stops_with_its_server(tracking_uri):
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench.cli", "ui", "--port", str(port), "--tracking-uri", tracking_uri],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        status, deadline = None, time.monotonic() + 150
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+                    status = r.status
+                    break
+            except OSError:
+                time.sleep(1)
+        assert status == 200, proc.stdout.read().decode()[-2000:] if proc.poll() is not None else "no answer"
+        proc.terminate()  # SIGTERM to `workbench ui` must take the mlflow server down with it
+        proc.wait(timeout=60)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # the port is free again: no orphaned server
+    finally:
+        try:  # whatever is left in the session this test started
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()

@@ -1,0 +1,104 @@
+"""`workbench compare`: reads curves from a real SQLite MLflow store, fits, ranks, charts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from workbench.cli import main
+from workbench.tracking.mlflow_sink import MlflowSink
+from workbench.tracking.store import create_run
+
+TRUTH = {"strong": (0.65, 2.0, 2.0), "weak": (0.50, 1.6, 1.5)}  # A, B, C_mid in device-hours
+
+
+def _curve_run(uri, experiment, name, A, B, C_mid, seed=0, status="FINISHED", points=25):
+    rid = create_run(experiment, name, tracking_uri=uri)
+    sink = MlflowSink(rid, uri)
+    rng = np.random.default_rng(seed)
+    for step, c in enumerate(np.linspace(0, 6 * C_mid, points)):
+        r = 0.1 + (A - 0.1) / (1 + (C_mid / c) ** B) if c > 0 else 0.1
+        sink.log_metrics({"val/pass_rate": r + rng.normal(0, 0.003), "compute/device_hours": c, "compute/flops": c * 1e15}, step=step)
+    sink.close(status)
+    return rid
+
+
+@pytest.fixture(scope="module")
+def populated(tracking_uri):
+    exp = "compare-cli"
+    ids = {name: _curve_run(tracking_uri, exp, name, *t) for name, t in TRUTH.items()}
+    ids["crashed"] = _curve_run(tracking_uri, exp, "crashed", 0.9, 2.0, 1.0, status="FAILED")
+    ids["sweep-parent"] = create_run(exp, "sweep:x", tracking_uri=tracking_uri)  # logs no curve
+    ids["too-short"] = _curve_run(tracking_uri, exp, "too-short", 0.6, 2.0, 1.0, points=2)
+    return exp, ids
+
+
+def _json(capsys, argv):
+    code = main(argv + ["--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def test_compare_experiment_ranks_by_fitted_asymptote(populated, tracking_uri, capsys):
+    exp, ids = populated
+    code, res = _json(capsys, ["compare", "--experiment", exp, "--tracking-uri", tracking_uri])
+    assert code == 0
+    rows = {r["name"]: r for r in res["runs"]}
+    # the failed run and the run without the metric are left out; the short one is listed, unfitted
+    assert set(rows) == {"strong", "weak", "too-short"}
+    assert res["best"] == "strong"
+    for name, (A, B, C_mid) in TRUTH.items():
+        r = rows[name]
+        assert abs(r["A"] - A) < 0.015 and r["A_lo"] <= r["A"] <= r["A_hi"]
+        assert abs(r["B"] - B) < 0.3 and abs(r["C_mid"] - C_mid) / C_mid < 0.1
+        assert r["run_id"] == ids[name]
+    assert rows["strong"]["rank"] == 1 and rows["weak"]["rank"] == 2
+    assert rows["too-short"]["A"] is None and rows["too-short"]["error"]
+
+
+def test_compare_text_table_and_failed_runs_on_request(populated, tracking_uri, capsys):
+    exp, _ = populated
+    assert main(["compare", "--experiment", exp, "--tracking-uri", tracking_uri, "--include-failed"]) == 0
+    out = capsys.readouterr().out
+    assert "crashed" in out and "strong" in out and "C_mid" in out
+    assert "not fitted: too-short" in out
+    assert out.index(" crashed ") < out.index(" strong ")  # A = 0.9 ranks first
+
+
+def test_compare_run_ids_against_flops(populated, tracking_uri, capsys):
+    _, ids = populated
+    code, res = _json(capsys, ["compare", ids["strong"], ids["weak"], "--x", "compute/flops", "--tracking-uri", tracking_uri])
+    assert code == 0
+    c_mid = {r["name"]: r["C_mid"] for r in res["runs"]}
+    assert abs(c_mid["strong"] / 2e15 - 1) < 0.1  # same curve, compute in FLOPs
+
+
+def test_compare_writes_overlay_chart(populated, tracking_uri, tmp_path, capsys):
+    _, ids = populated
+    out = tmp_path / "overlay.html"
+    assert main(["compare", ids["strong"], ids["weak"], "--plot", str(out), "--tracking-uri", tracking_uri]) == 0
+    html = out.read_text()
+    assert "vega" in html.lower() and "strong" in html and "weak" in html
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["compare"], "either --experiment NAME or one or more RUN_IDs"),
+        (["compare", "--experiment", "no-such-exp"], "no MLflow experiment named 'no-such-exp'"),
+        (["compare", "f" * 32], "no MLflow run"),
+        (["compare", "--experiment", "compare-cli", "--metric", "val/other"], "no run of experiment"),
+        (["compare", "--experiment", "compare-cli", "--plot", "x.pdf"], "--plot"),
+    ],
+)
+def test_compare_user_errors_exit_2(populated, tracking_uri, capsys, argv, message):
+    assert main(argv + ["--tracking-uri", tracking_uri]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_compare_nothing_fittable_is_a_user_error(populated, tracking_uri, capsys):
+    _, ids = populated
+    assert main(["compare", ids["too-short"], "--tracking-uri", tracking_uri]) == 2
+    assert "no run could be fitted" in capsys.readouterr().err

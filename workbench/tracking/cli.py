@@ -1,0 +1,99 @@
+"""`workbench compare`: fit and rank the scaling curves of MLflow runs.
+
+    workbench compare --experiment scalerl-loo                # every run of the experiment
+    workbench compare 3f2a... 9bc1... --x compute/flops       # chosen runs, against FLOPs
+    workbench compare --experiment smoke --plot overlay.html  # also an overlay chart (.html/.png)
+    workbench compare --experiment smoke --json               # machine-readable
+
+For each run it reads `--metric` (default val/pass_rate) against `--x` (default
+compute/device_hours) from MLflow, fits R(C) = R0 + (A - R0) / (1 + (C_mid/C)^B) with bootstrap
+intervals, and prints the runs ranked by A (asymptote) then B (efficiency) with the paper's
++-0.02 tie rule on A. With --experiment, runs that never logged the metric (e.g. a sweep's parent
+run) are left out, and so are FAILED/KILLED runs unless --include-failed is given. A run that
+cannot be fitted is listed with the reason. The store is --tracking-uri, else
+$MLFLOW_TRACKING_URI, else the project's mlflow.db.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from workbench.errors import UserError
+from workbench.tracking.store import resolve_tracking_uri
+
+X_CHOICES = ("compute/device_hours", "compute/flops", "step")
+
+
+def select_runs(
+    experiment: str | None,
+    run_ids: list[str],
+    metric: str,
+    tracking_uri: str,
+    include_failed: bool = False,
+) -> dict[str, str]:
+    """Display name -> run_id of the runs to compare (see the module doc for the rules)."""
+    from workbench.tracking.fits import unique_names
+    from workbench.tracking.queries import runs_frame  # pandas: loaded only when comparing
+
+    if bool(experiment) == bool(run_ids):
+        raise UserError("give either --experiment NAME or one or more RUN_IDs")
+    frame = runs_frame(experiment=experiment, run_ids=run_ids or None, tracking_uri=tracking_uri)
+    if frame.empty:
+        raise UserError(f"experiment {experiment!r} has no runs")
+    if experiment:
+        has_metric = frame[metric].notna() if metric in frame.columns else frame["run_id"].isna()
+        frame = frame[has_metric]
+        if not include_failed:
+            frame = frame[~frame["status"].isin(["FAILED", "KILLED"])]
+        if frame.empty:
+            raise UserError(f"no run of experiment {experiment!r} logged {metric!r} (and finished or is running)")
+    names = unique_names(dict(zip(frame["run_id"], frame["name"].fillna(""))))
+    return {names[rid]: rid for rid in frame["run_id"]}
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if hasattr(v, "item"):
+        return _jsonable(v.item())
+    return v
+
+
+def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(name, help="fit and rank the scaling curves of MLflow runs", description=__doc__.split("\n\n")[0])
+    p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="MLflow run ids to compare")
+    p.add_argument("--experiment", help="compare the runs of this MLflow experiment")
+    p.add_argument("--metric", default="val/pass_rate", help="score metric (default val/pass_rate)")
+    p.add_argument("--x", default="compute/device_hours", help=f"compute axis: {', '.join(X_CHOICES)} or any metric")
+    p.add_argument("--fit-from", type=float, help="leave compute below this out of the fits")
+    p.add_argument("--plot", help="write an overlay chart (.html self-contained, or .png)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--include-failed", action="store_true", help="with --experiment: also FAILED/KILLED runs")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or ./mlflow.db)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.plot and not args.plot.lower().endswith((".html", ".png", ".svg")):
+        raise UserError(f"--plot: use a .html, .png or .svg file name, not {args.plot!r}")
+    from workbench.tracking.fits import fit_runs
+
+    uri = resolve_tracking_uri(args.tracking_uri)
+    runs = select_runs(args.experiment, args.run_ids, args.metric, uri, args.include_failed)
+    result = fit_runs(runs, metric=args.metric, x=args.x, tracking_uri=uri, fit_from=args.fit_from)
+    if args.plot and result.fits:
+        result.chart(args.plot)
+    if args.json:
+        records = [{k: _jsonable(v) for k, v in row.items()} for row in result.frame.to_dict("records")]
+        winner = result.comparison.winner if result.comparison else None
+        print(json.dumps({"metric": args.metric, "x": args.x, "runs": records, "best": winner}, indent=1))
+    else:
+        print(result.text)
+        if args.plot and result.fits:
+            print(f"chart: {args.plot}")
+    if not result.fits:
+        raise UserError("no run could be fitted: " + "; ".join(f"{n}: {e}" for n, e in result.errors.items()))
+    return 0

@@ -1,0 +1,89 @@
+"""`workbench ui`: the MLflow web UI over the project's tracking store.
+
+    workbench ui                         # http://127.0.0.1:5000, store = default_tracking_uri()
+    workbench ui --port 5001 --host 0.0.0.0 --tracking-uri sqlite:////data/mlflow.db
+
+Runs `mlflow server` with this store as its backend (and, for a SQLite store, artifacts served
+from the `mlartifacts/` folder next to it) in the foreground until Ctrl-C. Bound to 127.0.0.1 by
+default: the UI has no login, so expose it on a network (--host 0.0.0.0) only where that is safe.
+Other processes (notebooks, sweeps, Ray actors on other machines) can then log to it by setting
+MLFLOW_TRACKING_URI=http://HOST:PORT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+from workbench.errors import UserError
+from workbench.tracking.store import check_reachable, resolve_tracking_uri, sqlite_path
+
+
+def server_command(tracking_uri: str, host: str = "127.0.0.1", port: int = 5000, workers: int = 1) -> list[str]:
+    """The `mlflow server` command line for this store."""
+    if tracking_uri.startswith(("http://", "https://")):
+        raise UserError(f"{tracking_uri} is already a tracking server: open it in a browser instead of `workbench ui`")
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", tracking_uri,
+           "--host", host, "--port", str(port), "--workers", str(workers)]
+    db = sqlite_path(tracking_uri)
+    if db is not None:
+        # Experiments created from the UI keep their artifacts next to the database too.
+        cmd += ["--artifacts-destination", str(db.resolve().parent / "mlartifacts")]
+    if host not in ("127.0.0.1", "localhost"):
+        cmd += ["--allowed-hosts", "*"]  # reached by other names than localhost
+    return cmd
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((host if host not in ("0.0.0.0", "") else "0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(name, help="start the MLflow UI on the project's tracking store", description=__doc__.split("\n\n")[0])
+    p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--tracking-uri", help="backend store (default: $MLFLOW_TRACKING_URI or ./mlflow.db)")
+    p.add_argument("--workers", type=int, default=1, help="server worker processes (default 1)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    uri = resolve_tracking_uri(args.tracking_uri)
+    cmd = server_command(uri, args.host, args.port, args.workers)
+    check_reachable(uri)
+    if not 0 < args.port < 65536:
+        raise UserError(f"--port must be in 1..65535, got {args.port}")
+    if not _port_free(args.host, args.port):
+        raise UserError(f"port {args.port} on {args.host} is in use: pick another with --port")
+    print(f"MLflow UI on http://{args.host}:{args.port}  (store: {uri}; Ctrl-C stops it)", flush=True)
+    env = dict(os.environ)
+    # MLflow 3's server-side job runner (GenAI evaluation jobs) is unused here and slows start/stop.
+    env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+    proc = subprocess.Popen(cmd, env=env)
+    # A SIGTERM to us must not orphan the server: turn it into the same clean stop as Ctrl-C.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt

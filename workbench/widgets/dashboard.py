@@ -1,0 +1,235 @@
+"""`session.dashboard()`: a live ipywidgets panel for one run.
+
+    d = session.dashboard(budget=0.05)    # show it (last expression of a cell)
+    d.refresh()                           # what the update loop does every `poll` seconds
+    d.close()                             # stop updating and remove it
+
+The panel shows the run's status, a step progress bar, the chart of validation pass rate vs
+compute (observed points, the sigmoid refitted at every new evaluation, its 95% band drawn out
+to `budget` (default 10x the latest compute), the asymptote A and C_mid markers, the greyed
+region before `fit_from`, and the forecast at the budget), the fitted parameters, and the
+latest train metrics (reward, pass rate, staleness, truncation, entropy).
+
+Rendering is offline: vl-convert turns the Altair chart into SVG in the kernel and an
+`ipywidgets.HTML` shows it, so no JavaScript library is loaded from a CDN. Updates run as an
+asyncio task on the kernel's event loop (ipykernel 7 drops widget output sent from other
+threads), so they flow while the kernel is idle or awaiting (`await session.wait_async()`);
+a blocking `session.wait()` refreshes its dashboards itself. Outside a running event loop
+(a plain script) there is no update task: call `refresh()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import math
+from typing import Any, Optional
+
+import ipywidgets as widgets
+
+from workbench.errors import UserError
+from workbench.widgets.chart import X_COLUMNS, default_budget, session_chart, to_svg
+
+WAITING = "Waiting for the first evaluation"
+# (metric key, label) of the train metrics shown; missing ones are left out
+TRAIN_METRICS = (
+    ("train/reward_mean", "reward"),
+    ("train/pass_rate", "train pass rate"),
+    ("train/staleness_mean", "staleness (mean)"),
+    ("train/staleness_max", "staleness (max)"),
+    ("train/truncation_rate", "truncation rate"),
+    ("train/entropy", "entropy"),
+    ("throughput/samples_per_second", "samples / s"),
+)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, (int, float)) and math.isfinite(v):
+        return f"{v:.4g}"
+    return "-"
+
+
+class Dashboard(widgets.VBox):
+    """The live panel (an ipywidgets.VBox). `fit`, `forecast` and `message` hold what it shows."""
+
+    def __init__(self, session: Any, budget: float | None = None, *, poll: float = 2.0, fit_from: float | None = None,
+                 width: int = 560, height: int = 300):
+        if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget > 0):
+            raise UserError(f"budget must be a compute > 0, got {budget!r}")
+        if not poll > 0:
+            raise UserError(f"poll must be > 0 seconds, got {poll}")
+        self.session = session
+        self.budget = budget
+        self.poll = float(poll)
+        self.fit_from = fit_from
+        self.size = (width, height)
+        self.fit: Any = None
+        self.forecast: Optional[dict[str, Any]] = None
+        self.message = ""
+        self.chart_svg = ""
+        self.error: Optional[str] = None
+        self._drawn: Any = None  # what the chart was last drawn from
+        self._task: Optional[asyncio.Task] = None
+        self._header = widgets.HTML()
+        self._progress = widgets.IntProgress(value=0, min=0, max=max(1, int(session.max_steps)), description="steps",
+                                             bar_style="info", layout=widgets.Layout(width="60%"))
+        self._progress_text = widgets.HTML()
+        self._chart = widgets.HTML(layout=widgets.Layout(min_height=f"{height + 80}px"))
+        self._fit_text = widgets.HTML()
+        self._train = widgets.HTML()
+        super().__init__(
+            [self._header, widgets.HBox([self._progress, self._progress_text]), self._chart, self._fit_text, self._train],
+            layout=widgets.Layout(border="1px solid #ddd", padding="6px", width=f"{width + 200}px"),
+        )
+        self.add_class("workbench-dashboard")
+        self.refresh()
+        self.start()
+
+    # ------------------------------------------------------------------ updating
+    def start(self) -> bool:
+        """Schedule the update task on the running event loop; False when there is none."""
+        if self._task is not None and not self._task.done():
+            return True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        self._task = loop.create_task(self._run())
+        return True
+
+    async def _run(self) -> None:
+        while not self._ended():
+            await asyncio.sleep(self.poll)
+            self.refresh()
+
+    def _ended(self) -> bool:
+        s = self.session
+        return bool(s._finished)
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        super().close()
+
+    def refresh(self) -> None:
+        """Poll the session once and redraw what changed. Errors are shown, not raised."""
+        s = self.session
+        try:
+            if s.started and not s._finished:
+                s._poll()
+                if s._is_done():
+                    self._finish_run()
+            self._draw_status()
+            self._draw_train()
+            self._draw_chart()
+            self.error = None
+        except Exception as e:  # noqa: BLE001 - a dashboard must keep going; say what broke
+            self.error = f"{type(e).__name__}: {e}"
+            self._header.value = self._header_html() + f"<div style='color:#c00'>dashboard error: {html.escape(self.error)}</div>"
+
+    def _finish_run(self) -> None:
+        from workbench.engine.coordinator import RunFailed
+
+        try:
+            self.session._finish()  # logs the final fit to MLflow and releases the actor
+        except RunFailed:
+            pass  # shown in the header from the session's status
+
+    # ------------------------------------------------------------------ pieces
+    def _header_html(self) -> str:
+        s = self.session
+        st = s._last_status or {"status": "not started"}
+        status = st.get("status", "?")
+        color = {"failed": "#c00", "finished": "#2a7", "stopped": "#a60", "paused": "#a60"}.get(status, "#333")
+        parts = [f"<b>{html.escape(s.name)}</b>", f"<span style='color:{color}'>{html.escape(str(status))}</span>"]
+        if s.run_id:
+            parts.append(f"MLflow run <code>{html.escape(s.run_id[:12])}</code>")
+        out = " &middot; ".join(parts)
+        if st.get("error"):
+            out += f"<div style='color:#c00'>error: {html.escape(str(st['error']))}</div>"
+        return out
+
+    def _draw_status(self) -> None:
+        s = self.session
+        st = s._last_status
+        self._header.value = self._header_html()
+        step = int(st.get("step") or 0)
+        total = int(st.get("max_steps") or s.max_steps)
+        self._progress.max = max(1, total)
+        self._progress.value = min(step, self._progress.max)
+        status = st.get("status")
+        self._progress.bar_style = {"finished": "success", "failed": "danger", "stopped": "warning"}.get(status, "info")
+        compute = st.get("compute/device_hours")
+        self._progress_text.value = f"&nbsp;{step} / {total} steps" + (
+            f" &middot; {compute:.4g} device-hours" if isinstance(compute, (int, float)) else "")
+
+    def _draw_train(self) -> None:
+        last = next((r for r in reversed(self.session._rows) if any(k.startswith("train/") for k in r)), None)
+        if last is None:
+            self._train.value = "<i>no train step yet</i>"
+            return
+        cells = "".join(
+            f"<td style='padding:0 10px'><div style='color:#666;font-size:85%'>{label}</div>"
+            f"<div data-metric='{key}'>{_fmt(last.get(key))}</div></td>"
+            for key, label in TRAIN_METRICS if key in last
+        )
+        self._train.value = f"<div style='color:#666'>train, step {int(last['step'])}:</div><table><tr>{cells}</tr></table>"
+
+    def _draw_chart(self) -> None:
+        s = self.session
+        curve = s._curve_frame()
+        key = (len(curve), self.budget, self.fit_from, s.x)
+        if key == self._drawn:
+            return
+        every = s.cfg.eval.every_steps
+        if curve.empty:
+            self.fit, self.forecast, self.chart_svg = None, None, ""
+            hint = "" if s.started else " (the run has not started: call session.start())"
+            self.message = f"{WAITING}{hint}; one every {every} steps."
+            self._chart.value = f"<div class='wb-message' style='padding:2em;color:#555'>&#8987; {html.escape(self.message)}</div>"
+            self._fit_text.value = ""
+            self._drawn = key
+            return
+        col = X_COLUMNS[s.x]
+        budget = self.budget if self.budget is not None else default_budget(curve, s.x)
+        try:
+            self.fit = s._fit(None, self.fit_from, 200)
+            self.message = ""
+        except UserError as e:
+            self.fit, self.forecast = None, None
+            self.message = str(e)
+        if (curve[col] > 0).any():
+            chart = session_chart(curve, self.fit, x=s.x, budget=budget, title=f"{s.name}: val/pass_rate vs {s.x}",
+                                  width=self.size[0], height=self.size[1])
+            self.chart_svg = to_svg(chart)
+            body = f"<div class='wb-chart' style='max-width:100%;overflow:auto'>{self.chart_svg}</div>"
+        else:
+            self.chart_svg = ""
+            r0 = curve["val_pass_rate"].iloc[0]
+            body = f"<div class='wb-message' style='padding:2em;color:#555'>R0 = {r0:.4f} measured at compute 0.</div>"
+        if self.message:
+            body += f"<div class='wb-message' style='color:#555'>{html.escape(self.message)}</div>"
+        self._chart.value = body
+        self._fit_text.value = self._fit_html(budget)
+        self._drawn = key
+
+    def _fit_html(self, budget: Optional[float]) -> str:
+        f = self.fit
+        if f is None:
+            return ""
+        pct = f"{f.level:.0%}"
+        text = (f"<b>fit</b> ({f.n} points, R&sup2; = {f.r2:.3f}): A = {f.A:.4f} [{f.A_ci[0]:.4f}, {f.A_ci[1]:.4f}], "
+                f"B = {f.B:.3f} [{f.B_ci[0]:.3f}, {f.B_ci[1]:.3f}], C_mid = {f.C_mid:.4g} [{f.C_mid_ci[0]:.4g}, {f.C_mid_ci[1]:.4g}] ({pct} CI)")
+        if not f.converged:
+            text += f"<div style='color:#a60'>not converged: {html.escape(f.reason)}</div>"
+        self.forecast = None
+        if budget is not None:
+            from workbench.session import forecast_from_fit
+
+            self.forecast = forecast_from_fit(f, budget, x=self.session.x, level=f.level)
+            fc = self.forecast
+            text += (f"<div>forecast at {fc['budget']:.4g} ({self.session.x}): {fc['pass_rate']:.4f} "
+                     f"[{fc['lo']:.4f}, {fc['hi']:.4f}]</div>")
+            if fc.get("verdict"):
+                text += f"<div style='color:#555;font-size:90%'>{html.escape(fc['verdict'])}</div>"
+        return text
