@@ -14,6 +14,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+HELPERS = Path(__file__).resolve().parent / "helpers"
+# Ray workers inherit the environment at ray.init: make the test-only checkers importable there.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [str(HELPERS), os.environ.get("PYTHONPATH", "")] if p)
 
 
 @pytest.fixture(scope="session")

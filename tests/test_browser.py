@@ -44,8 +44,9 @@ def free_port() -> int:
 @pytest.fixture
 def lab(tmp_path):
     """JupyterLab on 127.0.0.1 serving a temp folder that holds a parameterized quickstart copy."""
-    import papermill.parameterize as pmp
     import nbformat
+    import papermill.parameterize as pmp
+    from papermill.iorw import load_notebook_node
 
     from workbench.kernel import install
 
@@ -53,7 +54,7 @@ def lab(tmp_path):
         pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (`make browser` or `apt-get install -y chromium`)")
     root = tmp_path / "lab"
     root.mkdir()
-    nb = nbformat.read(ROOT / "notebooks" / "quickstart.ipynb", as_version=4)
+    nb = load_notebook_node(str(ROOT / "notebooks" / "quickstart.ipynb"))
     params = {"max_steps": 10, "overrides": {**TINY, "out_dir": str(tmp_path / "run")},
               "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "browser"}
     nbformat.write(pmp.parameterize_notebook(nb, params), root / "quickstart.ipynb")
@@ -66,7 +67,9 @@ def lab(tmp_path):
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
            "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-           "--ServerApp.open_browser=False"]
+           "--ServerApp.open_browser=False", "--LabApp.extension_manager=readonly"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
     log = open(tmp_path / "jupyter.log", "w")
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"

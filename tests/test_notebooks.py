@@ -72,7 +72,8 @@ def test_quickstart_runs_end_to_end_and_shows_the_fit(kernel, tmp_path):
     assert (tmp_path / "run" / "fit" / "fit.json").is_file()
     from mlflow import MlflowClient
 
-    runs = MlflowClient(tracking_uri=uri).search_runs([MlflowClient(tracking_uri=uri).get_experiment_by_name("nbtest").experiment_id])
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("nbtest").experiment_id])
     assert len(runs) == 1 and "fit/A" in runs[0].data.metrics and runs[0].info.status == "FINISHED"
 
 

@@ -16,8 +16,6 @@ from workbench import Session  # noqa: E402
 from workbench.errors import UserError  # noqa: E402
 from workbench.widgets.dashboard import WAITING  # noqa: E402
 
-pytestmark = pytest.mark.slow
-
 # A tiny run: quickstart's model and task, few steps, a small evaluation every 2 steps.
 TINY = {
     "eval.every_steps": 2,
@@ -46,9 +44,10 @@ def uri(tmp_path_factory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
 
 
-def make(tmp_path, uri, **kwargs) -> Session:
+def make(tmp_path, uri, overrides_extra=None, **kwargs) -> Session:
     name = f"t-{uuid.uuid4().hex[:8]}"
-    return Session(overrides={**TINY, "out_dir": str(tmp_path / name)}, name=name, tracking_uri=uri, experiment="tests", **kwargs)
+    overrides = {**TINY, "out_dir": str(tmp_path / name), **(overrides_extra or {})}
+    return Session(overrides=overrides, name=name, tracking_uri=uri, experiment="tests", **kwargs)
 
 
 def wait_for(pred, timeout: float = 120.0, what: str = "condition"):
@@ -83,18 +82,21 @@ def finished(ray_cluster, uri, tmp_path_factory):
     return s, early, s.wait(), dash
 
 
+@pytest.mark.slow
 def test_dashboard_task_follows_the_run_to_its_end(finished):
     s, _, _, d = finished
     assert d._progress.value == 10 and d.fit is not None and "mark-area" in d.chart_svg
     assert "finished" in d._header.value
 
 
+@pytest.mark.slow
 def test_start_returns_while_the_run_is_still_going(finished):
     s, early, summary, _ = finished
     assert early["status"] in ("created", "starting", "running") and early["step"] < 10
     assert summary["status"] == "finished" and summary["steps"] == 10
 
 
+@pytest.mark.slow
 def test_curve_holds_every_evaluation(finished):
     s, _, _, _ = finished
     c = s.curve
@@ -105,6 +107,7 @@ def test_curve_holds_every_evaluation(finished):
     assert s.history.index.max() == 10 and "train/reward_mean" in s.history
 
 
+@pytest.mark.slow
 def test_fit_and_forecast(finished):
     s, _, _, _ = finished
     f = s.fit()
@@ -121,6 +124,7 @@ def test_fit_and_forecast(finished):
         s.fit(fit_from=1e9)
 
 
+@pytest.mark.slow
 def test_mlflow_run_has_the_curve_and_the_fit(finished, uri):
     s, _, _, _ = finished
     old = mlflow.get_tracking_uri()
@@ -143,6 +147,7 @@ def test_mlflow_run_has_the_curve_and_the_fit(finished, uri):
     assert sorted(m.step for m in hist) == [0, 2, 4, 6, 8, 10]
 
 
+@pytest.mark.slow
 def test_start_twice_is_an_error(finished):
     s, _, _, _ = finished
     with pytest.raises(UserError, match="already started"):
@@ -150,6 +155,7 @@ def test_start_twice_is_an_error(finished):
     assert s.stop()["status"] == "finished"  # stop after the end: just the summary
 
 
+@pytest.mark.slow
 def test_dashboard_after_the_run_shows_fit_band_and_forecast(finished):
     s, _, _, _ = finished
     d = s.dashboard(budget=5 * s.curve["compute_device_hours"].max())
@@ -167,6 +173,7 @@ def test_dashboard_without_evaluations_says_it_is_waiting(tmp_path, uri):
     assert WAITING in d._chart.value
 
 
+@pytest.mark.slow
 def test_fresh_start_refuses_a_folder_with_checkpoints(finished, uri):
     s, _, _, _ = finished
     again = Session(overrides={**TINY, "out_dir": str(s.out_dir)}, name=s.name + "x", tracking_uri=uri, experiment="tests")
@@ -174,12 +181,14 @@ def test_fresh_start_refuses_a_folder_with_checkpoints(finished, uri):
         again.start()
 
 
+@pytest.mark.slow
 def test_pause_resume_stop_attach_and_resume_from(ray_cluster, uri, tmp_path):
     from workbench.tracking.store import create_run
 
     parent = create_run("tests", "parent", tracking_uri=uri)
     child = create_run("tests", "child", parent_run_id=parent, tracking_uri=uri)
-    s = make(tmp_path, uri, run_id=child, parent_run_id=parent)  # a sweep hands the session its run
+    # a sweep hands the session its run; a checkpoint every step, so the stopped step is one
+    s = make(tmp_path, uri, run_id=child, parent_run_id=parent, overrides_extra={"checkpoint.every_steps": 1})
     with pytest.raises(UserError, match="not started"):
         s.pause()
     s.start(max_steps=500)
@@ -226,3 +235,32 @@ def test_bad_arguments_are_user_errors(tmp_path):
         Session(overrides="train.lr=1")  # type: ignore[arg-type]
     with pytest.raises(UserError, match="nothing to resume|no run"):
         Session.resume_from(tmp_path / "nowhere")
+
+
+def test_recipe_swaps_the_preset_but_keeps_the_configs_own_adjustments():
+    # quickstart.yaml turns length control off (2-character answers); a preset that leaves length
+    # control as scalerl has it keeps that, one whose point is length control wins.
+    no_fp32 = Session(recipe="scalerl-loo-no-fp32").cfg.recipe
+    assert no_fp32.name == "scalerl-loo-no-fp32" and not no_fp32.fp32_head and no_fp32.length_control.type == "none"
+    penalty = Session(recipe="scalerl-loo-length-penalty").cfg.recipe
+    assert penalty.length_control.type == "penalty" and penalty.fp32_head
+    with pytest.raises(UserError, match="unknown recipe"):
+        Session(recipe="no-such-recipe")
+
+
+def test_open_views_a_run_folder_without_ray(tmp_path):
+    import json
+
+    folder = tmp_path / "old"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"name": "old", "eval": {"every_steps": 5}}))
+    rows = [{"step": 5 * i, "val/pass_rate": 0.1 + 0.05 * i, "compute/device_hours": 0.01 * i, "compute/flops": 1e9 * i}
+            for i in range(6)]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "summary.json").write_text(json.dumps({"status": "stopped", "steps": 25}))
+    s = Session.open(folder)
+    assert s.status()["status"] == "stopped" and s.status()["step"] == 25
+    assert list(s.curve["val_pass_rate"]) == pytest.approx([0.1, 0.15, 0.2, 0.25, 0.3, 0.35])
+    assert s.fit().n == 5
+    with pytest.raises(UserError, match="read-only"):
+        s.stop()

@@ -32,7 +32,8 @@ class ModelConfig:
     n_layer: int = 2
     n_embd: int = 64
     n_head: int = 4
-    sft_steps: int = 300
+    sft_steps: int = 600  # a cap: the warm-up stops once the sampled pass rate reaches the target
+    sft_target_pass_rate: Optional[float] = 0.15  # None: run all sft_steps
     sft_lr: float = 3e-3
     sft_batch_size: int = 64
     cache_dir: str = "~/.cache/workbench/models"
@@ -46,7 +47,7 @@ class TaskConfig:
     path: Optional[str] = None
     prompt_key: str = "prompt"
     answer_key: str = "answer"
-    checker: Literal["auto", "exact", "math"] = "auto"
+    checker: str = "auto"  # auto | exact | math | package.module:function (your own verifier)
     num_train: int = 2000
     num_val: int = 200
     seed: int = 0
@@ -95,7 +96,7 @@ class ResourcesConfig:
     generator_gpus: float = 0.0
     trainer_cpus: float = 1.0
     trainer_gpus: float = 0.0
-    evaluator_cpus: float = 0.5
+    evaluator_cpus: float = 0.0  # evaluation is brief; it shares the cores (logical slots only)
     evaluator_gpus: float = 0.0
     torch_threads: int = 1  # per actor; CPU runs share few cores
 

@@ -15,10 +15,13 @@
 
 Defaults: with neither `config` nor `recipe`, the project's configs/quickstart.yaml is used (the
 built-in dataclass defaults when that file is not found, e.g. a non-editable install); `recipe`
-alone means quickstart.yaml with that recipe. A run is named `<config name>-<time>-<4 hex>`
-unless `name` is given, and writes to `<project>/runs/<name>` (project = the folder holding
-pyproject.toml or .git, as for the MLflow store) unless the config sets `out_dir`. A fresh start
-refuses a folder that already holds checkpoints: `resume_from` continues it.
+alone means quickstart.yaml with that recipe preset. `recipe` swaps the preset but keeps the
+config file's own recipe adjustments where the new preset leaves them as the old one did (see
+`workbench.widgets.runs.swap_recipe`): `recipe="scalerl-loo-no-fp32"` on quickstart.yaml keeps its
+length_control. A run is named `<config name>-<time>-<4 hex>` unless `name` is given, and writes
+to `<project>/runs/<name>` (project = the folder holding pyproject.toml or .git, as for the
+MLflow store) unless the config sets `out_dir`. A fresh start refuses a folder that already holds
+checkpoints: `resume_from` continues it. `Session.open(folder)` views a finished run without Ray.
 
 MLflow (tracking=True): `start()` creates the experiment and the run in this process (SQLite
 stores must not be created by several processes at once), or uses `run_id` when a sweep passes
@@ -30,21 +33,22 @@ written to <out_dir>/fit/). The detached Ray actor is then released.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import logging
 import math
 import os
 import time
-import uuid
 import weakref
 from pathlib import Path
 from typing import Any, Optional
 
 import pandas as pd
 
-from workbench.config import RunConfig, load_run_config, run_config_from_dict
-from workbench.configtools import parse_override
+from workbench.config import RunConfig, load_run_config
 from workbench.errors import UserError
+from workbench.widgets.runs import default_config_path, override_items, run_folder, saved_config, swap_recipe, unique_name
 
 EVAL_KEY = "val/pass_rate"
 CURVE_COLUMNS = ["step", "compute_device_hours", "compute_flops", "val_pass_rate", "val_pass_rate_se"]
@@ -54,24 +58,15 @@ TERMINAL = ("finished", "stopped", "failed")
 MIN_EVALS = 4  # workbench.scaling.sigmoid.MIN_POINTS
 
 
-def default_config_path() -> Optional[Path]:
-    """configs/quickstart.yaml of the source tree this package lives in (None if absent)."""
-    path = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
-    return path if path.is_file() else None
-
-
-def _override_items(overrides: dict[str, Any] | list[str] | None) -> dict[str, Any]:
-    if overrides is None:
-        return {}
-    if isinstance(overrides, dict):
-        return dict(overrides)
-    if isinstance(overrides, (list, tuple)):
-        return dict(parse_override(o) for o in overrides)
-    raise UserError(f"overrides must be a dict {{'train.lr': 1e-4}} or a list of 'key=value' strings, not {type(overrides).__name__}")
-
-
-def _unique_name(base: str) -> str:
-    return f"{base}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+@contextlib.contextmanager
+def _quiet(logger: str):
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 class Session:
@@ -93,20 +88,22 @@ class Session:
     ):
         if x not in X_COLUMNS:
             raise UserError(f"x must be one of {list(X_COLUMNS)}, not {x!r}")
-        items = _override_items(overrides)
-        if recipe is not None:
-            items["recipe"] = recipe
+        items = override_items(overrides)
         if config is None:
             config = default_config_path()
         elif not Path(config).is_file():
             raise UserError(f"config file not found: {config}")
+        if recipe is not None:
+            from workbench.configtools import load_yaml
+
+            items["recipe"] = swap_recipe(load_yaml(config).get("recipe") if config else None, recipe)
         cfg = load_run_config(config, items)
         if name is not None:
             if not str(name).strip() or "/" in str(name):
                 raise UserError(f"run name {name!r} must be non-empty and contain no '/'")
             cfg = dataclasses.replace(cfg, name=str(name))
         else:
-            cfg = dataclasses.replace(cfg, name=_unique_name(cfg.name))
+            cfg = dataclasses.replace(cfg, name=unique_name(cfg.name))
         if cfg.out_dir is None:
             from workbench.tracking.store import project_root
 
@@ -204,7 +201,8 @@ class Session:
         self.tracking_uri = uri
         created = False
         if self.run_id is None:
-            store.ensure_experiment(self.experiment, uri)
+            with _quiet("mlflow.store.db.utils"):  # "Creating initial MLflow database tables..."
+                store.ensure_experiment(self.experiment, uri)
             tags = {"workbench.kind": "session", "workbench.run": self.name, "workbench.out_dir": str(self.out_dir)}
             self.run_id = store.create_run(self.experiment, self.name, tags, parent_run_id=self.parent_run_id, tracking_uri=uri)
             created = True
@@ -229,6 +227,8 @@ class Session:
             pass
 
     def _require_started(self, what: str) -> None:
+        if not self.started and self._finished:
+            raise UserError(f"cannot {what}: session '{self.name}' is a read-only view of a run folder (Session.open)")
         if not self.started:
             raise UserError(f"cannot {what}: session '{self.name}' was not started (call .start())")
 
@@ -447,6 +447,8 @@ class Session:
                  min_gain: float = 0.01) -> dict[str, Any]:
         """Predicted pass rate at compute `budget` (in units of `x`) with its band and, for a budget
         past the current compute, workbench.scaling.scaling_gain's gain, interval and verdict."""
+        from workbench.widgets.report import forecast_from_fit
+
         return forecast_from_fit(self.fit(x, fit_from), budget, x=x or self.x, level=level, min_gain=min_gain)
 
     def chart(self, budget: float | None = None, *, fit_from: float | None = None):
@@ -467,6 +469,8 @@ class Session:
 
     def _log_fit(self) -> None:
         """At run end: fit JSON/HTML/PNG into <out_dir>/fit/ and, with tracking, fit/* to MLflow."""
+        from workbench.widgets.report import log_fit, write_fit_artifacts
+
         sink = None
         if self.tracking and self.run_id:
             from workbench.tracking.mlflow_sink import MlflowSink
@@ -478,28 +482,9 @@ class Session:
             if sink is not None:
                 sink.set_tags({"workbench.fit_error": str(e)})
             return
-        folder = self.out_dir / "fit"
-        folder.mkdir(parents=True, exist_ok=True)
-        paths = [folder / "fit.json"]
-        paths[0].write_text(fit.to_json(indent=1))
-        try:
-            from workbench.scaling.charts import chart_fit, save_chart
-
-            chart = chart_fit(fit, title=f"{self.name}: val/pass_rate vs {self.x}", x_title=self.x, y_title="val/pass_rate")
-            paths += [save_chart(chart, folder / "fit.html"), save_chart(chart, folder / "fit.png")]
-        except Exception as e:  # noqa: BLE001 - a chart failure must not hide the fit itself
-            (folder / "chart_error.txt").write_text(str(e))
-        if sink is None:
-            return
-        metrics = {"fit/A": fit.A, "fit/B": fit.B, "fit/C_mid": fit.C_mid, "fit/r2": fit.r2, "fit/n": fit.n,
-                   "fit/converged": float(fit.converged)}
-        for k, ci in (("A", fit.A_ci), ("B", fit.B_ci), ("C_mid", fit.C_mid_ci)):
-            metrics[f"fit/{k}_lo"], metrics[f"fit/{k}_hi"] = ci
-        sink.log_metrics({k: v for k, v in metrics.items() if v is not None and math.isfinite(v)},
-                         step=int(self._last_status.get("step") or 0))
-        sink.set_tags({"workbench.fit_x": self.x})
-        for p in paths:
-            sink.log_artifact(p, "fit")
+        paths = write_fit_artifacts(fit, self.out_dir / "fit", title=f"{self.name}: val/pass_rate vs {self.x}", x=self.x)
+        if sink is not None:
+            log_fit(sink, fit, paths, step=int(self._last_status.get("step") or 0), x=self.x)
 
     # ------------------------------------------------------------------ widgets
     def dashboard(self, budget: float | None = None, *, poll: float = 2.0, fit_from: float | None = None):
@@ -532,7 +517,7 @@ class Session:
         handle = L.attach(name)
         st = handle.status()
         out = Path(st["out_dir"])
-        cfg = _saved_config(out) or dataclasses.replace(RunConfig(), name=name, out_dir=str(out))
+        cfg = saved_config(out) or dataclasses.replace(RunConfig(), name=name, out_dir=str(out))
         s = cls.__new__(cls)
         tr = cfg.tracking
         s._init_state(cfg, tracking=tracking and tr.mlflow and bool(tr.run_id), experiment=tr.experiment, x=x,
@@ -555,7 +540,7 @@ class Session:
         A name is looked up as <project>/runs/<name>. The run keeps its MLflow run (reopened) and
         its curve; max_steps defaults to the run's own target.
         """
-        path = _run_folder(target)
+        path = run_folder(target)
         if not (path / "checkpoints" / "LATEST").is_file():
             raise UserError(f"{path} has no checkpoint: nothing to resume from")
         s = cls._from_folder(path, tracking=tracking, x=x)
@@ -569,7 +554,7 @@ class Session:
         Needs no Ray; the rows are read from metrics.jsonl once."""
         from workbench.tracking.sink import read_jsonl
 
-        path = _run_folder(target)
+        path = run_folder(target)
         s = cls._from_folder(path, tracking=False, x=x)
         s._rows = read_jsonl(path / "metrics.jsonl")
         summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").is_file() else {}
@@ -581,7 +566,7 @@ class Session:
 
     @classmethod
     def _from_folder(cls, path: Path, *, tracking: bool, x: str) -> "Session":
-        cfg = _saved_config(path)
+        cfg = saved_config(path)
         if cfg is None:
             raise UserError(f"{path} has no config.json or checkpoint state: cannot tell how the run was configured")
         cfg = dataclasses.replace(cfg, out_dir=str(path))
@@ -590,54 +575,3 @@ class Session:
         s._init_state(cfg, tracking=tracking and tr.mlflow and bool(tr.run_id), experiment=tr.experiment, x=x,
                       tracking_uri=tr.tracking_uri, run_id=tr.run_id, parent_run_id=tr.parent_run_id)
         return s
-
-
-def forecast_from_fit(fit: Any, budget: float, *, x: str = "compute/device_hours", level: float = 0.95,
-                      min_gain: float = 0.01) -> dict[str, Any]:
-    """Session.forecast's dict for a given SigmoidFit (see there)."""
-    from workbench.scaling import scaling_gain
-
-    if not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget > 0):
-        raise UserError(f"budget must be a compute > 0, got {budget!r}")
-    current = float(fit.compute[fit.used].max())
-    lo = hi = math.nan
-    if len(fit.samples):
-        band = fit.band(budget, level=level)
-        lo, hi = float(band[0][0]), float(band[1][0])
-    out: dict[str, Any] = {
-        "x": x, "budget": float(budget), "current": current, "pass_rate": float(fit.predict(budget)),
-        "lo": lo, "hi": hi, "level": level, "A": fit.A, "A_ci": fit.A_ci, "B": fit.B, "C_mid": fit.C_mid,
-        "converged": fit.converged, "reason": fit.reason,
-        "gain": None, "gain_lo": None, "gain_hi": None, "worth": None, "verdict": None,
-    }
-    if budget > current:
-        g = scaling_gain(fit, budget=float(budget), current=current, min_gain=min_gain, level=level)
-        out.update(gain=g.gain, gain_lo=g.gain_lo, gain_hi=g.gain_hi, worth=g.worth, verdict=g.verdict)
-    else:
-        out["verdict"] = f"budget {budget:g} is not past the current compute {current:g}: no gain to forecast"
-    return out
-
-
-def _run_folder(target: str | Path) -> Path:
-    """`target` as a run folder: a path, else <project>/runs/<target>."""
-    from workbench.tracking.store import project_root
-
-    path = Path(target)
-    if (path / "metrics.jsonl").is_file() or (path / "checkpoints").is_dir():
-        return path.resolve()
-    by_name = project_root() / "runs" / str(target)
-    if (by_name / "metrics.jsonl").is_file() or (by_name / "checkpoints").is_dir():
-        return by_name
-    raise UserError(f"no run in {path} (nor in {by_name}): expected metrics.jsonl or checkpoints/ there")
-
-
-def _saved_config(out_dir: Path) -> Optional[RunConfig]:
-    """The run's config: config.json (written at run start), else the latest checkpoint's state."""
-    from workbench.engine.checkpoint import CheckpointStore
-
-    path = out_dir / "config.json"
-    data = json.loads(path.read_text()) if path.is_file() else None
-    if data is None:
-        state = CheckpointStore(out_dir / "checkpoints").latest_state()
-        data = state.get("config") if state else None
-    return run_config_from_dict(data) if data else None

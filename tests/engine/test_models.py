@@ -163,6 +163,8 @@ def test_builtin_needs_a_task_and_a_known_size(tmp_path, task):
         load_policy(ModelConfig(cache_dir=str(tmp_path)), None)
     with pytest.raises(UserError, match="unknown builtin model 'builtin:huge'"):
         load_policy(ModelConfig(path="builtin:huge", cache_dir=str(tmp_path)), task)
+    with pytest.raises(UserError, match="model.sft_steps"):
+        load_policy(ModelConfig(sft_steps=0, cache_dir=str(tmp_path)), task)
     with pytest.raises(UserError, match="model.dtype"):
         load_policy(ModelConfig(path=str(tmp_path), dtype="int8"))
 
@@ -176,3 +178,22 @@ def test_default_warm_start_is_calibrated_for_rl(tmp_path):
     greedy = sampled_pass_rate(model, tok, task.val, k=1, max_new_tokens=6, seed=0, temperature=0)
     assert 0.05 <= sampled <= 0.35, sampled
     assert greedy >= sampled + 0.1, (greedy, sampled)
+
+
+def test_concurrent_builds_train_once(tmp_path, task):
+    import threading
+
+    cfg = ModelConfig(sft_steps=3, sft_batch_size=8, cache_dir=str(tmp_path))
+    infos: list = []
+
+    def build():
+        model, _ = load_policy(cfg, task, progress=False)
+        infos.append(model.workbench_info["from_cache"])
+
+    threads = [threading.Thread(target=build) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert sorted(infos) == [False, True]  # one built it, the other waited and loaded it
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == [builtin_cache_dir(cfg, task).name]

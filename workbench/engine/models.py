@@ -380,6 +380,8 @@ def load_builtin(model_cfg: Any, task: Any, *, device: str = "cpu", dtype: Any =
         raise UserError(f"model.path: unknown builtin model {model_cfg.path!r} (known: builtin:{', builtin:'.join(BUILTIN_SIZES)})")
     if task is None or not task.train:
         raise UserError("model.path=builtin:tiny needs a task with training examples to warm-start on")
+    if model_cfg.sft_steps < 1 or model_cfg.sft_batch_size < 1 or model_cfg.sft_lr <= 0:
+        raise UserError("model.sft_steps and model.sft_batch_size must be >= 1 and model.sft_lr > 0")
     final = builtin_cache_dir(model_cfg, task)
     final.parent.mkdir(parents=True, exist_ok=True)
     from_cache = True

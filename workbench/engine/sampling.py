@@ -73,47 +73,47 @@ def sample_batch(
     ids, mask = left_pad(prompts, pad_id)
     ids, mask = ids.to(device), mask.to(device)
     n = len(prompts)
-    outs = [Completion(prompt_tokens=list(p)) for p in prompts]
     positions = mask.sum(-1)  # position id of the next token per sequence
     logits, past = causal_lm_forward(model, ids, mask, fp32_head=fp32_head, use_cache=True)
     next_logits = logits[:, -1]
     active = torch.ones(n, dtype=torch.bool, device=device)
+    finished = torch.zeros(n, dtype=torch.bool, device=device)
+    # per-step columns, turned into per-sequence lists once at the end (no Python loop per token)
+    tok_cols, lp_cols, live_cols, forced_cols, versions = [], [], [], [], []
     forced: list[list[int]] = [[] for _ in range(n)]
+    interrupted = [False] * n
     for _step in range(max_new_tokens):
         logp_all = torch.log_softmax(next_logits.float() / temperature, dim=-1)
         tokens = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
-        was_forced = torch.zeros(n, dtype=torch.bool)
-        for i in range(n):
-            if forced[i] and active[i]:
-                tokens[i] = forced[i].pop(0)
-                was_forced[i] = True
+        was_forced = torch.zeros(n, dtype=torch.bool, device=device)
+        if interruptions is not None:
+            for i in range(n):
+                if forced[i] and active[i]:
+                    tokens[i] = forced[i].pop(0)
+                    was_forced[i] = True
         tok_logp = logp_all.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-        tok_list = tokens.tolist()
-        lp_list = tok_logp.tolist()
-        for i in range(n):
-            if not active[i]:
-                continue
-            o = outs[i]
-            o.tokens.append(tok_list[i])
-            o.logprobs.append(lp_list[i])
-            o.versions.append(version)
-            o.sampled.append(not bool(was_forced[i]))
-            if tok_list[i] == eos_id and not was_forced[i]:
-                o.finished = True
-                active[i] = False
-                continue
-            if interruptions is not None and interruptions[i] is not None:
+        tok_cols.append(tokens)
+        lp_cols.append(tok_logp)
+        live_cols.append(active.clone())
+        forced_cols.append(was_forced)
+        versions.append(version)
+        ended = active & (tokens == eos_id) & ~was_forced
+        finished |= ended
+        active = active & ~ended
+        if interruptions is not None:
+            tl = tokens.tolist()
+            for i in range(n):
                 st = interruptions[i]
+                if st is None or not active[i]:
+                    continue
                 if not was_forced[i]:
-                    phrase = st.after_token(tok_list[i])
+                    phrase = st.after_token(tl[i])
                     if phrase:
                         forced[i] = list(phrase)
-                        o.interrupted = True
-                if not forced[i] and st.done(len(o.tokens)):
+                        interrupted[i] = True
+                if not forced[i] and st.done(int(torch.stack(live_cols)[:, i].sum())):
                     active[i] = False
-        if not bool(active.any()):
-            break
-        if _step == max_new_tokens - 1:
+        if not bool(active.any()) or _step == max_new_tokens - 1:
             break
         if on_step is not None:
             version = on_step()  # may load new weights: the KV cache is kept (stale)
@@ -130,4 +130,24 @@ def sample_batch(
         )
         positions = positions + active.long()
         next_logits = logits[:, -1]
+    toks = torch.stack(tok_cols, 1).tolist()
+    lps = torch.stack(lp_cols, 1).tolist()
+    live = torch.stack(live_cols, 1)
+    lengths = live.sum(1).tolist()
+    forced_m = torch.stack(forced_cols, 1).tolist()
+    fin = finished.tolist()
+    outs = []
+    for i, p in enumerate(prompts):
+        L = lengths[i]
+        outs.append(
+            Completion(
+                prompt_tokens=list(p),
+                tokens=toks[i][:L],
+                logprobs=lps[i][:L],
+                versions=versions[:L],
+                sampled=[not f for f in forced_m[i][:L]],
+                finished=fin[i],
+                interrupted=interrupted[i],
+            )
+        )
     return outs

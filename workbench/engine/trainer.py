@@ -214,6 +214,8 @@ class Trainer:
         return stats, self.get_weights()
 
     def _skip(self, stats: dict, t0: float, reason: str, fwd_start: float | None = None):
+        for key in ("train/entropy", "train/clip_fraction", "train/loss", "train/grad_norm"):
+            stats.setdefault(key, math.nan)  # no update: nothing to measure (logged as null)
         stats.setdefault("train/nonfinite", 0.0)
         stats.setdefault("train/nonfinite_in_a_row", float(self.nonfinite_in_a_row))
         stats["train/skipped"] = 1.0

@@ -80,7 +80,23 @@ def get_checker(name: str, *, default: str) -> tuple[str, Checker]:
         from workbench.tasks.files import math_checker
 
         return "math", math_checker
-    raise UserError(f"task.checker: unknown checker {name!r} (choose auto, exact or math)")
+    if ":" in chosen:
+        return chosen, import_checker(chosen)
+    raise UserError(f"task.checker: unknown checker {name!r} (choose auto, exact, math or module:function)")
+
+
+def import_checker(spec: str) -> Checker:
+    """A user's own verifier, named 'package.module:function' (it must be importable on every worker)."""
+    import importlib
+
+    module_name, _, attr = spec.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise UserError(f"task.checker: cannot import {spec!r}: {e}") from None
+    if not callable(fn):
+        raise UserError(f"task.checker: {spec!r} is not callable")
+    return fn
 
 
 def load_task(cfg) -> TaskData:

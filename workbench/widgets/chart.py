@@ -46,7 +46,7 @@ def session_chart(
     col = X_COLUMNS[x]
     if fit is None:
         pts = curve[curve[col] > 0]
-        data = [{"compute": float(c), "score": float(s)} for c, s in zip(pts[col], pts["val_pass_rate"])]
+        data = [{"compute": float(c), "score": float(s)} for c, s in zip(pts[col], pts["val_pass_rate"], strict=True)]
         return (
             alt.Chart(alt.Data(values=data))
             .mark_circle(size=48, color="#1f77b4")
@@ -55,7 +55,8 @@ def session_chart(
                 y=alt.Y("score:Q", scale=alt.Scale(zero=False), title="val/pass_rate"),
                 tooltip=["compute:Q", "score:Q"],
             )
-            .properties(title=alt.TitleParams(title, subtitle=f"{len(data)} point(s): the fit needs 4"), width=width, height=height)
+            .properties(title=alt.TitleParams(title, subtitle=f"{len(data)} point(s): the fit needs 4"),
+                        width=width, height=height)
         )
     from workbench.scaling.charts import chart_fit
 

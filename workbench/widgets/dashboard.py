@@ -107,8 +107,9 @@ class Dashboard(widgets.VBox):
         return bool(s._finished)
 
     def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        task = getattr(self, "_task", None)  # ipywidgets calls close() from __del__, even half-built
+        if task is not None:
+            task.cancel()
         super().close()
 
     def refresh(self) -> None:
@@ -186,7 +187,8 @@ class Dashboard(widgets.VBox):
             self.fit, self.forecast, self.chart_svg = None, None, ""
             hint = "" if s.started else " (the run has not started: call session.start())"
             self.message = f"{WAITING}{hint}; one every {every} steps."
-            self._chart.value = f"<div class='wb-message' style='padding:2em;color:#555'>&#8987; {html.escape(self.message)}</div>"
+            style = "padding:2em;color:#555"
+            self._chart.value = f"<div class='wb-message' style='{style}'>&#8987; {html.escape(self.message)}</div>"
             self._fit_text.value = ""
             self._drawn = key
             return
@@ -219,12 +221,13 @@ class Dashboard(widgets.VBox):
             return ""
         pct = f"{f.level:.0%}"
         text = (f"<b>fit</b> ({f.n} points, R&sup2; = {f.r2:.3f}): A = {f.A:.4f} [{f.A_ci[0]:.4f}, {f.A_ci[1]:.4f}], "
-                f"B = {f.B:.3f} [{f.B_ci[0]:.3f}, {f.B_ci[1]:.3f}], C_mid = {f.C_mid:.4g} [{f.C_mid_ci[0]:.4g}, {f.C_mid_ci[1]:.4g}] ({pct} CI)")
+                f"B = {f.B:.3f} [{f.B_ci[0]:.3f}, {f.B_ci[1]:.3f}], "
+                f"C_mid = {f.C_mid:.4g} [{f.C_mid_ci[0]:.4g}, {f.C_mid_ci[1]:.4g}] ({pct} CI)")
         if not f.converged:
             text += f"<div style='color:#a60'>not converged: {html.escape(f.reason)}</div>"
         self.forecast = None
         if budget is not None:
-            from workbench.session import forecast_from_fit
+            from workbench.widgets.report import forecast_from_fit
 
             self.forecast = forecast_from_fit(f, budget, x=self.session.x, level=f.level)
             fc = self.forecast

@@ -1,0 +1,132 @@
+"""`workbench run` end to end in a subprocess: bad input gives one clear line, no traceback, no orphans."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import HELPERS
+
+WORKBENCH = [sys.executable, "-m", "workbench.cli"]
+
+
+def write_config(tmp_path: Path, model_cache: Path, **sections) -> Path:
+    cfg = {
+        "name": "cli",
+        "recipe": {"base": "scalerl", "length_control": {"type": "none"}},
+        "model": {"path": "builtin:tiny", "sft_steps": 150, "n_embd": 32, "n_layer": 1, "n_head": 2,
+                  "cache_dir": str(model_cache)},
+        "task": {"name": "addition", "difficulty": 1, "num_train": 80, "num_val": 20},
+        "generation": {"max_new_tokens": 4},
+        "train": {"prompts_per_step": 4, "generations_per_prompt": 4, "lr": 1e-4, "max_steps": 3},
+        "eval": {"every_steps": 2, "num_prompts": 10, "samples_per_prompt": 2},
+        "resources": {"generator_cpus": 0.5, "trainer_cpus": 0.5},
+    }
+    for k, v in sections.items():
+        cfg[k] = {**cfg.get(k, {}), **v} if isinstance(v, dict) else v
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HELPERS), os.environ.get("PYTHONPATH", "")]))
+    env.pop("RAY_ADDRESS", None)
+    return subprocess.run([*WORKBENCH, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, code: int, *needles: str) -> None:
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for n in needles:
+        assert n in proc.stderr, proc.stderr
+
+
+def test_unknown_config_key_names_the_key(tmp_path, model_cache):
+    path = write_config(tmp_path, model_cache, train={"lerning_rate": 1e-3})
+    proc = run_cli("run", "--config", str(path), "--out", str(tmp_path / "o"))
+    assert_one_line_error(proc, 2, "train.lerning_rate")
+
+
+def test_unknown_override_and_bad_value(tmp_path, model_cache):
+    path = write_config(tmp_path, model_cache)
+    proc = run_cli("run", "--config", str(path), "--set", "train.lr=fast")
+    assert_one_line_error(proc, 2, "train.lr", "number")
+    proc = run_cli("run", "--config", str(path), "--set", "recipe=no-such-recipe")
+    assert_one_line_error(proc, 2, "unknown recipe 'no-such-recipe'", "scalerl")
+
+
+def test_model_directory_without_weights(tmp_path, model_cache):
+    empty = tmp_path / "model"
+    empty.mkdir()
+    (empty / "config.json").write_text("{}")
+    path = write_config(tmp_path, model_cache, model={"path": str(empty)})
+    proc = run_cli("run", "--config", str(path))
+    assert_one_line_error(proc, 2, str(empty))
+
+
+def test_malformed_dataset_line_names_file_and_line(tmp_path, model_cache):
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"prompt": "1+1=", "answer": "2"}\n{"prompt": "2+2=", "answer": \n')
+    path = write_config(tmp_path, model_cache, task={"name": "jsonl", "path": str(data)})
+    proc = run_cli("run", "--config", str(path))
+    assert_one_line_error(proc, 2, "data.jsonl:2", "malformed JSON")
+
+
+def ray_worker_pids() -> set[int]:
+    pids = set()
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if (p / "cmdline").read_bytes().startswith(b"ray::"):
+                    pids.add(int(p.name))
+            except OSError:
+                pass
+    return pids
+
+
+@pytest.mark.slow
+def test_raising_checker_stops_cleanly_without_orphans(tmp_path, model_cache):
+    before = ray_worker_pids()
+    path = write_config(tmp_path, model_cache, task={"checker": "bad_checkers:raising_in_workers"})
+    proc = run_cli("run", "--config", str(path), "--out", str(tmp_path / "o"), "--quiet")
+    assert_one_line_error(proc, 1, "run failed", "verifier crashed", "example")
+    import time
+
+    time.sleep(2.0)
+    orphans = ray_worker_pids() - before
+    assert not orphans, f"Ray worker processes left behind: {orphans}"
+
+
+@pytest.mark.slow
+def test_run_writes_metrics_and_summary(tmp_path, model_cache):
+    path = write_config(tmp_path, model_cache)
+    out = tmp_path / "o"
+    proc = run_cli("run", "--config", str(path), "--out", str(out), "--max-steps", "3")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 3 and summary["status"] == "finished"
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in rows if "train/reward_mean" in r]
+    evals = [r for r in rows if "val/pass_rate" in r]
+    assert [r["step"] for r in train] == [1, 2, 3]
+    assert [r["step"] for r in evals] == [0, 2, 3]
+    for key in ("compute/device_hours", "compute/flops", "time/generate", "time/train", "time/weight_sync",
+                "util/trainer", "util/generator", "train/staleness_mean", "train/staleness_max",
+                "train/truncation_rate", "train/entropy", "train/clip_fraction"):
+        assert key in train[-1], key
+    # the resumed command finds the finished run's last checkpoint and does nothing more
+    proc = run_cli("run", "--config", str(path), "--out", str(out), "--max-steps", "3")
+    assert proc.returncode == 0 and "resuming cli from step 3" in proc.stderr
+
+
+def test_raising_checker_in_the_driver_fails_fast(tmp_path, model_cache):
+    path = write_config(tmp_path, model_cache, task={"checker": "bad_checkers:raising"})
+    proc = run_cli("run", "--config", str(path), "--out", str(tmp_path / "o"), "--quiet")
+    assert_one_line_error(proc, 2, "checker 'raising' failed on example", "verifier crashed")

@@ -1,0 +1,88 @@
+"""Run folders and configs for `workbench.Session`: where a run lives and how it was configured.
+
+    path = default_config_path()            # <source tree>/configs/quickstart.yaml, or None
+    items = override_items(["train.lr=1e-4"])   # {'train.lr': 0.0001}; a dict passes through
+    swap_recipe(file_recipe, "scalerl-loo-no-fp32")   # the `recipe` override that keeps local tweaks
+    folder = run_folder("my-run")           # a path, else <project>/runs/<name>
+    cfg = saved_config(folder)              # config.json, else the latest checkpoint's config
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Optional
+
+from workbench.config import RunConfig, run_config_from_dict
+from workbench.configtools import parse_override
+from workbench.errors import UserError
+
+
+def default_config_path() -> Optional[Path]:
+    """configs/quickstart.yaml of the source tree this package lives in (None if absent)."""
+    path = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
+    return path if path.is_file() else None
+
+
+def override_items(overrides: dict[str, Any] | list[str] | None) -> dict[str, Any]:
+    if overrides is None:
+        return {}
+    if isinstance(overrides, dict):
+        return dict(overrides)
+    if isinstance(overrides, (list, tuple)):
+        return dict(parse_override(o) for o in overrides)
+    raise UserError(
+        f"overrides must be a dict {{'train.lr': 1e-4}} or a list of 'key=value' strings, not {type(overrides).__name__}"
+    )
+
+
+def swap_recipe(file_recipe: Any, name: str) -> Any:
+    """The `recipe` value that puts preset `name` under a config file's own recipe adjustments.
+
+    quickstart.yaml says `recipe: {base: scalerl, length_control: {type: none}}`. Swapping in
+    `scalerl-loo-no-fp32` keeps `length_control: none` (that preset leaves it as scalerl has it),
+    while `scalerl-loo-length-penalty` wins on length_control (changing it is its point). A file
+    recipe that is a plain preset name is simply replaced.
+    """
+    from workbench.configtools import flatten, set_dotted, to_dict
+    from workbench.rl.recipe import load_recipe
+
+    if not isinstance(file_recipe, dict) or "base" not in file_recipe:
+        return name
+    old, new = flatten(to_dict(load_recipe(file_recipe["base"]))), flatten(to_dict(load_recipe(name)))
+    out: dict[str, Any] = {"base": name}
+    for key, value in flatten({k: v for k, v in file_recipe.items() if k not in ("base", "name")}).items():
+        if new.get(key) == old.get(key):
+            set_dotted(out, key, value)
+    return out
+
+
+def unique_name(base: str) -> str:
+    return f"{base}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+
+
+def run_folder(target: str | Path) -> Path:
+    """`target` as a run folder: a path, else <project>/runs/<target>."""
+    from workbench.tracking.store import project_root
+
+    path = Path(target)
+    if (path / "metrics.jsonl").is_file() or (path / "checkpoints").is_dir():
+        return path.resolve()
+    by_name = project_root() / "runs" / str(target)
+    if (by_name / "metrics.jsonl").is_file() or (by_name / "checkpoints").is_dir():
+        return by_name
+    raise UserError(f"no run in {path} (nor in {by_name}): expected metrics.jsonl or checkpoints/ there")
+
+
+def saved_config(out_dir: Path) -> Optional[RunConfig]:
+    """The run's config: config.json (written at run start), else the latest checkpoint's state."""
+    from workbench.engine.checkpoint import CheckpointStore
+
+    path = out_dir / "config.json"
+    data = json.loads(path.read_text()) if path.is_file() else None
+    if data is None:
+        state = CheckpointStore(out_dir / "checkpoints").latest_state()
+        data = state.get("config") if state else None
+    return run_config_from_dict(data) if data else None
