@@ -60,8 +60,12 @@ class GenerationConfig:
     max_new_tokens: int = 8
     temperature: float = 1.0
     max_batch_sequences: int = 256  # sequences decoded together per generator
+    # Pipeline: trainer steps' worth of rollouts that may be queued or in flight ahead of the
+    # trainer (capped by recipe.off_policy.k). More only makes data staler once the trainer is fed.
+    max_ahead_steps: int = 2
     vllm_gpu_memory_utilization: float = 0.85
     vllm_tensor_parallel_size: int = 1
+    vllm_enforce_eager: bool = False  # True: no CUDA graphs (faster start, slower decode)
 
 
 @dataclass
@@ -189,6 +193,16 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError("generation.max_new_tokens must be >= 1")
     if cfg.generation.temperature <= 0:
         raise ConfigError("generation.temperature must be > 0")
+    g = cfg.generation
+    if not 0 < g.vllm_gpu_memory_utilization <= 1:
+        raise ConfigError("generation.vllm_gpu_memory_utilization must be in (0, 1]")
+    if g.vllm_tensor_parallel_size < 1:
+        raise ConfigError("generation.vllm_tensor_parallel_size must be >= 1")
+    if g.backend == "vllm" and cfg.resources.generator_gpus < g.vllm_tensor_parallel_size:
+        raise ConfigError(
+            f"generation.vllm_tensor_parallel_size={g.vllm_tensor_parallel_size} needs "
+            f"resources.generator_gpus >= {g.vllm_tensor_parallel_size} (got {cfg.resources.generator_gpus:g})"
+        )
     if cfg.recipe.off_policy.k < 1:
         raise ConfigError("recipe.off_policy.k must be >= 1")
     if cfg.eval.every_steps < 1 or cfg.eval.num_prompts < 1 or cfg.eval.samples_per_prompt < 1:

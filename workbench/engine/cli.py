@@ -27,6 +27,7 @@ def add_parser(sub, name: str) -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="output folder (default: runs/<name>)")
     p.add_argument("--fresh", action="store_true", help="ignore checkpoints in --out and start over")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--no-report", action="store_true", help="skip the sigmoid fit and chart at the end")
     return p
 
 
@@ -67,4 +68,11 @@ def run(args: argparse.Namespace) -> int:
         if ray.is_initialized():
             ray.shutdown()
     print(json.dumps(summary, indent=2, default=float))
+    if not args.no_report:
+        from workbench.engine.report import print_report, write_report
+
+        try:
+            print(print_report(write_report(cfg.output_dir())))
+        except UserError as e:
+            print(f"no sigmoid fit: {e}", file=sys.stderr)
     return 0

@@ -220,8 +220,9 @@ class RunCoordinator:
                 split = w.split_sizes(per_step)
                 if alg == "pipeline":
                     lag_steps = math.ceil(in_flight_groups() / per_step) + (1 if train_ref is not None else 0)
+                    ahead = min(k, max(1, cfg.generation.max_ahead_steps))
                     while (
-                        lag_steps < k
+                        lag_steps < ahead
                         and math.ceil(in_flight_groups() / per_step) < steps_needed
                         and len(gen_refs) < 2 * w.num_generators
                     ):

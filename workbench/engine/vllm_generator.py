@@ -388,7 +388,7 @@ class VllmGenerator(Evaluator):
         self.vllm_version = getattr(vllm, "__version__", "")
         fields = [f.name for f in dataclasses.fields(EngineArgs)]
         kwargs = build_engine_kwargs(cfg, str(model_dir), fields, dtype=dtype, seed=cfg.seed + 1000 * rank,
-                                     max_model_len=self._needed_model_len(), enforce_eager=self.enforce_eager,
+                                     max_model_len=self._needed_model_len(), enforce_eager=self.enforce_eager or cfg.generation.vllm_enforce_eager,
                                      vllm_version=self.vllm_version)  # fmt: skip
         try:
             self.llm = vllm.LLM(**kwargs)

@@ -114,8 +114,10 @@ def spawn_workers(cfg: RunConfig, task: Any) -> Workers:
         for rank in range(cfg.generation.num_generators)
     ]
     trainer = ray.remote(Trainer).options(num_cpus=r.trainer_cpus, num_gpus=r.trainer_gpus, max_restarts=0).remote(cfg)
+    # On GPUs with the vLLM backend, validation runs on vLLM too (it has the same `evaluate`).
+    eval_cls = generator_class(cfg) if cfg.generation.backend == "vllm" and r.evaluator_gpus > 0 else Evaluator
     evaluator = (
-        ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(Evaluator)
+        ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(eval_cls)
         .options(num_cpus=r.evaluator_cpus, num_gpus=r.evaluator_gpus)
         .remote(cfg, -1, r.evaluator_gpus)
     )

@@ -1,0 +1,82 @@
+"""A finished (or running) run's curve and its ScaleRL sigmoid: the end-of-run report.
+
+    curve = eval_curve(rows, x="compute/device_hours")   # (compute, pass rate) from metric rows
+    fit = fit_run(rows)                                  # SigmoidFit, R0 = the step-0 evaluation
+    write_report(out_dir)                                # fit.json + curve.html/png next to metrics.jsonl
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from workbench.errors import UserError
+from workbench.tracking.sink import read_jsonl
+
+
+def eval_curve(rows: list[dict[str, Any]], x: str = "compute/device_hours") -> tuple[np.ndarray, np.ndarray]:
+    """Evaluation points sorted by compute; repeated compute values keep the last evaluation."""
+    pts: dict[float, float] = {}
+    for r in rows:
+        if r.get("val/pass_rate") is not None and r.get(x) is not None:
+            pts[float(r[x])] = float(r["val/pass_rate"])
+    xs = np.array(sorted(pts))
+    return xs, np.array([pts[v] for v in xs])
+
+
+def fit_run(rows: list[dict[str, Any]], x: str = "compute/device_hours", fit_from: Optional[float] = None, **kw):
+    from workbench.scaling import fit_sigmoid
+
+    compute, score = eval_curve(rows, x)
+    if len(compute) < 4:
+        raise UserError(f"only {len(compute)} evaluations so far; the sigmoid fit needs at least 4")
+    return fit_sigmoid(compute, score, fit_from=fit_from, **kw)
+
+
+def write_report(out_dir: str | Path, x: str = "compute/device_hours", charts: bool = True) -> dict[str, Any]:
+    """Fit the run in `out_dir`; write fit.json (and curve.html / curve.png). Returns a summary."""
+    out = Path(out_dir)
+    rows = read_jsonl(out / "metrics.jsonl")
+    fit = fit_run(rows, x)
+    (out / "fit.json").write_text(fit.to_json(indent=2))
+    files = [str(out / "fit.json")]
+    if charts:
+        from workbench.scaling.charts import chart_fit, save_chart
+
+        chart = chart_fit(fit, title=f"{out.name}: validation pass rate vs {x}", x_title=x, y_title="val/pass_rate")
+        for suffix in (".html", ".png"):
+            files.append(str(save_chart(chart, out / f"curve{suffix}")))
+    compute, score = eval_curve(rows, x)
+    return {
+        "A": fit.A,
+        "A_ci": list(fit.A_ci),
+        "B": fit.B,
+        "B_ci": list(fit.B_ci),
+        "C_mid": fit.C_mid,
+        "C_mid_ci": list(fit.C_mid_ci),
+        "R0": fit.R0,
+        "r2": fit.r2,
+        "converged": fit.converged,
+        "reason": fit.reason,
+        "gain": float(score[-1] - score[0]),
+        "files": files,
+    }
+
+
+def print_report(report: dict[str, Any]) -> str:
+    a_lo, a_hi = report["A_ci"]
+    b_lo, b_hi = report["B_ci"]
+    c_lo, c_hi = report["C_mid_ci"]
+    lines = [
+        f"sigmoid fit: A = {report['A']:.3f} [{a_lo:.3f}, {a_hi:.3f}]  B = {report['B']:.2f} [{b_lo:.2f}, {b_hi:.2f}]  "
+        f"C_mid = {report['C_mid']:.3g} [{c_lo:.3g}, {c_hi:.3g}]  R0 = {report['R0']:.3f}  R^2 = {report['r2']:.3f}",
+        f"validation pass rate gain over the run: {report['gain']:+.3f}",
+    ]
+    if not report["converged"]:
+        lines.append(f"warning: the fit did not converge cleanly: {report['reason']}")
+    lines += [f"wrote {f}" for f in report["files"]]
+    return "\n".join(lines)
+
+
