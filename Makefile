@@ -28,7 +28,7 @@ browser:
 	  else echo "warning: chromium missing and not root; install Debian's chromium package"; fi; }
 
 demo: setup
-	$(VENV)/bin/workbench run --config configs/quickstart.yaml --out runs/quickstart
+	$(VENV)/bin/workbench run --config configs/quickstart.yaml --out runs/quickstart --fresh
 
 test: setup browser
 	$(PY) -m pytest $(PYTEST_ARGS)

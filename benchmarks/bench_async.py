@@ -38,9 +38,24 @@ def run(config: str, algorithm: str, k: int, steps: int, out: str) -> dict:
     handle = launch(cfg, resume=False)
     try:
         handle.start()
-        return handle.wait()
+        summary = handle.wait()
     finally:
         handle.kill()
+    from workbench.tracking.sink import read_jsonl
+
+    rows = [r for r in read_jsonl(f"{out}/{algorithm}/metrics.jsonl") if "time/train_compute" in r]
+    last = rows[-1]
+    wall = max(summary["trainer_wall_seconds"], 1e-9)
+    compute = sum(r["time/train_compute"] for r in rows)
+    prep = sum(r["time/train_prep"] for r in rows)
+    wait = last["time/trainer_wait"]
+    summary["trainer_breakdown"] = {
+        "forward/backward/optimizer": compute / wall,
+        "batch preparation": prep / wall,
+        "waiting for rollouts": wait / wall,
+        "Ray transfers and scheduling": max(0.0, 1 - (compute + prep + wait) / wall),
+    }
+    return summary
 
 
 def main() -> None:
@@ -64,6 +79,9 @@ def main() -> None:
     print(f"{'trainer busy share':24s}{pipe['trainer_utilisation']:16.1%}{sync['trainer_utilisation']:12.1%}")
     print(f"{'max staleness':24s}{pipe['staleness_max']:16.0f}{sync['staleness_max']:12.0f}")
     print(f"throughput ratio pipeline/sync: {ratio:.2f}x (target >= 1.3x)")
+    print("pipeline trainer wall time:")
+    for key, share in pipe["trainer_breakdown"].items():
+        print(f"  {key:32s}{share:8.1%}")
     print(json.dumps({"ratio": ratio, "pipeline": pipe, "sync": sync}, default=float))
 
 

@@ -19,7 +19,8 @@ from workbench.tracking.store import create_run, ensure_experiment  # noqa: E402
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 TINY = {
     "eval.every_steps": 2,
-    "eval.num_prompts": 20,
+    "eval.num_prompts": 40,
+    "train.lr": 1.0e-4,  # a gentle policy change: the curve must not collapse to one value (nothing to fit)
     "eval.samples_per_prompt": 4,
     "train.prompts_per_step": 8,
     "resources.generator_cpus": 0.5,

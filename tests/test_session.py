@@ -19,7 +19,8 @@ from workbench.widgets.dashboard import WAITING  # noqa: E402
 # A tiny run: quickstart's model and task, few steps, a small evaluation every 2 steps.
 TINY = {
     "eval.every_steps": 2,
-    "eval.num_prompts": 20,
+    "eval.num_prompts": 40,
+    "train.lr": 1.0e-4,  # a gentle policy change: the curve must not collapse to one value (nothing to fit)
     "eval.samples_per_prompt": 4,
     "train.prompts_per_step": 8,
     "checkpoint.every_steps": 2,
@@ -57,6 +58,20 @@ def wait_for(pred, timeout: float = 120.0, what: str = "condition"):
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def settled_step(s: Session, quiet: float = 3.0, timeout: float = 90.0) -> int:
+    """The step once it has not moved for `quiet` seconds (a paused run finishes its step in flight)."""
+    end = time.monotonic() + timeout
+    step, since = s.status()["step"], time.monotonic()
+    while time.monotonic() < end:
+        time.sleep(0.25)
+        now = s.status()["step"]
+        if now != step:
+            step, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return step
+    raise AssertionError("the step kept moving after pause()")
 
 
 @pytest.fixture(scope="module")
@@ -195,10 +210,9 @@ def test_pause_resume_stop_attach_and_resume_from(ray_cluster, uri, tmp_path):
     wait_for(lambda: s.status()["step"] >= 2, what="step 2")
     s.pause()
     assert s.status()["status"] == "paused"
-    time.sleep(2.0)  # the trainer step in flight finishes
-    held = s.status()["step"]
-    time.sleep(1.5)
-    assert s.status()["step"] == held  # nothing trains while paused
+    held = settled_step(s)  # the trainer step in flight finishes, then nothing trains
+    time.sleep(2.0)
+    assert s.status()["step"] == held
     s.resume()
     wait_for(lambda: s.status()["step"] >= held + 2, what="training after resume")
 

@@ -42,3 +42,10 @@ def test_session_chart_method_and_x_in_flops(run_folder):
     chart = s.chart()
     assert "compute/flops" in to_svg(chart)
     assert s.fit().compute.max() == s.curve["compute_flops"].max()
+
+
+def test_every_mark_is_clipped_to_the_plot(run_folder):
+    # a non-converged fit can put C_mid far off the axis; unclipped, Vega shifts the whole plot
+    s = Session.open(run_folder(12))
+    chart = session_chart(s.curve, s.fit(), budget=0.5)
+    assert all(layer.mark.clip for layer in chart.layer)

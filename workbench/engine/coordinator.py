@@ -172,12 +172,14 @@ class RunCoordinator:
         groups: collections.deque[Group] = collections.deque()
         gen_refs: dict[Any, tuple[int, list[int], int]] = {}  # ref -> (rank, prompts, chunk_id)
         eval_refs: dict[Any, tuple[int, dict]] = {}
-        train_ref = None
-        train_meta: dict[str, Any] = {}
-        round_left = 0  # ppo-off-policy: steps left in the current round
-        idle_since = None
+        # Up to two trainer steps are queued, so the trainer never idles for a round trip while
+        # the next batch travels; never across a checkpoint, whose state must match the trainer's.
+        train_q: collections.deque[tuple[Any, Any, dict]] = collections.deque()
+        idle_since: Optional[float] = None
+        t_trainer_start: Optional[float] = None
         gen_stats = {"gen_seconds": 0.0, "swaps": 0, "chunks": 0}
-        compute_at: dict[int, dict] = {}
+        ckpt_every = cfg.checkpoint.every_steps
+        last_ckpt = self.step
 
         def snapshot() -> dict:
             self.clock.tick()
@@ -186,7 +188,6 @@ class RunCoordinator:
         if self.step == 0 and cfg.eval.at_start:
             eval_refs[w.evaluate(None, 0, cfg.seed)] = (0, snapshot())
         self.clock.start()
-        t_trainer_start = None
 
         def in_flight_groups() -> int:
             return len(groups) + sum(len(p) for _, p, _ in gen_refs.values())
@@ -195,32 +196,30 @@ class RunCoordinator:
             rank = w.least_busy(gen_refs)
             cid = self.chunk_counter
             self.chunk_counter += 1
-            ref = w.generate(rank, cid, prompts, cfg.seed * 1_000_003 + cid)
-            gen_refs[ref] = (rank, prompts, cid)
+            gen_refs[w.generate(rank, cid, prompts, cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
 
         def draw(n: int) -> list[int]:
             take, self.replay = self.replay[:n], self.replay[n:]
             return take + (self.sampler.next_prompts(n - len(take)) if n > len(take) else [])
 
         while True:
-            done_training = self.step >= self.max_steps
-            if self._stop.is_set() or time.monotonic() > deadline:
-                done_training = True
-            if done_training and train_ref is None and not eval_refs:
+            stopping = self._stop.is_set() or time.monotonic() > deadline
+            submitted = self.step + len(train_q)  # steps done or queued
+            if (self.step >= self.max_steps or stopping) and not train_q and not eval_refs:
                 break
-            if self._paused.is_set() and train_ref is None:
+            if self._paused.is_set() and not train_q:
                 self.clock.pause()
                 while self._paused.is_set() and not self._stop.is_set():
                     time.sleep(0.05)
                 self.clock.start()
                 continue
             # 1. dispatch generation
-            steps_needed = self.max_steps - self.step - (1 if train_ref is not None else 0)
-            if not done_training and not self._paused.is_set():
+            steps_needed = self.max_steps - submitted
+            if not stopping and steps_needed > 0 and not self._paused.is_set():
                 split = w.split_sizes(per_step)
                 if alg == "pipeline":
-                    lag_steps = math.ceil(in_flight_groups() / per_step) + (1 if train_ref is not None else 0)
                     ahead = min(k, max(1, cfg.generation.max_ahead_steps))
+                    lag_steps = math.ceil(in_flight_groups() / per_step) + len(train_q)
                     while (
                         lag_steps < ahead
                         and math.ceil(in_flight_groups() / per_step) < steps_needed
@@ -229,28 +228,29 @@ class RunCoordinator:
                         for n in split:
                             dispatch(draw(n))
                         lag_steps += 1
-                elif not gen_refs and not groups and train_ref is None:
-                    rounds = 1 if alg == "sync" else min(k, steps_needed)
-                    round_left = rounds
-                    for _ in range(rounds):
+                elif not gen_refs and not groups and not train_q:
+                    for _ in range(1 if alg == "sync" else min(k, steps_needed)):
                         for n in split:
                             dispatch(draw(n))
-            # 2. start a train step when a full step of groups is buffered
-            if train_ref is None and len(groups) >= per_step and not done_training:
+            # 2. queue a train step when a full step of groups is buffered
+            while (
+                len(groups) >= per_step
+                and not stopping
+                and self.step + len(train_q) < self.max_steps
+                and (not train_q or (len(train_q) < 2 and (self.step + 1) % ckpt_every != 0))
+            ):
                 batch = [groups.popleft() for _ in range(per_step)]
                 now = time.monotonic()
                 if t_trainer_start is None:
                     t_trainer_start = now
-                elif idle_since is not None:
+                elif not train_q and idle_since is not None:
                     self.counters.trainer_wait_seconds += now - idle_since
-                train_meta = {"submitted": now, "gen": dict(gen_stats)}
+                stats_ref, weights_ref = w.train(batch, self.step + len(train_q))
+                train_q.append((stats_ref, weights_ref, {"gen": dict(gen_stats)}))
                 gen_stats = {"gen_seconds": 0.0, "swaps": 0, "chunks": 0}
-                train_ref = w.train(batch, self.step)
             # 3. wait for anything to finish
-            pending = list(gen_refs) + list(eval_refs) + ([train_ref[0]] if train_ref is not None else [])
+            pending = list(gen_refs) + list(eval_refs) + ([train_q[0][0]] if train_q else [])
             if not pending:
-                if done_training:
-                    break
                 time.sleep(0.01)
                 continue
             ready, _ = ray.wait(pending, num_returns=1, timeout=0.5)
@@ -275,26 +275,27 @@ class RunCoordinator:
                     gen_stats["chunks"] += 1
                 elif ref in eval_refs:
                     step, stamp = eval_refs.pop(ref)
-                    res = ray.get(ref)
-                    self._log({**res, **stamp}, step)
+                    self._log({**ray.get(ref), **stamp}, step)
                 else:
-                    stats = ray.get(train_ref[0])
-                    weights_ref = None if stats.get("train/skipped", 0.0) else train_ref[1]
-                    train_ref = None
-                    idle_since = time.monotonic()
-                    self._finish_step(w, stats, weights_ref, train_meta, alg, gen_refs, groups)
-                    round_left -= 1
+                    stats_ref, weights_ref, meta = train_q.popleft()
+                    stats = ray.get(stats_ref)
+                    if not train_q:
+                        idle_since = time.monotonic()
                     if t_trainer_start is not None:
-                        self.counters.trainer_wall_seconds = idle_since - t_trainer_start
+                        self.counters.trainer_wall_seconds = time.monotonic() - t_trainer_start
+                    round_done = not gen_refs and not groups and not train_q
+                    self._finish_step(w, stats, None if stats.get("train/skipped") else weights_ref, meta, alg, round_done)
                     stamp = snapshot()
-                    compute_at[self.step] = stamp
                     last = self.step >= self.max_steps or self._stop.is_set() or time.monotonic() > deadline
                     if self.step % cfg.eval.every_steps == 0 or last:
                         eval_refs[w.evaluate(w.latest_weights, w.version, cfg.seed + self.step)] = (self.step, stamp)
-                    if self.step % cfg.checkpoint.every_steps == 0 or last:
+                    if not train_q and (self.step % ckpt_every == 0 or last):
                         self._checkpoint(w, list(groups), gen_refs)
+                        last_ckpt = self.step
+        if last_ckpt != self.step:
+            self._checkpoint(w, list(groups), gen_refs)
 
-    def _finish_step(self, w, stats: dict, weights_ref, meta: dict, alg: str, gen_refs, groups) -> None:
+    def _finish_step(self, w, stats: dict, weights_ref, meta: dict, alg: str, round_done: bool) -> None:
         if stats.get("train/nonfinite", 0.0) and stats.get("train/nonfinite_in_a_row", 0) >= self.cfg.train.max_nonfinite_in_a_row:
             raise RunFailed(
                 f"{int(stats['train/nonfinite_in_a_row'])} non-finite losses in a row at step {self.step + 1} "
@@ -307,7 +308,7 @@ class RunCoordinator:
             w.version += 1
             w.latest_weights = weights_ref
         # pipeline and sync push after every step; ppo-off-policy only once its round is trained
-        if w.version > w.pushed_version and (alg != "ppo-off-policy" or (not gen_refs and not groups)):
+        if w.version > w.pushed_version and (alg != "ppo-off-policy" or round_done):
             w.push_weights(w.latest_weights, w.version)
         sync_s = time.monotonic() - t_sync
         self.counters.weight_sync_seconds += sync_s
@@ -359,6 +360,8 @@ class RunCoordinator:
             "wall_seconds": c.wall_seconds,
             "samples_per_second": c.samples_trained / max(c.wall_seconds, 1e-9),
             "trainer_utilisation": c.train_seconds / max(c.trainer_wall_seconds, 1e-9),
+            "trainer_wall_seconds": c.trainer_wall_seconds,
+            "trainer_wait_seconds": c.trainer_wait_seconds,
             "staleness_max": max((r.get("train/staleness_max", 0.0) for r in self.rows), default=0.0),
             **acc.compute_metrics(c, self.n_params),
         }

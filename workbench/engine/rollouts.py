@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from workbench.engine.sampling import Completion
@@ -32,7 +33,11 @@ class Group:
 
 @dataclass
 class Chunk:
-    """One generator call's output: groups plus where and how long it took."""
+    """One generator call's output: groups plus where and how long it took.
+
+    Pickled (Ray transfers) as a few flat numpy arrays instead of thousands of small lists:
+    cheaper to send and to receive on both the coordinator and the trainer.
+    """
 
     chunk_id: int
     groups: list[Group]
@@ -42,6 +47,53 @@ class Chunk:
     prompt_tokens: int
     weight_swaps: int = 0
     meta: dict = field(default_factory=dict)
+
+    def __getstate__(self) -> dict:
+        state = {k: v for k, v in self.__dict__.items() if k != "groups"}
+        comps = [c for g in self.groups for c in g.completions]
+        cat = lambda xs, dt: np.fromiter((v for x in xs for v in x), dt)  # noqa: E731
+        state["packed"] = {
+            "group": [(g.prompt_id, g.chunk_id, g.split, len(g.completions)) for g in self.groups],
+            "correct": np.array([v for g in self.groups for v in g.correct], bool),
+            "rewards": np.array([v for g in self.groups for v in g.rewards], np.float32),
+            "p_len": np.array([len(c.prompt_tokens) for c in comps], np.int32),
+            "t_len": np.array([len(c.tokens) for c in comps], np.int32),
+            "prompt": cat((c.prompt_tokens for c in comps), np.int64),
+            "tokens": cat((c.tokens for c in comps), np.int64),
+            "logprobs": cat((c.logprobs for c in comps), np.float64),
+            "versions": cat((c.versions for c in comps), np.int64),
+            "sampled": cat((c.sampled for c in comps), bool),
+            "flags": np.array([(c.finished, c.interrupted) for c in comps], bool).reshape(-1, 2),
+        }
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        packed = state.pop("packed")
+        self.__dict__.update(state)
+        p_off = np.concatenate([[0], np.cumsum(packed["p_len"])]).tolist()
+        t_off = np.concatenate([[0], np.cumsum(packed["t_len"])]).tolist()
+        prompt, tokens = packed["prompt"].tolist(), packed["tokens"].tolist()
+        logprobs, versions = packed["logprobs"].tolist(), packed["versions"].tolist()
+        sampled, flags = packed["sampled"].tolist(), packed["flags"].tolist()
+        comps = [
+            Completion(
+                prompt_tokens=prompt[p_off[i] : p_off[i + 1]],
+                tokens=tokens[t_off[i] : t_off[i + 1]],
+                logprobs=logprobs[t_off[i] : t_off[i + 1]],
+                versions=versions[t_off[i] : t_off[i + 1]],
+                sampled=sampled[t_off[i] : t_off[i + 1]],
+                finished=flags[i][0],
+                interrupted=flags[i][1],
+            )
+            for i in range(len(packed["p_len"]))
+        ]
+        correct, rewards = packed["correct"].tolist(), packed["rewards"].tolist()
+        self.groups, at = [], 0
+        for prompt_id, chunk_id, split, n in packed["group"]:
+            self.groups.append(
+                Group(prompt_id, chunk_id, comps[at : at + n], correct[at : at + n], rewards[at : at + n], split)
+            )
+            at += n
 
 
 @dataclass
@@ -58,37 +110,37 @@ class TrainBatch:
 
 
 def build_batch(groups: list[Group], pad_id: int) -> TrainBatch:
-    seqs, rows = [], []
-    for gi, g in enumerate(groups):
-        for c, r in zip(g.completions, g.rewards):
-            seqs.append(c)
-            rows.append((gi, r))
+    seqs = [c for g in groups for c in g.completions]
     if not seqs:
         raise ValueError("build_batch: no sequences")
-    width = max(len(c.prompt_tokens) + len(c.tokens) for c in seqs)
+    rewards = [r for g in groups for r in g.rewards]
+    prompt_index = [gi for gi, g in enumerate(groups) for _ in g.completions]
     n = len(seqs)
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    attn = torch.zeros((n, width), dtype=torch.long)
-    loss_mask = torch.zeros((n, width - 1), dtype=torch.float32)
-    gen_logp = torch.zeros((n, width - 1), dtype=torch.float32)
-    versions = torch.full((n, width - 1), -1, dtype=torch.long)
+    p_len = np.fromiter((len(c.prompt_tokens) for c in seqs), np.int64, n)
+    t_len = np.fromiter((len(c.tokens) for c in seqs), np.int64, n)
+    width = int((p_len + t_len).max())
+    # numpy row assignment from lists is far cheaper than a torch.tensor per row
+    ids = np.full((n, width), pad_id, np.int64)
+    loss_mask = np.zeros((n, width - 1), np.float32)
+    gen_logp = np.zeros((n, width - 1), np.float32)
+    versions = np.full((n, width - 1), -1, np.int64)
     for i, c in enumerate(seqs):
-        p, t = len(c.prompt_tokens), len(c.tokens)
-        ids[i, : p + t] = torch.tensor(c.prompt_tokens + c.tokens, dtype=torch.long)
-        attn[i, : p + t] = 1
+        p, t = p_len[i], t_len[i]
+        ids[i, : p + t] = c.prompt_tokens + c.tokens
         if t:
             # position p-1 predicts the first completion token
-            loss_mask[i, p - 1 : p - 1 + t] = torch.tensor(c.sampled, dtype=torch.float32)
-            gen_logp[i, p - 1 : p - 1 + t] = torch.tensor(c.logprobs, dtype=torch.float32)
-            versions[i, p - 1 : p - 1 + t] = torch.tensor(c.versions, dtype=torch.long)
+            loss_mask[i, p - 1 : p - 1 + t] = c.sampled
+            gen_logp[i, p - 1 : p - 1 + t] = c.logprobs
+            versions[i, p - 1 : p - 1 + t] = c.versions
+    attn = (np.arange(width)[None, :] < (p_len + t_len)[:, None]).astype(np.int64)
     return TrainBatch(
-        input_ids=ids,
-        attention_mask=attn,
-        loss_mask=loss_mask,
-        gen_logp=gen_logp,
-        versions=versions,
-        rewards=torch.tensor([r for _, r in rows], dtype=torch.float32),
-        prompt_index=torch.tensor([gi for gi, _ in rows], dtype=torch.long),
-        lengths=torch.tensor([len(c.tokens) for c in seqs], dtype=torch.long),
+        input_ids=torch.from_numpy(ids),
+        attention_mask=torch.from_numpy(attn),
+        loss_mask=torch.from_numpy(loss_mask),
+        gen_logp=torch.from_numpy(gen_logp),
+        versions=torch.from_numpy(versions),
+        rewards=torch.tensor(rewards, dtype=torch.float32),
+        prompt_index=torch.tensor(prompt_index, dtype=torch.long),
+        lengths=torch.from_numpy(t_len),
         truncated=torch.tensor([not c.finished for c in seqs], dtype=torch.bool),
     )

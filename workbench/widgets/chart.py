@@ -80,6 +80,22 @@ def session_chart(
         alt.Chart(data).mark_text(align="right", dx=-8, dy=-10, color=FORECAST_COLOR).encode(x=xe, y="score:Q", text="label:N"),
     ]
     chart.layer = list(chart.layer) + extra
+    return clip_marks(chart)
+
+
+def clip_marks(chart: Any) -> Any:
+    """Clip every mark of a layered chart to the plot area, in place; returns the chart.
+
+    A fit whose C_mid lies far outside the drawn compute range (a fit that did not converge)
+    would otherwise place its marker far off the axis, and Vega's autosize would shift the
+    whole plot to make room for it."""
+    import altair as alt
+
+    for layer in chart.layer:
+        if isinstance(layer.mark, str):
+            layer.mark = alt.MarkDef(type=layer.mark, clip=True)
+        else:
+            layer.mark.clip = True
     return chart
 
 

@@ -51,8 +51,9 @@ def write_fit_artifacts(fit: Any, folder: Path, *, title: str, x: str) -> list[P
     paths[0].write_text(fit.to_json(indent=1))
     try:
         from workbench.scaling.charts import chart_fit, save_chart
+        from workbench.widgets.chart import clip_marks
 
-        chart = chart_fit(fit, title=title, x_title=x, y_title="val/pass_rate")
+        chart = clip_marks(chart_fit(fit, title=title, x_title=x, y_title="val/pass_rate"))
         paths += [save_chart(chart, folder / "fit.html"), save_chart(chart, folder / "fit.png")]
     except Exception as e:  # noqa: BLE001 - see docstring
         (folder / "chart_error.txt").write_text(f"{type(e).__name__}: {e}")
