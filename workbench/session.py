@@ -72,20 +72,11 @@ def _quiet(logger: str):
 class Session:
     """One run: see the module docstring. Metric rows are kept here, polled incrementally."""
 
-    def __init__(
-        self,
-        config: str | Path | None = None,
-        *,
-        recipe: str | None = None,
-        overrides: dict[str, Any] | list[str] | None = None,
-        name: str | None = None,
-        tracking: bool = True,
-        experiment: str = "workbench",
-        x: str = "compute/device_hours",
-        tracking_uri: str | None = None,
-        run_id: str | None = None,
-        parent_run_id: str | None = None,
-    ):
+    def __init__(self, config: str | Path | None = None, *, recipe: str | None = None,
+                 overrides: dict[str, Any] | list[str] | None = None, name: str | None = None, tracking: bool = True,
+                 experiment: str = "workbench", x: str = "compute/device_hours", tracking_uri: str | None = None,
+                 run_id: str | None = None, parent_run_id: str | None = None):
+        """See the module docstring; `run_id` logs into an existing MLflow run (a sweep's child)."""
         if x not in X_COLUMNS:
             raise UserError(f"x must be one of {list(X_COLUMNS)}, not {x!r}")
         items = override_items(overrides)
@@ -113,13 +104,8 @@ class Session:
 
     def _init_state(self, cfg: RunConfig, *, tracking: bool, experiment: str, x: str, tracking_uri: str | None,
                     run_id: str | None, parent_run_id: str | None) -> None:
-        self.cfg = cfg
-        self.tracking = tracking
-        self.experiment = experiment
-        self.x = x
-        self.tracking_uri = tracking_uri
-        self.run_id = run_id
-        self.parent_run_id = parent_run_id
+        self.cfg, self.tracking, self.experiment, self.x = cfg, tracking, experiment, x
+        self.tracking_uri, self.run_id, self.parent_run_id = tracking_uri, run_id, parent_run_id
         self.handle: Any = None  # workbench.engine.launch.RunHandle once started
         self.max_steps = cfg.train.max_steps
         self._rows: list[dict[str, Any]] = []
@@ -177,8 +163,10 @@ class Session:
         try:
             handle = launch(self.cfg, detached=True, resume=self._resume, build_model=False)
         except BaseException:
-            if created:
-                self._end_mlflow_run("FAILED")
+            if created:  # the run never started: say so in MLflow
+                from workbench.tracking.store import end_run
+
+                end_run(self.run_id, "FAILED", self.tracking_uri)
             raise
         if self._resume:
             # the Coordinator truncated metrics.jsonl to its checkpoint: that is the curve so far
@@ -218,14 +206,6 @@ class Session:
         self.cfg = dataclasses.replace(self.cfg, tracking=tr)
         return created
 
-    def _end_mlflow_run(self, status: str) -> None:
-        from workbench.tracking import store
-
-        try:
-            store.end_run(self.run_id, status, self.tracking_uri)
-        except Exception:  # noqa: BLE001 - best effort while reporting another error
-            pass
-
     def _require_started(self, what: str) -> None:
         if not self.started and self._finished:
             raise UserError(f"cannot {what}: session '{self.name}' is a read-only view of a run folder (Session.open)")
@@ -234,17 +214,16 @@ class Session:
 
     def pause(self) -> None:
         """Pause after the trainer step in flight; compute stops counting while paused."""
-        self._require_started("pause")
         self._require_live("pause")
         self.handle.pause()
 
     def resume(self) -> None:
         """Continue a paused run (to continue a stopped run, use Session.resume_from)."""
-        self._require_started("resume")
         self._require_live("resume")
         self.handle.resume()
 
     def _require_live(self, what: str) -> None:
+        self._require_started(what)
         if self._finished or self._is_done():
             raise UserError(f"cannot {what}: run '{self.name}' has ended ({self._last_status.get('status')})")
 

@@ -95,3 +95,24 @@ def test_evaluator_reports_mean_pass_rate_over_samples(cfg):
     res = ev.evaluate(None, 0, num_prompts=10, k=2, seed=0)
     assert res["val/prompts"] == 10 and res["val/samples_per_prompt"] == 2
     assert 0.0 <= res["val/pass_rate"] <= res["val/pass_at_k"] <= 1.0
+
+
+def test_run_stops_after_too_many_nonfinite_updates_in_a_row(cfg):
+    from workbench.config import run_config_from_dict
+    from workbench.configtools import to_dict
+    from workbench.engine.coordinator import RunCoordinator, RunFailed
+
+    cfg = run_config_from_dict(to_dict(cfg), {"train.max_nonfinite_in_a_row": 2})
+    coord = RunCoordinator(cfg, resume=False)
+
+    class NoWorkers:  # _finish_step only needs the version bookkeeping
+        version = pushed_version = 0
+        latest_weights = None
+        num_generators = 1
+
+    coord.clock = type("C", (), {"tick": lambda self: None})()
+    skipped = {"train/skipped": 1.0, "train/nonfinite": 1.0}
+    coord._finish_step(NoWorkers(), {**skipped, "train/nonfinite_in_a_row": 1.0}, None, {"gen": {"gen_seconds": 0, "swaps": 0}}, "pipeline", False)
+    assert coord.step == 1 and coord.rows[-1]["train/nonfinite"] == 1.0  # logged, run goes on
+    with pytest.raises(RunFailed, match="2 non-finite losses in a row"):
+        coord._finish_step(NoWorkers(), {**skipped, "train/nonfinite_in_a_row": 2.0}, None, {"gen": {"gen_seconds": 0, "swaps": 0}}, "pipeline", False)

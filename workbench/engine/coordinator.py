@@ -219,7 +219,8 @@ class RunCoordinator:
                 split = w.split_sizes(per_step)
                 if alg == "pipeline":
                     ahead = min(k, max(1, cfg.generation.max_ahead_steps))
-                    lag_steps = math.ceil(in_flight_groups() / per_step) + len(train_q)
+                    # the step the trainer is running does not count; one queued behind it does
+                    lag_steps = math.ceil(in_flight_groups() / per_step) + max(0, len(train_q) - 1)
                     while (
                         lag_steps < ahead
                         and math.ceil(in_flight_groups() / per_step) < steps_needed
