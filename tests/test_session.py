@@ -278,3 +278,17 @@ def test_open_views_a_run_folder_without_ray(tmp_path):
     assert s.fit().n == 5
     with pytest.raises(UserError, match="read-only"):
         s.stop()
+
+
+def test_curve_is_ordered_by_step_when_evaluations_arrive_out_of_order(tmp_path):
+    import json
+
+    folder = tmp_path / "ooo"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"name": "ooo"}))
+    steps = [0, 4, 2, 6, 8]  # the evaluation of step 4 finished before that of step 2
+    rows = [{"step": s, "val/pass_rate": 0.1 + 0.01 * s, "compute/device_hours": 0.001 * s} for s in steps]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = Session.open(folder)
+    assert list(s.curve["step"]) == [0, 2, 4, 6, 8]
+    assert s.fit().n == 4  # the fit needs compute in increasing order

@@ -367,7 +367,9 @@ class Session:
             }
             for r in self._evals()
         ]
-        return pd.DataFrame(data, columns=CURVE_COLUMNS)
+        # evaluations finish out of order (a later one can be logged first); a resume may repeat one
+        frame = pd.DataFrame(data, columns=CURVE_COLUMNS).sort_values("step", kind="stable")
+        return frame.drop_duplicates("step", keep="last").reset_index(drop=True)
 
     @property
     def history(self) -> pd.DataFrame:

@@ -49,3 +49,11 @@ def test_build_batch_aligns_log_probs_versions_and_loss_mask():
     assert b.versions.tolist()[0] == [-1, -1, 3, 3, 4]
     assert b.prompt_index.tolist() == [0, 0, 1] and b.rewards.tolist() == [1.0, -1.0, -1.0]
     assert b.truncated.tolist() == [False, True, True] and b.lengths.tolist() == [3, 2, 0]
+
+
+def test_step_groups_travel_packed_too():
+    from workbench.engine.rollouts import StepGroups
+
+    groups = make_chunk().groups
+    back = pickle.loads(pickle.dumps(StepGroups(groups)))
+    assert [g.completions for g in back.groups] == [g.completions for g in groups]

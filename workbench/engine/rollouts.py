@@ -31,13 +31,69 @@ class Group:
         return sum(self.correct) / max(1, len(self.correct))
 
 
-@dataclass
-class Chunk:
-    """One generator call's output: groups plus where and how long it took.
+def pack_groups(groups: list[Group]) -> dict:
+    """Groups as a few flat numpy arrays: far cheaper to pickle than thousands of small lists."""
+    comps = [c for g in groups for c in g.completions]
+    cat = lambda xs, dt: np.fromiter((v for x in xs for v in x), dt)  # noqa: E731
+    return {
+        "group": [(g.prompt_id, g.chunk_id, g.split, len(g.completions)) for g in groups],
+        "correct": np.array([v for g in groups for v in g.correct], bool),
+        "rewards": np.array([v for g in groups for v in g.rewards], np.float32),
+        "p_len": np.array([len(c.prompt_tokens) for c in comps], np.int32),
+        "t_len": np.array([len(c.tokens) for c in comps], np.int32),
+        "prompt": cat((c.prompt_tokens for c in comps), np.int64),
+        "tokens": cat((c.tokens for c in comps), np.int64),
+        "logprobs": cat((c.logprobs for c in comps), np.float64),
+        "versions": cat((c.versions for c in comps), np.int64),
+        "sampled": cat((c.sampled for c in comps), bool),
+        "flags": np.array([(c.finished, c.interrupted) for c in comps], bool).reshape(-1, 2),
+    }
 
-    Pickled (Ray transfers) as a few flat numpy arrays instead of thousands of small lists:
-    cheaper to send and to receive on both the coordinator and the trainer.
-    """
+
+def unpack_groups(packed: dict) -> list[Group]:
+    p_off = np.concatenate([[0], np.cumsum(packed["p_len"])]).tolist()
+    t_off = np.concatenate([[0], np.cumsum(packed["t_len"])]).tolist()
+    prompt, tokens = packed["prompt"].tolist(), packed["tokens"].tolist()
+    logprobs, versions = packed["logprobs"].tolist(), packed["versions"].tolist()
+    sampled, flags = packed["sampled"].tolist(), packed["flags"].tolist()
+    comps = [
+        Completion(
+            prompt_tokens=prompt[p_off[i] : p_off[i + 1]],
+            tokens=tokens[t_off[i] : t_off[i + 1]],
+            logprobs=logprobs[t_off[i] : t_off[i + 1]],
+            versions=versions[t_off[i] : t_off[i + 1]],
+            sampled=sampled[t_off[i] : t_off[i + 1]],
+            finished=flags[i][0],
+            interrupted=flags[i][1],
+        )
+        for i in range(len(packed["p_len"]))
+    ]
+    correct, rewards = packed["correct"].tolist(), packed["rewards"].tolist()
+    groups, at = [], 0
+    for prompt_id, chunk_id, split, n in packed["group"]:
+        groups.append(Group(prompt_id, chunk_id, comps[at : at + n], correct[at : at + n], rewards[at : at + n], split))
+        at += n
+    return groups
+
+
+class _PackedGroups:
+    """Pickles its `groups` packed (Ray transfers between generator, coordinator and trainer)."""
+
+    groups: list[Group]
+
+    def __getstate__(self) -> dict:
+        state = {k: v for k, v in self.__dict__.items() if k != "groups"}
+        state["packed"] = pack_groups(self.groups)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.groups = unpack_groups(state.pop("packed"))
+        self.__dict__.update(state)
+
+
+@dataclass
+class Chunk(_PackedGroups):
+    """One generator call's output: groups plus where and how long it took."""
 
     chunk_id: int
     groups: list[Group]
@@ -48,52 +104,12 @@ class Chunk:
     weight_swaps: int = 0
     meta: dict = field(default_factory=dict)
 
-    def __getstate__(self) -> dict:
-        state = {k: v for k, v in self.__dict__.items() if k != "groups"}
-        comps = [c for g in self.groups for c in g.completions]
-        cat = lambda xs, dt: np.fromiter((v for x in xs for v in x), dt)  # noqa: E731
-        state["packed"] = {
-            "group": [(g.prompt_id, g.chunk_id, g.split, len(g.completions)) for g in self.groups],
-            "correct": np.array([v for g in self.groups for v in g.correct], bool),
-            "rewards": np.array([v for g in self.groups for v in g.rewards], np.float32),
-            "p_len": np.array([len(c.prompt_tokens) for c in comps], np.int32),
-            "t_len": np.array([len(c.tokens) for c in comps], np.int32),
-            "prompt": cat((c.prompt_tokens for c in comps), np.int64),
-            "tokens": cat((c.tokens for c in comps), np.int64),
-            "logprobs": cat((c.logprobs for c in comps), np.float64),
-            "versions": cat((c.versions for c in comps), np.int64),
-            "sampled": cat((c.sampled for c in comps), bool),
-            "flags": np.array([(c.finished, c.interrupted) for c in comps], bool).reshape(-1, 2),
-        }
-        return state
 
-    def __setstate__(self, state: dict) -> None:
-        packed = state.pop("packed")
-        self.__dict__.update(state)
-        p_off = np.concatenate([[0], np.cumsum(packed["p_len"])]).tolist()
-        t_off = np.concatenate([[0], np.cumsum(packed["t_len"])]).tolist()
-        prompt, tokens = packed["prompt"].tolist(), packed["tokens"].tolist()
-        logprobs, versions = packed["logprobs"].tolist(), packed["versions"].tolist()
-        sampled, flags = packed["sampled"].tolist(), packed["flags"].tolist()
-        comps = [
-            Completion(
-                prompt_tokens=prompt[p_off[i] : p_off[i + 1]],
-                tokens=tokens[t_off[i] : t_off[i + 1]],
-                logprobs=logprobs[t_off[i] : t_off[i + 1]],
-                versions=versions[t_off[i] : t_off[i + 1]],
-                sampled=sampled[t_off[i] : t_off[i + 1]],
-                finished=flags[i][0],
-                interrupted=flags[i][1],
-            )
-            for i in range(len(packed["p_len"]))
-        ]
-        correct, rewards = packed["correct"].tolist(), packed["rewards"].tolist()
-        self.groups, at = [], 0
-        for prompt_id, chunk_id, split, n in packed["group"]:
-            self.groups.append(
-                Group(prompt_id, chunk_id, comps[at : at + n], correct[at : at + n], rewards[at : at + n], split)
-            )
-            at += n
+@dataclass
+class StepGroups(_PackedGroups):
+    """The groups of one optimizer step, as sent to the trainer."""
+
+    groups: list[Group]
 
 
 @dataclass

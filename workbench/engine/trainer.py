@@ -20,7 +20,7 @@ import torch
 
 from workbench.config import RunConfig
 from workbench.engine.logs import quiet_hf
-from workbench.engine.rollouts import Group, build_batch
+from workbench.engine.rollouts import Group, StepGroups, build_batch
 from workbench.rl.advantages import group_advantages, zero_variance_keep
 from workbench.rl.aggregation import aggregation_weights
 from workbench.rl.head import causal_lm_forward, token_entropy, token_logprobs
@@ -86,9 +86,11 @@ class Trainer:
         return {"version": self.version, "num_params": self.num_params, "device": self.device}
 
     # -- one step ------------------------------------------------------------------------
-    def train_step(self, groups: list[Group], step: int) -> tuple[dict[str, float], Any]:
+    def train_step(self, groups: list[Group] | StepGroups, step: int) -> tuple[dict[str, float], Any]:
         """Train on `groups`; returns (stats, new weights or None when the update was skipped)."""
         t0 = time.perf_counter()
+        if isinstance(groups, StepGroups):
+            groups = groups.groups
         recipe, tcfg = self.cfg.recipe, self.cfg.train
         k = recipe.off_policy.k
         stats: dict[str, float] = {"train/groups": float(len(groups))}

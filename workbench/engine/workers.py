@@ -14,6 +14,7 @@ import ray
 
 from workbench.config import RunConfig
 from workbench.engine.generator import CONCURRENCY_GROUPS, Evaluator, Generator
+from workbench.engine.rollouts import StepGroups
 from workbench.engine.trainer import Trainer
 
 
@@ -56,7 +57,7 @@ class Workers:
         return self.generators[rank].generate.remote(chunk_id, prompts, n, seed, self.in_flight)
 
     def train(self, groups: list, step: int):
-        return self.trainer.train_step.options(num_returns=2).remote(groups, step)
+        return self.trainer.train_step.options(num_returns=2).remote(StepGroups(groups), step)
 
     def evaluate(self, weights_ref, version: int, seed: int):
         e = self.cfg.eval
