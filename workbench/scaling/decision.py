@@ -98,6 +98,10 @@ def scaling_gain(
     verdict = (
         f"{word}: scaling {current:.4g} -> {budget:.4g} ({budget / current:.3g}x) is expected to move the score "
         f"{now:.4f} -> {then:.4f}, gain {gain:+.4f} ({pct} CI [{g_lo:+.4f}, {g_hi:+.4f}]) against a minimum of {min_gain:g}; "
-        f"{share:.0%} of the remaining headroom to A = {fit.A:.4f}"
+        + (
+            f"{share:.0%} of the remaining headroom to A = {fit.A:.4f}"
+            if math.isfinite(share)
+            else f"the curve is already at its fitted asymptote A = {fit.A:.4f}"
+        )
     )
     return ScalingGain(current, float(budget), now, then, lo, hi, gain, g_lo, g_hi, headroom, share, level, min_gain, worth, verdict)
