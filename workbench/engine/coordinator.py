@@ -19,10 +19,8 @@ from __future__ import annotations
 import collections
 import json
 import math
-import shutil
 import threading
 import time
-from pathlib import Path
 from typing import Any, Optional
 
 import ray

@@ -55,6 +55,10 @@ class Generator:
         self.task = load_task(cfg.task)
         self.model, self.tokenizer = load_policy(cfg.model, self.task, device=self.device, dtype=dtype, progress=False)
         self.model.eval()
+        self._init_bookkeeping()
+
+    def _init_bookkeeping(self) -> None:
+        """State every backend shares: ids, the weight slot, prompt cache, length control."""
         self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id
         self.version = 0
@@ -63,11 +67,11 @@ class Generator:
         self._swaps = 0
         self._prompt_cache: dict[tuple[str, int], list[int]] = {}
         self._interruption = None
-        lc = cfg.recipe.length_control
+        lc = self.cfg.recipe.length_control
         if lc.type == "interrupt":
             from workbench.rl.length import ForcedInterruption
 
-            self._interruption = ForcedInterruption.from_config(lc, cfg.generation.max_new_tokens, self.tokenizer)
+            self._interruption = ForcedInterruption.from_config(lc, self.cfg.generation.max_new_tokens, self.tokenizer)
 
     # -- weights (io group: runs while a generate call is decoding) ------------------------
     @_io

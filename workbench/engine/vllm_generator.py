@@ -28,7 +28,6 @@ import dataclasses
 import gc
 import logging
 import os
-import threading
 import time
 import types
 from dataclasses import dataclass
@@ -371,18 +370,8 @@ class VllmGenerator(Evaluator):
         self.device = "cuda"
         self.task = load_task(cfg.task)
         model_dir, self.tokenizer = _model_dir(cfg, self.task)
-        self.eos_id, self.pad_id = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
         # The torch Generator's bookkeeping (its helpers and set_weights/_apply_pending use it).
-        self.version = 0
-        self._pending: Optional[tuple[dict, int]] = None
-        self._lock = threading.Lock()
-        self._swaps = 0
-        self._prompt_cache: dict[tuple[str, int], list[int]] = {}
-        self._interruption = None
-        if cfg.recipe.length_control.type == "interrupt":
-            from workbench.rl.length import ForcedInterruption
-
-            self._interruption = ForcedInterruption.from_config(cfg.recipe.length_control, cfg.generation.max_new_tokens, self.tokenizer)
+        self._init_bookkeeping()
 
         dtype = _DTYPES[resolve_dtype(cfg.model.dtype, "cuda")]  # same rule as the trainer
         self.vllm_version = getattr(vllm, "__version__", "")
