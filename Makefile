@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[dev]"
+	$(VENV)/bin/workbench kernel install  # the `workbench` Jupyter kernel, into the venv
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -20,7 +20,7 @@ from workbench.configtools import (
     set_dotted,
     to_dict,
 )
-from workbench.rl.recipe import RecipeConfig, recipe_from_value
+from workbench.rl.recipe import RecipeConfig, recipe_from_value, swap_recipe
 
 
 @dataclass
@@ -154,7 +154,8 @@ def run_config_from_dict(data: dict[str, Any], overrides: list[str] | dict[str, 
     # A whole-recipe swap goes first, so that recipe.x=y overrides apply on top of it.
     for key, value in items:
         if key == "recipe":
-            data["recipe"] = value
+            # keep this config's own recipe tweaks that the new preset does not itself change
+            data["recipe"] = swap_recipe(data.get("recipe"), value) if isinstance(value, str) else value
     data = _resolve_recipe(data)
     for key, value in items:
         if key != "recipe":

@@ -2,7 +2,7 @@
 
     curve = eval_curve(rows, x="compute/device_hours")   # (compute, pass rate) from metric rows
     fit = fit_run(rows)                                  # SigmoidFit, R0 = the step-0 evaluation
-    write_report(out_dir)                                # fit.json + curve.html/png next to metrics.jsonl
+    write_report(out_dir)                                # fit.json + fit.html/png next to metrics.jsonl
 """
 
 from __future__ import annotations
@@ -35,19 +35,33 @@ def fit_run(rows: list[dict[str, Any]], x: str = "compute/device_hours", fit_fro
     return fit_sigmoid(compute, score, fit_from=fit_from, **kw)
 
 
+def write_fit_artifacts(fit: Any, folder: Path, *, title: str, x: str) -> list[Path]:
+    """fit.json (reloadable with SigmoidFit.from_json), fit.html (offline) and fit.png in `folder`.
+
+    A chart that cannot be drawn leaves chart_error.txt instead: the fit itself is never lost."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / "fit.json"]
+    paths[0].write_text(fit.to_json(indent=1))
+    try:
+        from workbench.scaling.charts import chart_fit, save_chart
+
+        chart = chart_fit(fit, title=title, x_title=x, y_title="val/pass_rate")
+        paths += [save_chart(chart, folder / "fit.html"), save_chart(chart, folder / "fit.png")]
+    except Exception as e:  # noqa: BLE001 - see docstring
+        (folder / "chart_error.txt").write_text(f"{type(e).__name__}: {e}")
+    return paths
+
+
 def write_report(out_dir: str | Path, x: str = "compute/device_hours", charts: bool = True) -> dict[str, Any]:
-    """Fit the run in `out_dir`; write fit.json (and curve.html / curve.png). Returns a summary."""
+    """Fit the run in `out_dir`; write fit.json (and fit.html / fit.png) there. Returns a summary."""
     out = Path(out_dir)
     rows = read_jsonl(out / "metrics.jsonl")
     fit = fit_run(rows, x)
-    (out / "fit.json").write_text(fit.to_json(indent=2))
-    files = [str(out / "fit.json")]
     if charts:
-        from workbench.scaling.charts import chart_fit, save_chart
-
-        chart = chart_fit(fit, title=f"{out.name}: validation pass rate vs {x}", x_title=x, y_title="val/pass_rate")
-        for suffix in (".html", ".png"):
-            files.append(str(save_chart(chart, out / f"curve{suffix}")))
+        files = write_fit_artifacts(fit, out, title=f"{out.name}: validation pass rate vs {x}", x=x)
+    else:
+        (out / "fit.json").write_text(fit.to_json(indent=1))
+        files = [out / "fit.json"]
     compute, score = eval_curve(rows, x)
     return {
         "A": fit.A,
@@ -61,7 +75,7 @@ def write_report(out_dir: str | Path, x: str = "compute/device_hours", charts: b
         "converged": fit.converged,
         "reason": fit.reason,
         "gain": float(score[-1] - score[0]),
-        "files": files,
+        "files": [str(f) for f in files],
     }
 
 

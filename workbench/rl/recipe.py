@@ -147,3 +147,23 @@ def load_recipe(name: str, overrides: dict[str, Any] | None = None) -> RecipeCon
     """The preset `name` (file recipes/NAME.yaml, with its `base:` chain), plus dotted overrides."""
     recipe = from_dict(RecipeConfig, _recipe_dict(name), f"recipe '{name}'")
     return validate_recipe(apply_overrides(recipe, overrides or {}))
+
+
+def swap_recipe(file_recipe: Any, name: str) -> Any:
+    """The `recipe` value that puts preset `name` under a config file's own recipe adjustments.
+
+    quickstart.yaml says `recipe: {base: scalerl, length_control: {type: none}}`. Swapping in
+    `scalerl-loo-no-fp32` keeps `length_control: none` (that preset leaves it as scalerl has it),
+    while `scalerl-loo-length-penalty` wins on length_control (changing it is its point). A file
+    recipe that is a plain preset name is simply replaced.
+    """
+    from workbench.configtools import flatten, set_dotted, to_dict
+
+    if not isinstance(file_recipe, dict) or "base" not in file_recipe:
+        return name
+    old, new = flatten(to_dict(load_recipe(file_recipe["base"]))), flatten(to_dict(load_recipe(name)))
+    out: dict[str, Any] = {"base": name}
+    for key, value in flatten({k: v for k, v in file_recipe.items() if k not in ("base", "name")}).items():
+        if new.get(key) == old.get(key):
+            set_dotted(out, key, value)
+    return out

@@ -116,7 +116,7 @@ def chart_fit(
     layers.append(alt.Chart(cm).mark_point(shape="diamond", size=90, filled=True, color="#555").encode(x=x, y="score:Q"))
     layers.append(alt.Chart(cm).mark_text(align="left", dx=6, dy=10, color="#555").encode(x=x, y="score:Q", text="label:N"))
     subtitle = f"B = {fit.B:.2f} [{fit.B_ci[0]:.2f}, {fit.B_ci[1]:.2f}], R² = {fit.r2:.3f}, n = {fit.n}" + ("" if fit.converged else " - NOT CONVERGED")
-    return alt.layer(*layers).properties(
+    return clip_marks(alt.layer(*layers)).properties(
         title=alt.TitleParams(title or "scaling fit", subtitle=subtitle), width=width, height=height
     )
 
@@ -158,7 +158,7 @@ def chart_overlay(
             alt.Chart(alt.Data(values=pts)).mark_circle(size=24, opacity=0.6).encode(x=x, y="score:Q", color=color, tooltip=["recipe:N", "compute:Q", "score:Q"])
         )
     layers.append(alt.Chart(alt.Data(values=asym)).mark_rule(strokeDash=[6, 4]).encode(y="A:Q", color=color))
-    return alt.layer(*layers).properties(title=title or "scaling fits", width=width, height=height)
+    return clip_marks(alt.layer(*layers)).properties(title=title or "scaling fits", width=width, height=height)
 
 
 def save_chart(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> Path:
@@ -176,3 +176,19 @@ def save_chart(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -
     else:
         chart.save(str(path))
     return path
+
+
+def clip_marks(chart: Any) -> Any:
+    """Clip every mark of a layered chart to the plot area, in place; returns the chart.
+
+    A fit whose C_mid lies far outside the drawn compute range (a fit that did not converge)
+    would otherwise place its marker far off the axis, and Vega's autosize would shift the
+    whole plot to make room for it."""
+    import altair as alt
+
+    for layer in chart.layer:
+        if isinstance(layer.mark, str):
+            layer.mark = alt.MarkDef(type=layer.mark, clip=True)
+        else:
+            layer.mark.clip = True
+    return chart

@@ -58,7 +58,7 @@ def session_chart(
             .properties(title=alt.TitleParams(title, subtitle=f"{len(data)} point(s): the fit needs 4"),
                         width=width, height=height)
         )
-    from workbench.scaling.charts import chart_fit
+    from workbench.scaling.charts import chart_fit, clip_marks
 
     latest = float(fit.compute[fit.compute > 0].max())
     if budget is None or not budget > latest:
@@ -81,22 +81,6 @@ def session_chart(
     ]
     chart.layer = list(chart.layer) + extra
     return clip_marks(chart)
-
-
-def clip_marks(chart: Any) -> Any:
-    """Clip every mark of a layered chart to the plot area, in place; returns the chart.
-
-    A fit whose C_mid lies far outside the drawn compute range (a fit that did not converge)
-    would otherwise place its marker far off the axis, and Vega's autosize would shift the
-    whole plot to make room for it."""
-    import altair as alt
-
-    for layer in chart.layer:
-        if isinstance(layer.mark, str):
-            layer.mark = alt.MarkDef(type=layer.mark, clip=True)
-        else:
-            layer.mark.clip = True
-    return chart
 
 
 def to_svg(chart: Any) -> str:

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.report import write_fit_artifacts  # noqa: F401  (re-exported)
 from workbench.errors import UserError
 
 
@@ -40,24 +41,6 @@ def forecast_from_fit(fit: Any, budget: float, *, x: str = "compute/device_hours
     else:
         out["verdict"] = f"budget {budget:g} is not past the current compute {current:g}: no gain to forecast"
     return out
-
-
-def write_fit_artifacts(fit: Any, folder: Path, *, title: str, x: str) -> list[Path]:
-    """fit.json (reloadable with SigmoidFit.from_json), fit.html (offline) and fit.png in `folder`.
-
-    A chart that cannot be drawn leaves chart_error.txt instead: the fit itself is never lost."""
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / "fit.json"]
-    paths[0].write_text(fit.to_json(indent=1))
-    try:
-        from workbench.scaling.charts import chart_fit, save_chart
-        from workbench.widgets.chart import clip_marks
-
-        chart = clip_marks(chart_fit(fit, title=title, x_title=x, y_title="val/pass_rate"))
-        paths += [save_chart(chart, folder / "fit.html"), save_chart(chart, folder / "fit.png")]
-    except Exception as e:  # noqa: BLE001 - see docstring
-        (folder / "chart_error.txt").write_text(f"{type(e).__name__}: {e}")
-    return paths
 
 
 def fit_metrics(fit: Any) -> dict[str, float]:

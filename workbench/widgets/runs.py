@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from workbench.rl.recipe import swap_recipe  # noqa: F401  (re-exported: Session and tests use it here)
+
 import json
 import time
 import uuid
@@ -36,27 +38,6 @@ def override_items(overrides: dict[str, Any] | list[str] | None) -> dict[str, An
     raise UserError(
         f"overrides must be a dict {{'train.lr': 1e-4}} or a list of 'key=value' strings, not {type(overrides).__name__}"
     )
-
-
-def swap_recipe(file_recipe: Any, name: str) -> Any:
-    """The `recipe` value that puts preset `name` under a config file's own recipe adjustments.
-
-    quickstart.yaml says `recipe: {base: scalerl, length_control: {type: none}}`. Swapping in
-    `scalerl-loo-no-fp32` keeps `length_control: none` (that preset leaves it as scalerl has it),
-    while `scalerl-loo-length-penalty` wins on length_control (changing it is its point). A file
-    recipe that is a plain preset name is simply replaced.
-    """
-    from workbench.configtools import flatten, set_dotted, to_dict
-    from workbench.rl.recipe import load_recipe
-
-    if not isinstance(file_recipe, dict) or "base" not in file_recipe:
-        return name
-    old, new = flatten(to_dict(load_recipe(file_recipe["base"]))), flatten(to_dict(load_recipe(name)))
-    out: dict[str, Any] = {"base": name}
-    for key, value in flatten({k: v for k, v in file_recipe.items() if k not in ("base", "name")}).items():
-        if new.get(key) == old.get(key):
-            set_dotted(out, key, value)
-    return out
 
 
 def unique_name(base: str) -> str:
