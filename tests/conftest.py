@@ -19,12 +19,26 @@ HELPERS = Path(__file__).resolve().parent / "helpers"
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [str(HELPERS), os.environ.get("PYTHONPATH", "")] if p)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_cluster_state(tmp_path_factory):
+    """Sessions (also in notebook kernels the tests start) record their own Ray cluster here;
+    whatever cluster they started is shut down when the test session ends."""
+    state = tmp_path_factory.mktemp("workbench-state")
+    os.environ["WORKBENCH_STATE_DIR"] = str(state)
+    yield state
+    from workbench.engine import cluster
+
+    for address in cluster.started_addresses():
+        cluster.stop(address)
+
+
 @pytest.fixture(scope="session")
 def ray_cluster():
     import ray
 
     if not ray.is_initialized():
         ray.init(
+            address="local",  # never a cluster some `ray start` left recorded on this machine
             num_cpus=2,
             namespace="workbench",
             include_dashboard=False,

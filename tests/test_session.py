@@ -35,7 +35,7 @@ def ray_cluster():
     if ray.is_initialized():  # another module's cluster: share it, leave it running
         yield
         return
-    ray.init(num_cpus=4, namespace="workbench", include_dashboard=False, logging_level="ERROR")
+    ray.init(address="local", num_cpus=4, namespace="workbench", include_dashboard=False, logging_level="ERROR")
     yield
     ray.shutdown()
 

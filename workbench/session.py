@@ -138,7 +138,8 @@ class Session:
     # ------------------------------------------------------------------ lifecycle
     def start(self, max_steps: int | None = None, max_minutes: float | None = None) -> "Session":
         """Create the MLflow run, launch the engine (a detached, named Ray actor) and return at once."""
-        from workbench.engine.launch import launch
+        from workbench.engine import cluster
+        from workbench.engine.launch import launch, required_resources
 
         if self.started:
             raise UserError(
@@ -161,6 +162,13 @@ class Session:
             )
         created = self._open_mlflow_run()
         try:
+            # a cluster of its own, not the kernel's: the run then survives a kernel restart
+            need = required_resources(self.cfg)
+            cluster.connect(
+                num_cpus=max(os.cpu_count() or 1, math.ceil(need["CPU"])),
+                num_gpus=self.cfg.resources.num_gpus,
+                address=self.cfg.resources.ray_address,
+            )
             handle = launch(self.cfg, detached=True, resume=self._resume, build_model=False)
         except BaseException:
             if created:  # the run never started: say so in MLflow
@@ -481,20 +489,13 @@ class Session:
     def attach(cls, name: str, *, tracking: bool = True, x: str = "compute/device_hours") -> "Session":
         """Reconnect to the live run `name` (e.g. after a kernel restart).
 
-        The run must live on a Ray cluster that outlived the kernel: set RAY_ADDRESS (or the
-        config's resources.ray_address) to a cluster started with `ray start --head`. A local
-        cluster started by the kernel itself ends with the kernel.
+        Sessions run on a local Ray cluster of their own that outlives the kernel (see
+        workbench.engine.cluster); attach finds it through its recorded address, or RAY_ADDRESS.
         """
-        import ray
-
+        from workbench.engine import cluster
         from workbench.engine import launch as L
 
-        if not ray.is_initialized():
-            address = os.environ.get("RAY_ADDRESS") or "auto"
-            try:
-                ray.init(address=address, namespace=L.NAMESPACE, logging_level="ERROR")
-            except (ConnectionError, RuntimeError) as e:
-                raise UserError(f"no Ray cluster to attach to ({e}); set RAY_ADDRESS to the cluster the run lives on") from None
+        cluster.connect(start_if_missing=False)
         handle = L.attach(name)
         st = handle.status()
         out = Path(st["out_dir"])

@@ -185,15 +185,20 @@ def test_concurrent_builds_train_once(tmp_path, task):
 
     cfg = ModelConfig(sft_steps=3, sft_batch_size=8, cache_dir=str(tmp_path))
     infos: list = []
+    errors: list = []
 
     def build():
-        model, _ = load_policy(cfg, task, progress=False)
-        infos.append(model.workbench_info["from_cache"])
+        try:
+            model, _ = load_policy(cfg, task, progress=False)
+            infos.append(model.workbench_info["from_cache"])
+        except Exception as e:  # noqa: BLE001 - a thread's exception would otherwise vanish
+            errors.append(repr(e))
 
     threads = [threading.Thread(target=build) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=120)
+        t.join(timeout=600)
+    assert not errors
     assert sorted(infos) == [False, True]  # one built it, the other waited and loaded it
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == [builtin_cache_dir(cfg, task).name]

@@ -70,7 +70,8 @@ def init_ray(cfg: RunConfig) -> bool:
         need = required_resources(cfg)
         # CPU slots are logical: give the local cluster at least what the run asks for.
         num_cpus = cfg.resources.num_cpus or max(os.cpu_count() or 1, math.ceil(need["CPU"]))
-        ray.init(num_cpus=num_cpus, num_gpus=cfg.resources.num_gpus, include_dashboard=False, **kwargs)
+        # address="local": a new cluster of our own, even when `ray start` left one recorded
+        ray.init(address="local", num_cpus=num_cpus, num_gpus=cfg.resources.num_gpus, include_dashboard=False, **kwargs)
     return True
 
 

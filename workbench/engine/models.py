@@ -27,6 +27,7 @@ import logging
 import math
 import os
 import shutil
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -371,10 +372,11 @@ def _build_builtin(model_cfg: Any, task: Any, final: Path, progress: bool) -> di
     return info
 
 
+_HF_LOCK = threading.RLock()
+
+
 def load_builtin(model_cfg: Any, task: Any, *, device: str = "cpu", dtype: Any = None, progress: bool = True) -> tuple[Any, Any]:
     """The cached builtin model for (model_cfg, task), built first if absent."""
-    from filelock import FileLock
-
     size = model_cfg.path.split(":", 1)[1]
     if size not in BUILTIN_SIZES:
         raise UserError(f"model.path: unknown builtin model {model_cfg.path!r} (known: builtin:{', builtin:'.join(BUILTIN_SIZES)})")
@@ -384,6 +386,15 @@ def load_builtin(model_cfg: Any, task: Any, *, device: str = "cpu", dtype: Any =
         raise UserError("model.sft_steps and model.sft_batch_size must be >= 1 and model.sft_lr > 0")
     final = builtin_cache_dir(model_cfg, task)
     final.parent.mkdir(parents=True, exist_ok=True)
+    # transformers' loading patches module construction process-wide (meta-device init), so
+    # two threads building or loading at once corrupt each other: one at a time per process.
+    with _HF_LOCK:
+        return _load_builtin_locked(model_cfg, task, final, device=device, dtype=dtype, progress=progress)
+
+
+def _load_builtin_locked(model_cfg: Any, task: Any, final: Path, *, device: str, dtype: Any, progress: bool) -> tuple[Any, Any]:
+    from filelock import FileLock
+
     from_cache = True
     if not (final / INFO_FILE).is_file():
         # Only one process trains; the others wait here and then load its result.
