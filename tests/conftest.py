@@ -15,6 +15,17 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 HELPERS = Path(__file__).resolve().parent / "helpers"
+# Session overrides for a tiny run on quickstart's model and task (session, notebook, browser tests).
+TINY_SESSION = {
+    "eval.every_steps": 2,
+    "eval.num_prompts": 40,
+    "train.lr": 1.0e-4,  # a gentle policy change: the curve must not collapse to one value (nothing to fit)
+    "eval.samples_per_prompt": 4,
+    "train.prompts_per_step": 8,
+    "resources.generator_cpus": 0.5,
+    "resources.trainer_cpus": 0.5,
+    "resources.evaluator_cpus": 0.5,
+}
 # Ray workers inherit the environment at ray.init: make the test-only checkers importable there.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [str(HELPERS), os.environ.get("PYTHONPATH", "")] if p)
 

@@ -18,21 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import TINY_SESSION
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts"
-TINY = {
-    "eval.every_steps": 2,
-    "eval.num_prompts": 40,
-    "train.lr": 1.0e-4,  # a gentle policy change: the curve must not collapse to one value (nothing to fit)
-    "eval.samples_per_prompt": 4,
-    "train.prompts_per_step": 8,
-    "resources.generator_cpus": 0.5,
-    "resources.trainer_cpus": 0.5,
-    "resources.evaluator_cpus": 0.5,
-}
+TINY = TINY_SESSION
 RUN_TIMEOUT_MS = 480_000  # kernel start + Ray start + the run, on a busy 2-core machine
 
 

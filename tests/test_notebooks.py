@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import TINY_SESSION
+
 papermill = pytest.importorskip("papermill")
 
 from workbench.kernel import install  # noqa: E402
@@ -17,16 +19,7 @@ from workbench.tracking.mlflow_sink import MlflowSink  # noqa: E402
 from workbench.tracking.store import create_run, ensure_experiment  # noqa: E402
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-TINY = {
-    "eval.every_steps": 2,
-    "eval.num_prompts": 40,
-    "train.lr": 1.0e-4,  # a gentle policy change: the curve must not collapse to one value (nothing to fit)
-    "eval.samples_per_prompt": 4,
-    "train.prompts_per_step": 8,
-    "resources.generator_cpus": 0.5,
-    "resources.trainer_cpus": 0.5,
-    "resources.evaluator_cpus": 0.5,
-}
+TINY = TINY_SESSION
 
 
 @pytest.fixture(scope="module")

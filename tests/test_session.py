@@ -9,6 +9,8 @@ import uuid
 
 import pytest
 
+from tests.conftest import TINY_SESSION
+
 ray = pytest.importorskip("ray")
 mlflow = pytest.importorskip("mlflow")
 
@@ -17,17 +19,7 @@ from workbench.errors import UserError  # noqa: E402
 from workbench.widgets.dashboard import WAITING  # noqa: E402
 
 # A tiny run: quickstart's model and task, few steps, a small evaluation every 2 steps.
-TINY = {
-    "eval.every_steps": 2,
-    "eval.num_prompts": 40,
-    "train.lr": 1.0e-4,  # a gentle policy change: the curve must not collapse to one value (nothing to fit)
-    "eval.samples_per_prompt": 4,
-    "train.prompts_per_step": 8,
-    "checkpoint.every_steps": 2,
-    "resources.generator_cpus": 0.5,
-    "resources.trainer_cpus": 0.5,
-    "resources.evaluator_cpus": 0.5,
-}
+TINY = {**TINY_SESSION, "checkpoint.every_steps": 2}
 
 
 @pytest.fixture(scope="module")
