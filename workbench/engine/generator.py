@@ -150,6 +150,13 @@ class Generator:
         step = max(1, self.cfg.generation.max_batch_sequences // n_per_prompt)
         for s in range(0, len(prompt_ids), step):
             outs += self._sample("train", prompt_ids[s : s + step], n_per_prompt, seed + s, in_flight=in_flight)
+        return self._make_chunk(chunk_id, prompt_ids, n_per_prompt, outs, t0, swaps0)
+
+    def _make_chunk(
+        self, chunk_id: int, prompt_ids: list[int], n_per_prompt: int, outs: list, t0: float, swaps0: int,
+        meta: Optional[dict] = None,
+    ) -> Chunk:  # fmt: skip
+        """Score the completions (prompt-major order) into groups; shared by every backend."""
         groups = []
         for gi, pid in enumerate(prompt_ids):
             comps = outs[gi * n_per_prompt : (gi + 1) * n_per_prompt]
@@ -163,6 +170,7 @@ class Generator:
             tokens_generated=sum(len(c.tokens) for c in outs),
             prompt_tokens=sum(len(c.prompt_tokens) for c in outs),
             weight_swaps=self._swaps - swaps0,
+            meta=meta or {},
         )
 
 

@@ -38,9 +38,9 @@ import torch
 import torch.nn.functional as F
 
 from workbench.config import RunConfig
-from workbench.engine.generator import Evaluator, _compute, _io, reward_for
+from workbench.engine.generator import Evaluator, _compute, _io
 from workbench.engine.logs import quiet_hf
-from workbench.engine.rollouts import Chunk, Group
+from workbench.engine.rollouts import Chunk
 from workbench.engine.sampling import Completion
 from workbench.errors import UserError
 
@@ -463,17 +463,8 @@ class VllmGenerator(Evaluator):
         swaps0 = self._swaps
         self._apply_pending()
         outs = self._sample("train", prompt_ids, n_per_prompt, seed, in_flight=in_flight)
-        groups = []
-        for gi, pid in enumerate(prompt_ids):
-            comps = outs[gi * n_per_prompt : (gi + 1) * n_per_prompt]
-            correct = [self._score("train", pid, c.tokens) for c in comps]
-            groups.append(Group(pid, chunk_id, comps, correct, [reward_for(c) for c in correct]))
-        return Chunk(
-            chunk_id=chunk_id, groups=groups, generator_rank=self.rank, gen_seconds=time.perf_counter() - t0,
-            tokens_generated=sum(len(c.tokens) for c in outs), prompt_tokens=sum(len(c.prompt_tokens) for c in outs),
-            weight_swaps=self._swaps - swaps0,
-            meta={"backend": "vllm", "engine_mode": self.engine_mode, "fp32_head": self.fp32_head_mode},
-        )  # fmt: skip
+        meta = {"backend": "vllm", "engine_mode": self.engine_mode, "fp32_head": self.fp32_head_mode}
+        return self._make_chunk(chunk_id, prompt_ids, n_per_prompt, outs, t0, swaps0, meta)
 
     @_io
     def ping(self) -> dict[str, Any]:
