@@ -33,10 +33,8 @@ written to <out_dir>/fit/). The detached Ray actor is then released.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import logging
 import math
 import os
 import time
@@ -48,7 +46,9 @@ import pandas as pd
 
 from workbench.config import RunConfig, load_run_config
 from workbench.errors import UserError
-from workbench.widgets.runs import default_config_path, override_items, run_folder, saved_config, swap_recipe, unique_name
+from workbench.widgets.runs import (
+    default_config_path, open_mlflow_run, override_items, run_folder, saved_config, swap_recipe, unique_name,
+)  # fmt: skip
 
 EVAL_KEY = "val/pass_rate"
 CURVE_COLUMNS = ["step", "compute_device_hours", "compute_flops", "val_pass_rate", "val_pass_rate_se"]
@@ -56,17 +56,6 @@ CURVE_COLUMNS = ["step", "compute_device_hours", "compute_flops", "val_pass_rate
 X_COLUMNS = {"compute/device_hours": "compute_device_hours", "compute/flops": "compute_flops", "step": "step"}
 TERMINAL = ("finished", "stopped", "failed")
 MIN_EVALS = 4  # workbench.scaling.sigmoid.MIN_POINTS
-
-
-@contextlib.contextmanager
-def _quiet(logger: str):
-    log = logging.getLogger(logger)
-    level = log.level
-    log.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        log.setLevel(level)
 
 
 class Session:
@@ -191,25 +180,11 @@ class Session:
         if not self.tracking:
             self.cfg = dataclasses.replace(self.cfg, tracking=dataclasses.replace(self.cfg.tracking, mlflow=False))
             return False
-        from workbench.tracking import store
-
-        uri = store.resolve_tracking_uri(self.tracking_uri or self.cfg.tracking.tracking_uri)
-        self.tracking_uri = uri
-        created = False
-        if self.run_id is None:
-            with _quiet("mlflow.store.db.utils"):  # "Creating initial MLflow database tables..."
-                store.ensure_experiment(self.experiment, uri)
-            tags = {"workbench.kind": "session", "workbench.run": self.name, "workbench.out_dir": str(self.out_dir)}
-            self.run_id = store.create_run(self.experiment, self.name, tags, parent_run_id=self.parent_run_id, tracking_uri=uri)
-            created = True
-        else:
-            try:
-                status = store.run_status(self.run_id, uri)
-            except Exception as e:  # noqa: BLE001 - MlflowException for an unknown id
-                raise UserError(f"no MLflow run {self.run_id!r} in {uri}: {e}") from None
-            if status != "RUNNING":  # a resumed run, or a sweep's child: reopen it
-                store.retry_locked(store.client(uri).update_run, self.run_id, status="RUNNING")
-        tr = dataclasses.replace(self.cfg.tracking, mlflow=True, run_id=self.run_id, tracking_uri=uri,
+        self.run_id, self.tracking_uri, created = open_mlflow_run(
+            self.name, self.out_dir, experiment=self.experiment, run_id=self.run_id,
+            parent_run_id=self.parent_run_id, tracking_uri=self.tracking_uri or self.cfg.tracking.tracking_uri,
+        )  # fmt: skip
+        tr = dataclasses.replace(self.cfg.tracking, mlflow=True, run_id=self.run_id, tracking_uri=self.tracking_uri,
                                  experiment=self.experiment, parent_run_id=self.parent_run_id)
         self.cfg = dataclasses.replace(self.cfg, tracking=tr)
         return created

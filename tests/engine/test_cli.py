@@ -112,6 +112,7 @@ def test_run_writes_metrics_and_summary(tmp_path, model_cache):
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["status"] == "finished"
+    assert "of its wall time in forward/backward/optimizer" in proc.stdout  # the engine's own account
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in rows if "train/reward_mean" in r]
     evals = [r for r in rows if "val/pass_rate" in r]

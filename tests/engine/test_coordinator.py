@@ -123,6 +123,23 @@ def test_killed_generator_is_restarted_and_the_run_completes(ray_cluster, tiny_c
         handle.kill()
     assert summary["status"] == "finished" and summary["steps"] == 10
     assert [r["step"] for r in train_rows(cfg.out_dir)] == list(range(1, 11))
+    assert any("generator 0 died" in e for e in summary["events"]), summary["events"]
+
+
+def test_nearly_exhausted_prompt_pool_is_reported_once(tiny_config):
+    from workbench.engine.coordinator import RunCoordinator
+
+    cfg = tiny_config({"task.num_train": 80, "train.prompts_per_step": 4}, name="pool")
+    coord = RunCoordinator(cfg, resume=False)  # no actors: the loop's bookkeeping only
+    coord.sampler.retired = set(range(60))  # 20 left = 5 steps' worth: still fine
+    coord._check_prompt_pool(4)
+    assert coord.events == []
+    coord.sampler.retired = set(range(70))  # 10 left: fewer than 4 steps' worth
+    coord._check_prompt_pool(4)
+    coord._check_prompt_pool(4)
+    assert len(coord.events) == 1 and "retired 70 of 80 training prompts" in coord.events[0]
+    assert "only 10 remain" in (cfg.output_dir() / "events.log").read_text()
+    assert coord.status_dict()["events"] == coord.events
 
 
 def test_impossible_resources_are_refused_clearly(ray_cluster, tiny_config):

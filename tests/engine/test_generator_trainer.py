@@ -35,7 +35,7 @@ def test_generator_logprobs_match_trainer_forward(cfg):
 
 def test_pending_weights_are_picked_up_between_decode_steps(cfg):
     gen, tr = Generator(cfg, 0), Trainer(cfg)
-    new = {k: v + 0.01 for k, v in tr.get_weights().items()}
+    new = {k: v + 0.01 for k, v in tr.get_weights().tensors().items()}
     original = gen._apply_pending
     steps = {"n": 0}
 

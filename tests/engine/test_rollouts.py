@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pickle
 
+import numpy as np
+import pytest
 import torch
 
-from workbench.engine.rollouts import Chunk, Group, build_batch
+from workbench.engine.rollouts import Chunk, Group, GroupBuffer, PackedGroups, build_batch
 from workbench.engine.sampling import Completion
 
 
@@ -51,9 +53,47 @@ def test_build_batch_aligns_log_probs_versions_and_loss_mask():
     assert b.truncated.tolist() == [False, True, True] and b.lengths.tolist() == [3, 2, 0]
 
 
-def test_step_groups_travel_packed_too():
-    from workbench.engine.rollouts import StepGroups
+def _triples(groups):
+    return [(g.prompt_id, g.correct, g.rewards, g.completions) for g in groups]
 
+
+def test_packed_groups_select_and_concat_keep_groups_whole_and_in_order():
     groups = make_chunk().groups
-    back = pickle.loads(pickle.dumps(StepGroups(groups)))
-    assert [g.completions for g in back.groups] == [g.completions for g in groups]
+    pg = PackedGroups.from_groups(groups)
+    assert len(pg) == 2 and pg.num_sequences == 3
+    assert _triples(pg.select(np.array([False, True])).to_groups()) == _triples(groups[1:])
+    assert _triples(pg.select(slice(0, 1)).to_groups()) == _triples(groups[:1])
+    both = PackedGroups.concat([pg.select(slice(1, 2)), pg.select(slice(0, 1))])
+    assert _triples(both.to_groups()) == _triples([groups[1], groups[0]])
+    assert build_batch(pg, pad_id=0).input_ids.tolist() == build_batch(groups, pad_id=0).input_ids.tolist()
+
+
+def test_oldest_version_per_group_decides_staleness():
+    pg = make_chunk().packed
+    # group 0 has tokens of versions 3 and 4; group 1 has no tokens at all
+    assert pg.min_version_per_group(default=9).tolist() == [3, 9]
+
+
+def test_group_buffer_hands_out_the_oldest_groups_splitting_chunks():
+    chunk = make_chunk()
+    buf = GroupBuffer()
+    buf.add(chunk.packed)
+    buf.add(PackedGroups.from_groups(chunk.groups[:1]))
+    assert len(buf) == 3 and buf.prompt_ids() == [0, 3, 0]
+    first = buf.take(1)
+    assert first.prompt_id.tolist() == [0] and len(buf) == 2 and buf.prompt_ids() == [3, 0]
+    rest = buf.take(5)  # asks for more than buffered: gets what there is
+    assert rest.prompt_id.tolist() == [3, 0] and len(buf) == 0
+    assert [c for _, c in rest.group_results()] == [[False], [True, False]]
+
+
+def test_trainer_input_pickles_as_arrays_not_objects():
+    pg = make_chunk().packed
+    back = pickle.loads(pickle.dumps(pg, protocol=5))
+    assert _triples(back.to_groups()) == _triples(make_chunk().groups)
+
+
+def test_build_batch_refuses_a_completion_without_prompt():
+    c = Completion([], [4], [-0.1], [0], [True])
+    with pytest.raises(ValueError, match="without a prompt"):
+        build_batch([Group(0, 0, [c], [False], [-1.0])], pad_id=0)

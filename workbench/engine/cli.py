@@ -68,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
         if ray.is_initialized():
             ray.shutdown()
     print(json.dumps(summary, indent=2, default=float))
+    from workbench.engine.report import engine_summary_line
+
+    print(engine_summary_line(summary))
     if not args.no_report:
         from workbench.engine.report import print_report, write_report
 

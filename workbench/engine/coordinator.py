@@ -29,7 +29,7 @@ from workbench.config import RunConfig
 from workbench.configtools import to_dict
 from workbench.engine import accounting as acc
 from workbench.engine.checkpoint import CheckpointStore
-from workbench.engine.rollouts import Chunk, Group
+from workbench.engine.rollouts import Chunk, GroupBuffer
 from workbench.engine.workers import spawn_workers
 from workbench.errors import UserError
 from workbench.tracking.sink import JsonlSink, MetricSink
@@ -69,6 +69,8 @@ class RunCoordinator:
         self._paused = threading.Event()
         self.status = "created"
         self.error: Optional[str] = None
+        self.events: list[str] = []  # things an operator must hear about (also in events.log)
+        self._warned_pool = False
         self.n_params = 0
 
     # -- control (called from other threads) ---------------------------------------------
@@ -92,6 +94,7 @@ class RunCoordinator:
             "error": self.error,
             "resumed_from": self.resumed_from,
             "out_dir": str(self.out),
+            "events": list(self.events),
             **acc.compute_metrics(self.counters, self.n_params),
         }
 
@@ -167,7 +170,7 @@ class RunCoordinator:
         cfg = self.cfg
         alg, k = cfg.recipe.off_policy.algorithm, cfg.recipe.off_policy.k
         per_step = cfg.train.prompts_per_step
-        groups: collections.deque[Group] = collections.deque()
+        groups = GroupBuffer()  # generated, not yet trained
         gen_refs: dict[Any, tuple[int, list[int], int]] = {}  # ref -> (rank, prompts, chunk_id)
         eval_refs: dict[Any, tuple[int, dict]] = {}
         # Up to two trainer steps are queued, so the trainer never idles for a round trip while
@@ -238,7 +241,7 @@ class RunCoordinator:
                 and self.step + len(train_q) < self.max_steps
                 and (not train_q or (len(train_q) < 2 and (self.step + 1) % ckpt_every != 0))
             ):
-                batch = [groups.popleft() for _ in range(per_step)]
+                batch = groups.take(per_step)
                 now = time.monotonic()
                 if t_trainer_start is None:
                     t_trainer_start = now
@@ -264,9 +267,10 @@ class RunCoordinator:
                         w.resync_generator(rank)
                         gen_refs[w.generate(rank, cid, prompts, cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
                         continue
-                    for g in chunk.groups:
-                        self.sampler.update(g.prompt_id, g.correct)
-                        groups.append(g)
+                    for prompt_id, correct in chunk.packed.group_results():
+                        self.sampler.update(prompt_id, correct)
+                    self._check_prompt_pool(per_step)
+                    groups.add(chunk.packed)
                     acc.add_generated(self.counters, chunk.tokens_generated, self.n_params)
                     self.counters.gen_seconds += chunk.gen_seconds
                     gen_stats["gen_seconds"] += chunk.gen_seconds
@@ -289,10 +293,10 @@ class RunCoordinator:
                     if self.step % cfg.eval.every_steps == 0 or last:
                         eval_refs[w.evaluate(w.latest_weights, w.version, cfg.seed + self.step)] = (self.step, stamp)
                     if not train_q and (self.step % ckpt_every == 0 or last):
-                        self._checkpoint(w, list(groups), gen_refs)
+                        self._checkpoint(w, groups.prompt_ids(), gen_refs)
                         last_ckpt = self.step
         if last_ckpt != self.step:
-            self._checkpoint(w, list(groups), gen_refs)
+            self._checkpoint(w, groups.prompt_ids(), gen_refs)
 
     def _finish_step(self, w, stats: dict, weights_ref, meta: dict, alg: str, round_done: bool) -> None:
         if stats.get("train/nonfinite", 0.0) and stats.get("train/nonfinite_in_a_row", 0) >= self.cfg.train.max_nonfinite_in_a_row:
@@ -335,13 +339,29 @@ class RunCoordinator:
         row.update(acc.compute_metrics(c, self.n_params))
         self._log(row, self.step)
 
-    def _checkpoint(self, w, buffered: list[Group], gen_refs) -> None:
-        pending = [g.prompt_id for g in buffered] + [p for _, ps, _ in gen_refs.values() for p in ps]
+    def _checkpoint(self, w, buffered: list[int], gen_refs) -> None:
+        pending = buffered + [p for _, ps, _ in gen_refs.values() for p in ps]
         path = self.ckpt.begin(self.step)
         w.save_trainer(path)
         self.ckpt.commit(self.step, self._state(pending))
 
+    def _check_prompt_pool(self, per_step: int) -> None:
+        """Warn once when No-Positive-Resampling has retired nearly every training prompt: the
+        few left are then drawn over and over, and the policy tends to overfit them and collapse
+        (seen here: 2-digit addition with 4,000 prompts collapsed after ~1,700 steps of 64)."""
+        active = self.sampler.num_prompts - len(self.sampler.retired)
+        if self._warned_pool or active >= 4 * per_step:
+            return
+        self._warned_pool = True
+        self._log_event(
+            f"warning: No-Positive-Resampling has retired {len(self.sampler.retired)} of "
+            f"{self.sampler.num_prompts} training prompts at step {self.step}; only {active} remain "
+            f"({active / per_step:.1f} steps' worth), so later steps repeat them. Add training prompts "
+            "(task.num_train or a bigger dataset), raise recipe.resample_threshold, or stop here."
+        )
+
     def _log_event(self, text: str) -> None:
+        self.events.append(text)
         with open(self.out / "events.log", "a") as fh:
             fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
 
@@ -362,6 +382,7 @@ class RunCoordinator:
             "trainer_wall_seconds": c.trainer_wall_seconds,
             "trainer_wait_seconds": c.trainer_wait_seconds,
             "staleness_max": max((r.get("train/staleness_max", 0.0) for r in self.rows), default=0.0),
+            "events": list(self.events),
             **acc.compute_metrics(c, self.n_params),
         }
         return summary

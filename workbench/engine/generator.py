@@ -23,6 +23,7 @@ from workbench.engine.logs import quiet_hf
 from workbench.engine.rollouts import Chunk, Group
 from workbench.engine.sampling import sample_batch
 from workbench.engine.trainer import resolve_device, resolve_dtype
+from workbench.engine.weights import Weights, as_state_dict
 
 try:  # concurrency groups are a Ray feature; the class stays usable without Ray (tests)
     import ray
@@ -62,7 +63,7 @@ class Generator:
         self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id
         self.version = 0
-        self._pending: Optional[tuple[dict, int]] = None
+        self._pending: Optional[tuple[Weights, int]] = None
         self._lock = threading.Lock()
         self._swaps = 0
         self._prompt_cache: dict[tuple[str, int], list[int]] = {}
@@ -75,7 +76,7 @@ class Generator:
 
     # -- weights (io group: runs while a generate call is decoding) ------------------------
     @_io
-    def set_weights(self, weights: dict[str, torch.Tensor], version: int) -> int:
+    def set_weights(self, weights: Weights, version: int) -> int:
         with self._lock:
             if self._pending is None or version > self._pending[1]:
                 self._pending = (weights, version)
@@ -89,7 +90,7 @@ class Generator:
         with self._lock:
             pending, self._pending = self._pending, None
         if pending is not None and pending[1] > self.version:
-            self.model.load_state_dict(pending[0])
+            self.model.load_state_dict(as_state_dict(pending[0]))
             self.version = pending[1]
             self._swaps += 1
         return self.version
@@ -178,10 +179,10 @@ class Evaluator(Generator):
     """Validation worker: sampled mean pass rate over k generations per held-out prompt."""
 
     @_compute
-    def evaluate(self, weights: Optional[dict], version: int, num_prompts: int, k: int, seed: int) -> dict[str, float]:
+    def evaluate(self, weights: Optional[Weights], version: int, num_prompts: int, k: int, seed: int) -> dict[str, float]:
         t0 = time.perf_counter()
         if weights is not None:
-            self.model.load_state_dict(weights)
+            self.model.load_state_dict(as_state_dict(weights))
             self.version = version
         ids = list(range(min(num_prompts, len(self.task.val))))
         per_prompt = []

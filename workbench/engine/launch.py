@@ -226,7 +226,7 @@ def wait_with_progress(handle: RunHandle, max_steps: int, *, poll: float = 0.5, 
     bar = None if quiet else tqdm(
         total=max_steps, desc=handle.name, unit="step", dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 10
     )
-    seen, last_val, shown = 0, None, 0
+    seen, last_val, shown, told = 0, None, 0, 0
     try:
         while not handle.done():
             rows = handle.metrics(seen)
@@ -234,8 +234,11 @@ def wait_with_progress(handle: RunHandle, max_steps: int, *, poll: float = 0.5, 
             for r in rows:
                 if "val/pass_rate" in r:
                     last_val = r["val/pass_rate"]
+            st = handle.status()
+            for event in st.get("events", [])[told:]:  # generator restarts, curriculum warnings
+                (tqdm.write if bar is not None else print)(f"{handle.name}: {event}", file=sys.stderr)
+            told = len(st.get("events", []))
             if bar is not None:
-                st = handle.status()
                 if st["step"] > shown:
                     bar.update(st["step"] - shown)
                     shown = st["step"]

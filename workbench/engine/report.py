@@ -94,3 +94,12 @@ def print_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def engine_summary_line(summary: dict[str, Any]) -> str:
+    """How the engine spent its time: the figure to check before blaming the recipe for slowness."""
+    wall = max(float(summary.get("trainer_wall_seconds") or 0.0), 1e-9)
+    return (
+        f"trainer: {float(summary.get('trainer_utilisation') or 0.0):.1%} of its wall time in forward/backward/optimizer, "
+        f"{float(summary.get('trainer_wait_seconds') or 0.0) / wall:.1%} waiting for rollouts; "
+        f"{float(summary.get('samples_per_second') or 0.0):.0f} samples/s; "
+        f"max staleness {float(summary.get('staleness_max') or 0.0):.0f} policy versions"
+    )

@@ -20,7 +20,8 @@ import torch
 
 from workbench.config import RunConfig
 from workbench.engine.logs import quiet_hf
-from workbench.engine.rollouts import Group, StepGroups, build_batch
+from workbench.engine.weights import FlatWeights
+from workbench.engine.rollouts import Group, PackedGroups, build_batch
 from workbench.rl.advantages import group_advantages, zero_variance_keep
 from workbench.rl.aggregation import aggregation_weights
 from workbench.rl.head import causal_lm_forward, token_entropy, token_logprobs
@@ -79,46 +80,33 @@ class Trainer:
         self.pad_id = self.tokenizer.pad_token_id
 
     # -- weights -------------------------------------------------------------------------
-    def get_weights(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+    def get_weights(self) -> FlatWeights:
+        return FlatWeights.from_module(self.model)
 
     def info(self) -> dict[str, Any]:
         return {"version": self.version, "num_params": self.num_params, "device": self.device}
 
     # -- one step ------------------------------------------------------------------------
-    def train_step(self, groups: list[Group] | StepGroups, step: int) -> tuple[dict[str, float], Any]:
+    def train_step(self, groups: list[Group] | PackedGroups, step: int) -> tuple[dict[str, float], Any]:
         """Train on `groups`; returns (stats, new weights or None when the update was skipped)."""
         t0 = time.perf_counter()
-        if isinstance(groups, StepGroups):
-            groups = groups.groups
+        pg = groups if isinstance(groups, PackedGroups) else PackedGroups.from_groups(groups)
         recipe, tcfg = self.cfg.recipe, self.cfg.train
         k = recipe.off_policy.k
-        stats: dict[str, float] = {"train/groups": float(len(groups))}
+        stats: dict[str, float] = {"train/groups": float(len(pg))}
         # Staleness in policy versions, per token; groups beyond k are dropped (the bound).
-        kept_groups = []
-        dropped_stale = 0
-        for g in groups:
-            vmin = min((min(c.versions) for c in g.completions if c.versions), default=self.version)
-            if self.version - vmin > k:
-                dropped_stale += 1
-            else:
-                kept_groups.append(g)
-        stats["train/dropped_stale_groups"] = float(dropped_stale)
-        all_rewards = [r for g in groups for r in g.rewards]
-        all_correct = [c for g in groups for c in g.correct]
-        stats["train/reward_mean"] = float(np.mean(all_rewards)) if all_rewards else float("nan")
-        stats["train/pass_rate"] = float(np.mean(all_correct)) if all_correct else float("nan")
-        lengths = [len(c.tokens) for g in groups for c in g.completions]
-        stats["train/response_len"] = float(np.mean(lengths)) if lengths else 0.0
-        stats["train/truncation_rate"] = float(
-            np.mean([not c.finished for g in groups for c in g.completions]) if lengths else 0.0
-        )
-        stats["train/interruption_rate"] = float(
-            np.mean([c.interrupted for g in groups for c in g.completions]) if lengths else 0.0
-        )
-        if not kept_groups:
+        fresh = self.version - pg.min_version_per_group(default=self.version) <= k
+        stats["train/dropped_stale_groups"] = float((~fresh).sum())
+        has_seq = pg.num_sequences > 0
+        stats["train/reward_mean"] = float(pg.rewards.mean()) if has_seq else float("nan")
+        stats["train/pass_rate"] = float(pg.correct.mean()) if has_seq else float("nan")
+        stats["train/response_len"] = float(pg.t_len.mean()) if has_seq else 0.0
+        stats["train/truncation_rate"] = float((~pg.finished).mean()) if has_seq else 0.0
+        stats["train/interruption_rate"] = float(pg.interrupted.mean()) if has_seq else 0.0
+        kept = pg if bool(fresh.all()) else pg.select(fresh)
+        if not kept.num_sequences:
             return self._skip(stats, t0, "no groups within the staleness bound")
-        batch = build_batch(kept_groups, self.pad_id)
+        batch = build_batch(kept, self.pad_id)
         rewards = batch.rewards
         if recipe.length_control.type == "penalty":
             rewards = rewards + overlong_penalty(

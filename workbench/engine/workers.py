@@ -14,7 +14,7 @@ import ray
 
 from workbench.config import RunConfig
 from workbench.engine.generator import CONCURRENCY_GROUPS, Evaluator, Generator
-from workbench.engine.rollouts import StepGroups
+from workbench.engine.rollouts import PackedGroups
 from workbench.engine.trainer import Trainer
 
 
@@ -56,8 +56,8 @@ class Workers:
         n = self.cfg.train.generations_per_prompt
         return self.generators[rank].generate.remote(chunk_id, prompts, n, seed, self.in_flight)
 
-    def train(self, groups: list, step: int):
-        return self.trainer.train_step.options(num_returns=2).remote(StepGroups(groups), step)
+    def train(self, groups: PackedGroups, step: int):
+        return self.trainer.train_step.options(num_returns=2).remote(groups, step)
 
     def evaluate(self, weights_ref, version: int, seed: int):
         e = self.cfg.eval

@@ -148,6 +148,8 @@ class Dashboard(widgets.VBox):
         out = " &middot; ".join(parts)
         if st.get("error"):
             out += f"<div style='color:#c00'>error: {html.escape(str(st['error']))}</div>"
+        for event in st.get("events", [])[-3:]:  # generator restarts, curriculum warnings
+            out += f"<div style='color:#a60'>{html.escape(str(event))}</div>"
         return out
 
     def _draw_status(self) -> None:

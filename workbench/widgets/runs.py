@@ -5,13 +5,16 @@
     swap_recipe(file_recipe, "scalerl-loo-no-fp32")   # the `recipe` override that keeps local tweaks
     folder = run_folder("my-run")           # a path, else <project>/runs/<name>
     cfg = saved_config(folder)              # config.json, else the latest checkpoint's config
+    run_id, uri, created = open_mlflow_run("my-run", folder, experiment="workbench")
 """
 
 from __future__ import annotations
 
 from workbench.rl.recipe import swap_recipe  # noqa: F401  (re-exported: Session and tests use it here)
 
+import contextlib
 import json
+import logging
 import time
 import uuid
 from pathlib import Path
@@ -67,3 +70,36 @@ def saved_config(out_dir: Path) -> Optional[RunConfig]:
         state = CheckpointStore(out_dir / "checkpoints").latest_state()
         data = state.get("config") if state else None
     return run_config_from_dict(data) if data else None
+
+
+@contextlib.contextmanager
+def _quiet(logger: str):
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def open_mlflow_run(name: str, out_dir: Path, *, experiment: str, run_id: Optional[str] = None,
+                    parent_run_id: Optional[str] = None, tracking_uri: Optional[str] = None) -> tuple[str, str, bool]:
+    """The MLflow run a session logs into: a new one, or `run_id` reopened (a resumed run, a
+    sweep's child). Created in the calling process: SQLite stores must not be created by several
+    processes at once. Returns (run_id, tracking_uri, created)."""
+    from workbench.tracking import store
+
+    uri = store.resolve_tracking_uri(tracking_uri)
+    if run_id is None:
+        with _quiet("mlflow.store.db.utils"):  # "Creating initial MLflow database tables..."
+            store.ensure_experiment(experiment, uri)
+        tags = {"workbench.kind": "session", "workbench.run": name, "workbench.out_dir": str(out_dir)}
+        return store.create_run(experiment, name, tags, parent_run_id=parent_run_id, tracking_uri=uri), uri, True
+    try:
+        status = store.run_status(run_id, uri)
+    except Exception as e:  # noqa: BLE001 - MlflowException for an unknown id
+        raise UserError(f"no MLflow run {run_id!r} in {uri}: {e}") from None
+    if status != "RUNNING":
+        store.retry_locked(store.client(uri).update_run, run_id, status="RUNNING")
+    return run_id, uri, False
