@@ -37,14 +37,15 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from workbench.errors import UserError
-from workbench.rl.head import causal_lm_forward, position_ids_from_mask
+from workbench.engine.sampling import left_pad, sample_batch
+from workbench.rl.head import causal_lm_forward
 
 log = logging.getLogger(__name__)
 
 BUILTIN_PREFIX = "builtin:"
 BUILTIN_SIZES = ("tiny",)
 SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>")
-BUILDER_VERSION = 1  # bump when the builtin recipe changes, so old caches are not reused
+BUILDER_VERSION = 2  # bump when the builtin recipe changes, so old caches are not reused
 INFO_FILE = "workbench_builtin.json"
 # The builtin warm-up stops once the sampled train pass rate reaches this: low, not zero,
 # leaving RL clear headroom (ModelConfig.sft_target_pass_rate overrides it when present).
@@ -95,18 +96,6 @@ def prepare_tokenizer(tokenizer: Any, model: Any = None) -> Any:
                 cfg.eos_token_id = tokenizer.eos_token_id
                 cfg.pad_token_id = tokenizer.pad_token_id
     return tokenizer
-
-
-def left_pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(input_ids, attention_mask) with every sequence right-aligned (pads on the left)."""
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        if s:
-            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
-            mask[i, width - len(s) :] = 1
-    return ids, mask
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:
@@ -429,7 +418,6 @@ def load_policy(model_cfg: Any, task: Any = None, *, device: str = "cpu", dtype:
 # ---------------------------------------------------------------------------- sampling / eval
 
 
-@torch.no_grad()
 def sample_completions(
     model: Any,
     tokenizer: Any,
@@ -440,42 +428,19 @@ def sample_completions(
     seed: int = 0,
     batch_size: int = 512,
 ) -> list[str]:
-    """One completion per prompt from the full softmax at `temperature` (0: greedy), KV-cached.
-
-    Stops a sequence at EOS (not included in the text). Prompts are left-padded and position
-    ids come from the mask, as in training.
-    """
+    """One completion per prompt (text, EOS dropped) from the generators' own sampler
+    (`sampling.sample_batch`: full softmax at `temperature`, 0 = greedy; left padding)."""
     device = next(model.parameters()).device
-    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
     gen = torch.Generator(device=device).manual_seed(seed)
+    eos = tokenizer.eos_token_id
     texts: list[str] = []
     for start in range(0, len(prompts), batch_size):
         chunk = [encode(tokenizer, p) for p in prompts[start : start + batch_size]]
-        ids, mask = left_pad(chunk, pad)
-        ids, mask = ids.to(device), mask.to(device)
-        pos = position_ids_from_mask(mask)
-        logits, past = causal_lm_forward(model, ids, mask, position_ids=pos, use_cache=True)
-        next_pos = pos[:, -1:] + 1
-        done = torch.zeros(len(chunk), dtype=torch.bool, device=device)
-        out = []
-        for _ in range(max_new_tokens):
-            last = logits[:, -1].float()
-            if temperature > 0:
-                tok = torch.multinomial(torch.softmax(last / temperature, dim=-1), 1, generator=gen).squeeze(1)
-            else:
-                tok = last.argmax(-1)
-            tok = torch.where(done, torch.full_like(tok, pad), tok)
-            out.append(tok)
-            done |= tok == eos
-            if bool(done.all()):
-                break
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            logits, past = causal_lm_forward(model, tok[:, None], mask, past_key_values=past, position_ids=next_pos, use_cache=True)
-            next_pos = next_pos + 1
-        for row in torch.stack(out, dim=1).tolist():
-            if eos in row:
-                row = row[: row.index(eos)]
-            texts.append(tokenizer.decode(row, skip_special_tokens=True))
+        outs = sample_batch(model, chunk, max_new_tokens=max_new_tokens, eos_id=eos, pad_id=tokenizer.pad_token_id,
+                            temperature=temperature, generator=gen)  # fmt: skip
+        for c in outs:
+            tokens = c.tokens[:-1] if c.finished else c.tokens
+            texts.append(tokenizer.decode(tokens, skip_special_tokens=True))
     return texts
 
 

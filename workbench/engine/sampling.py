@@ -83,8 +83,12 @@ def sample_batch(
     forced: list[list[int]] = [[] for _ in range(n)]
     interrupted = [False] * n
     for _step in range(max_new_tokens):
-        logp_all = torch.log_softmax(next_logits.float() / temperature, dim=-1)
-        tokens = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
+        if temperature > 0:
+            logp_all = torch.log_softmax(next_logits.float() / temperature, dim=-1)
+            tokens = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
+        else:  # greedy (evaluation only): log-probs of the untempered distribution
+            logp_all = torch.log_softmax(next_logits.float(), dim=-1)
+            tokens = logp_all.argmax(-1)
         was_forced = torch.zeros(n, dtype=torch.bool, device=device)
         if interruptions is not None:
             for i in range(n):
