@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 def run(config: str, algorithm: str, k: int, steps: int, out: str) -> dict:
     from workbench.config import load_run_config
-    from workbench.engine.launch import launch
+    from workbench.engine.launch import run_to_end
 
     cfg = load_run_config(
         config,
@@ -35,12 +35,7 @@ def run(config: str, algorithm: str, k: int, steps: int, out: str) -> dict:
             "eval.at_start=false",
         ],
     )
-    handle = launch(cfg, resume=False)
-    try:
-        handle.start()
-        summary = handle.wait()
-    finally:
-        handle.kill()
+    summary = run_to_end(cfg, resume=False)
     from workbench.tracking.sink import read_jsonl
 
     rows = [r for r in read_jsonl(f"{out}/{algorithm}/metrics.jsonl") if "time/train_compute" in r]

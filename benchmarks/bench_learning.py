@@ -25,18 +25,15 @@ def main() -> None:
     import ray
 
     from workbench.config import load_run_config
-    from workbench.engine.launch import launch
+    from workbench.engine.launch import run_to_end
     from workbench.engine.report import write_report
 
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_run_config(args.config, [f"out_dir={tmp}/run"])
-        handle = launch(cfg, resume=False)
         try:
-            handle.start()
-            s = handle.wait()
+            s = run_to_end(cfg, resume=False)
         finally:
-            handle.kill()
             ray.shutdown()
         rep = write_report(f"{tmp}/run", charts=False)
     total = time.time() - t0

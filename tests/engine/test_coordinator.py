@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from workbench.engine.coordinator import RunFailed
+from workbench.engine import launch as launch_module
 from workbench.engine.launch import launch
 from workbench.errors import UserError
 from workbench.tracking.sink import read_jsonl
@@ -16,12 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 def run_to_end(cfg, **kw):
-    handle = launch(cfg, **kw)
-    try:
-        handle.start()
-        return handle.wait(timeout=300)
-    finally:
-        handle.kill()
+    return launch_module.run_to_end(cfg, timeout=300, **kw)
 
 
 def train_rows(out_dir):

@@ -5,6 +5,7 @@
     handle.start(max_steps=50)            # returns at once; the run goes on in Ray actors
     handle.status(); handle.metrics(since=0); handle.pause(); handle.resume(); handle.stop()
     summary = handle.wait()               # raises RunFailed with a one-line reason on failure
+    summary = run_to_end(cfg, resume=False)   # all of the above in one blocking call (benchmarks, tests)
 
 `launch(..., detached=True)` names the `Coordinator` actor `run:<name>` in the `workbench`
 namespace and detaches it, so a notebook kernel restart leaves the run going and
@@ -217,6 +218,16 @@ def attach(name: str) -> RunHandle:
     except ValueError:
         raise UserError(f"no live run named '{name}' in the Ray cluster") from None
     return RunHandle(actor, name)
+
+
+def run_to_end(cfg: RunConfig, *, resume: bool = True, timeout: Optional[float] = None) -> dict[str, Any]:
+    """Launch, run to the end and release the actors; returns the run's summary."""
+    handle = launch(cfg, resume=resume)
+    try:
+        handle.start()
+        return handle.wait(timeout=timeout)
+    finally:
+        handle.kill()
 
 
 def wait_with_progress(handle: RunHandle, max_steps: int, *, poll: float = 0.5, quiet: bool = False) -> dict[str, Any]:

@@ -197,7 +197,7 @@ class GroupBuffer:
             out.append(part)
             need -= len(part)
             self._n -= len(part)
-        return PackedGroups.concat(out)
+        return out[0] if len(out) == 1 else PackedGroups.concat(out)
 
     def prompt_ids(self) -> list[int]:
         return [int(p) for part in self._parts for p in part.prompt_id]
