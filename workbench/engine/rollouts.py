@@ -28,10 +28,6 @@ class Group:
     rewards: list[float]
     split: str = "train"
 
-    @property
-    def pass_rate(self) -> float:
-        return sum(self.correct) / max(1, len(self.correct))
-
 
 def _offsets(lengths: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
