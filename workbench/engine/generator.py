@@ -22,7 +22,7 @@ from workbench.config import RunConfig
 from workbench.engine.logs import quiet_hf
 from workbench.engine.rollouts import Chunk, Group
 from workbench.engine.sampling import sample_batch
-from workbench.engine.trainer import resolve_device, resolve_dtype
+from workbench.engine.devices import resolve_device, weights_dtype
 from workbench.engine.weights import Weights, as_state_dict
 
 try:  # concurrency groups are a Ray feature; the class stays usable without Ray (tests)
@@ -52,7 +52,7 @@ class Generator:
         torch.set_num_threads(cfg.resources.torch_threads)
         gpus = cfg.resources.generator_gpus if gpus is None else gpus
         self.device = resolve_device(gpus)
-        dtype = resolve_dtype(cfg.model.dtype, self.device)
+        dtype = weights_dtype(cfg.model.dtype, self.device)
         self.task = load_task(cfg.task)
         self.model, self.tokenizer = load_policy(cfg.model, self.task, device=self.device, dtype=dtype, progress=False)
         self.model.eval()

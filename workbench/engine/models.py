@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from workbench.engine.devices import weights_dtype
 from workbench.errors import UserError
 from workbench.engine.sampling import left_pad, sample_batch
 from workbench.rl.head import causal_lm_forward
@@ -116,21 +117,6 @@ def _quiet_hf() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-# ---------------------------------------------------------------------------- dtype
-
-
-def resolve_dtype(name: Any, device: str) -> torch.dtype | str:
-    """ModelConfig.dtype -> torch dtype; 'auto' is float32 on CPU, else the checkpoint's own."""
-    if isinstance(name, torch.dtype):
-        return name
-    if name in (None, "auto"):
-        return torch.float32 if str(device).startswith("cpu") else "auto"
-    table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if name not in table:
-        raise UserError(f"model.dtype: unknown dtype {name!r} (choose auto, float32, bfloat16, float16)")
-    return table[name]
-
-
 # ---------------------------------------------------------------------------- local HF directory
 
 
@@ -151,7 +137,7 @@ def load_hf_dir(path: str | Path, *, device: str = "cpu", dtype: Any = None) -> 
         raise UserError(f"model.path: cannot load a tokenizer from {d}: {e}") from None
     try:
         with _quiet_hf():
-            model = AutoModelForCausalLM.from_pretrained(d, local_files_only=True, dtype=resolve_dtype(dtype, device))
+            model = AutoModelForCausalLM.from_pretrained(d, local_files_only=True, dtype=weights_dtype(dtype, device))
     except (OSError, ValueError) as e:
         raise UserError(f"model.path: cannot load the model from {d}: {e}") from None
     prepare_tokenizer(tokenizer, model)
@@ -407,7 +393,7 @@ def load_policy(model_cfg: Any, task: Any = None, *, device: str = "cpu", dtype:
 
     `dtype` overrides `model_cfg.dtype`. The tokenizer pads on the left and has a pad token.
     """
-    dtype = resolve_dtype(model_cfg.dtype if dtype is None else dtype, device)  # bad names fail first
+    dtype = weights_dtype(model_cfg.dtype if dtype is None else dtype, device)  # bad names fail first
     if model_cfg.path.startswith(BUILTIN_PREFIX):
         return load_builtin(model_cfg, task, device=device, dtype=dtype, progress=progress)
     model, tokenizer = load_hf_dir(model_cfg.path, device=device, dtype=dtype)

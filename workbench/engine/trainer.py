@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from workbench.config import RunConfig
+from workbench.engine.devices import resolve_device, trainer_precision
 from workbench.engine.logs import quiet_hf
 from workbench.engine.weights import FlatWeights
 from workbench.engine.rollouts import Group, PackedGroups, build_batch
@@ -26,18 +27,6 @@ from workbench.rl.aggregation import aggregation_weights
 from workbench.rl.head import causal_lm_forward, token_entropy, token_logprobs
 from workbench.rl.length import overlong_penalty
 from workbench.rl.losses import policy_loss
-
-
-def resolve_device(gpus: float) -> str:
-    return "cuda" if gpus > 0 and torch.cuda.is_available() else "cpu"
-
-
-def resolve_dtype(name: str, device: str) -> torch.dtype:
-    if name == "auto":
-        if device == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
 def count_params(model: Any) -> int:
@@ -56,9 +45,10 @@ class Trainer:
         torch.set_num_threads(cfg.resources.torch_threads)
         torch.manual_seed(cfg.seed)
         self.device = resolve_device(cfg.resources.trainer_gpus)
-        dtype = resolve_dtype(cfg.model.dtype, self.device)
+        # fp32 master weights always (a bf16 weight does not move at lr 5e-7); see devices.py
+        self.precision = trainer_precision(cfg.model.dtype, self.device)
         self.model, self.tokenizer = load_policy(
-            cfg.model, load_task(cfg.task), device=self.device, dtype=dtype, progress=False
+            cfg.model, load_task(cfg.task), device=self.device, dtype=self.precision.master, progress=False
         )
         self.model.train()
         t = cfg.train

@@ -362,7 +362,7 @@ class VllmGenerator(Evaluator):
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
-        from workbench.engine.trainer import resolve_dtype
+        from workbench.engine.devices import trainer_precision
         from workbench.tasks.base import load_task
 
         quiet_hf()
@@ -373,7 +373,7 @@ class VllmGenerator(Evaluator):
         # The torch Generator's bookkeeping (its helpers and set_weights/_apply_pending use it).
         self._init_bookkeeping()
 
-        dtype = _DTYPES[resolve_dtype(cfg.model.dtype, "cuda")]  # same rule as the trainer
+        dtype = _DTYPES[trainer_precision(cfg.model.dtype, "cuda").compute]  # the trainer's compute dtype
         self.vllm_version = getattr(vllm, "__version__", "")
         fields = [f.name for f in dataclasses.fields(EngineArgs)]
         kwargs = build_engine_kwargs(cfg, str(model_dir), fields, dtype=dtype, seed=cfg.seed + 1000 * rank,
