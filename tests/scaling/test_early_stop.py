@@ -1,0 +1,46 @@
+"""The sweep's early-stopping rule on fitted synthetic curves."""
+
+import numpy as np
+import pytest
+
+from workbench.errors import UserError
+from workbench.scaling import fit_sigmoid
+from workbench.scaling.early_stop import rung_decisions
+
+
+def _fit(A: float, B: float = 1.5, C_mid: float = 1.0, seed: int = 0, noise: float = 0.005):
+    rng = np.random.default_rng(seed)
+    c = np.concatenate([[0.0], np.geomspace(0.05, 6.0, 24)])
+    r0 = 0.1
+    y = r0 + (A - r0) / (1 + (C_mid / np.maximum(c, 1e-12)) ** B)
+    y[0] = r0
+    return fit_sigmoid(c, y + rng.normal(0, noise, c.size), n_boot=100, seed=seed)
+
+
+def test_point_whose_ceiling_is_ruled_out_stops_and_best_continues():
+    good, bad = _fit(0.7), _fit(0.35, seed=1)
+    d = rung_decisions({"good": good, "bad": bad}, budget=10.0)
+    assert not d["good"].stop
+    assert d["bad"].stop and "interval" in d["bad"].reason and d["bad"].best == "good"
+
+
+def test_overlapping_points_with_close_forecasts_both_continue():
+    a, b = _fit(0.60, seed=2), _fit(0.605, seed=3)
+    d = rung_decisions({"a": a, "b": b}, budget=10.0)
+    assert not d["a"].stop and not d["b"].stop
+
+
+def test_same_ceiling_but_slower_point_stops_on_its_forecast_at_the_budget():
+    fast = _fit(0.6, C_mid=0.3, seed=4, noise=0.01)
+    slow = _fit(0.6, C_mid=1.5, seed=5, noise=0.01)  # same ceiling, reached much later
+    assert slow.A_ci[1] >= fast.A_ci[0]  # the ceilings cannot be told apart...
+    d = rung_decisions({"fast": fast, "slow": slow}, budget=0.5)  # ...but at the budget they can
+    assert d["slow"].forecast < d["fast"].forecast - 0.02
+    assert d["slow"].stop and "forecast" in d["slow"].reason
+
+
+def test_points_without_a_fit_continue_and_bad_budget_is_refused():
+    d = rung_decisions({"a": _fit(0.6), "new": None}, budget=1.0)
+    assert not d["new"].stop
+    with pytest.raises(UserError, match="budget"):
+        rung_decisions({"a": _fit(0.6)}, budget=0.0)
