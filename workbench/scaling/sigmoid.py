@@ -30,6 +30,7 @@ A significant, supported decline is kept as a falling sigmoid (A < R0): that is 
 show. The no-gain forecast is flat at the level: the mean of the latest max(4, n/8) fitted
 points (latest, so a slow drift is followed), with an interval from the block bootstrap of
 their residuals (autocorrelation widens it) in A_ci and samples[:, 0]; B and C_mid are NaN.
+"""
 
 
 from __future__ import annotations
