@@ -237,6 +237,8 @@ class SigmoidFit:
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, np.ndarray):
+                if v.dtype.kind == "f" and np.isnan(v).any():
+                    v = np.where(np.isnan(v), None, v.astype(object))  # JSON has no NaN: null (read back as NaN)
                 v = v.tolist()
             elif isinstance(v, tuple):
                 v = [_num_out(x) for x in v]

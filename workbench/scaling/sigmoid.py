@@ -28,8 +28,10 @@ no-gain fit (`no_gain=True`, converged=False, reason "no gain detected: ..."):
 3. Collapse: A on its lower bound 0 while every fitted score is above 0.03.
 A significant, supported decline is kept as a falling sigmoid (A < R0): that is what the data
 show. The no-gain forecast is flat at the level: the mean of the latest max(4, n/8) fitted
-points (latest, so a slow drift is followed), with an interval from the block bootstrap of
-their residuals (autocorrelation widens it) in A_ci and samples[:, 0]; B and C_mid are NaN.
+points (latest, so a slow drift is followed). Its interval (A_ci, samples[:, 0]): replicate
+series block-resampled from all fitted points' residuals around their mean, each replicate's
+level the mean of its latest points, so autocorrelated noise widens it; the prediction band adds
+sigma, the spread of those residuals. B and C_mid are NaN.
 """
 
 
@@ -215,16 +217,17 @@ def _flat_fit(y: np.ndarray, c: np.ndarray, run: np.ndarray, why: str, gain_p: f
     n = len(y)
     k = max(min(n, MIN_POINTS), math.ceil(n / 8))
     sel = np.sort(np.argsort(c, kind="stable")[-k:])  # the latest points by compute, in data order
-    ys, rs = y[sel], run[sel]
-    lvl = float(ys.mean())
-    r = ys - lvl
-    rho = float(np.mean([engine.lag1_autocorr(r[rs == i]) for i in np.unique(rs)]))
-    L = engine.block_length(rho, int(np.median(np.bincount(rs)[np.unique(rs)])))
+    lvl = float(y[sel].mean())
+    # Noise: the residuals of all fitted points around their mean (a few latest points are too
+    # few to see autocorrelation); replicate series are block-resampled from them and each
+    # replicate's level is the mean of its latest k points, so a wander widens the interval.
+    r = y - y.mean()
+    rho = float(np.mean([engine.lag1_autocorr(r[run == i]) for i in np.unique(run)]))
+    L = engine.block_length(rho, int(np.median(np.bincount(run)[np.unique(run)])))
     level = common["level"]
     samples = np.zeros((0, 3))
     if n_boot:
-        # the mean of block-resampled residuals: the level's sampling spread, widened by autocorrelation
-        lv = lvl + engine.resample_residuals(r, rs, 1, n_boot, L, rng).mean(1)
+        lv = lvl + engine.resample_residuals(r, run, 1, n_boot, L, rng)[:, sel].mean(1)
         samples = np.column_stack([np.clip(lv, 0.0, 1.0), np.full(n_boot, math.nan), np.full(n_boot, math.nan)])
     sse_all = float(((y - lvl) ** 2).sum())
     sst = float(((y - y.mean()) ** 2).sum())
@@ -239,7 +242,7 @@ def _flat_fit(y: np.ndarray, c: np.ndarray, run: np.ndarray, why: str, gain_p: f
         C_mid_ci=nan,
         rmse=math.sqrt(sse_all / n),
         r2=1 - sse_all / sst if sst > 0 else math.nan,
-        sigma=float(math.sqrt((r @ r) / max(k - 1, 1))),
+        sigma=float(math.sqrt((r @ r) / max(n - 1, 1))),
         converged=False,
         reason=f"no gain detected: {why}; forecast flat at {lvl:.4f}, the mean of the last {k} fitted points",
         warnings=warnings,
