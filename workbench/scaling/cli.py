@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
         "x": curve.x_label,
         "y": curve.y_label,
         "A": fit.A,
-        "B": fit.B,
-        "C_mid": fit.C_mid,
+        "B": _num(fit.B),  # NaN for a no-gain fit: "nan", as JSON has no NaN
+        "C_mid": _num(fit.C_mid),
         "R0": fit.R0,
         "r0_source": fit.r0_source,
         "A_ci": [_num(v) for v in fit.A_ci],

@@ -10,9 +10,15 @@ points to stop. Two rules, in order:
    (0.02, `compare.A_MARGIN`).
 
 The best point is the one forecast highest at the sweep's budget (ties broken by A): the point
-the sweep would spend its budget on. Neither rule can stop a point whose ceiling is clearly
-above the best point's, so the winner `compare` would pick by A is never stopped by rule 1. The best point never stops. Fits that did not converge still take part (their intervals are
-wide, so rule 1 rarely fires on them); a point without a fit (too few evaluations) continues.
+the sweep would spend its budget on. The best point never stops. Neither rule can stop a point
+whose ceiling is clearly above the best point's, so the winner `compare` would pick by A is never
+stopped by rule 1.
+
+Fits that did not converge still take part (their intervals are wide, so rule 1 rarely fires on
+them); a point without a fit (too few evaluations) continues. A no-gain fit (flat data, e.g. a
+crippled point that does not learn; `SigmoidFit.no_gain`) takes part with its level: its A and A
+interval are the level's and its forecast at any budget is the level, so a flat point far below
+the best's ceiling stops by rule 1, and one just below it by rule 2.
 
     decisions = rung_decisions({"lr=2e-4": fit1, "lr=1e-6": fit2}, budget=1.5)
     decisions["lr=1e-6"].stop, decisions["lr=1e-6"].reason
