@@ -84,3 +84,15 @@ def test_all_flat_points_tie_and_the_best_flat_point_continues():
     assert a.no_gain and b.no_gain
     best = d["a"].best
     assert not d[best].stop and not d["a"].stop and not d["b"].stop  # levels within the margin
+
+
+def test_two_flat_points_a_noise_sized_level_apart_do_not_stop_each_other():
+    # early in a run a slow real rise often reads "no gain detected"; rule 2 must not stop a
+    # point over a level difference its own interval covers
+    a, b = _flat(0.20, seed=16, noise=0.02), _flat(0.18, seed=17, noise=0.02)
+    assert a.no_gain and b.no_gain
+    assert a.A - b.A > 0.02  # by point levels alone, b would stop
+    d = rung_decisions({"a": a, "b": b}, budget=12.0)
+    assert d["b"].best == "a" and d["b"].forecast == pytest.approx(b.A)
+    assert not d["b"].stop  # the top of b's level interval is within the margin of a
+    assert a.A - b.A_ci[1] <= 0.02
