@@ -19,8 +19,9 @@ After the fit, three rules decide whether the sigmoid is kept; if any fires, the
 no-gain fit (`no_gain=True`, converged=False, reason "no gain detected: ..."):
 1. Gain test (engine.gain_test): T = the share of the variance around the mean the sigmoid
    explains, against T on flat replicates (the mean plus the fit's residuals, block-resampled
-   as in the bootstrap, so autocorrelated noise is calibrated for; 200 replicates, coarse grid).
-   The sigmoid is kept when p <= 0.05, or p <= 0.01 for a fit that did not converge (its
+   as in the bootstrap, so autocorrelated noise is calibrated for; 200 replicates, coarse grid),
+   and the same for a straight line in log-compute (more power on a run's first, steady
+   evaluations); p is the smaller of the two. The sigmoid is kept when p <= 0.05, or p <= 0.01 for a fit that did not converge (its
    forecast extrapolates an unidentified shape). A clear rise skips the replicates (F-test
    shortcut, see engine.gain_test), so rising curves cost no more.
 2. Step: B at its upper bound with fewer than MIN_POINTS fitted points on one side of C_mid
