@@ -51,6 +51,8 @@ class TaskConfig:
     num_train: int = 2000
     num_val: int = 200
     seed: int = 0
+    # Wrap each prompt as a user turn with the tokenizer's chat template (generation prompt added).
+    chat_template: bool = False
 
 
 @dataclass

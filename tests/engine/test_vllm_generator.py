@@ -524,7 +524,7 @@ class TestOnGpu:
 
         def push_on_third_step():
             calls["n"] += 1
-            if calls["n"] == 4:  # call 1: start of generate; calls 2-4: before engine steps 1-3
+            if calls["n"] == 5:  # calls 1-2: start of generate and of the decode; calls 3-5: before engine steps 1-3
                 gen.set_weights({k: v.detach().float().cpu() for k, v in model.state_dict().items()}, v0 + 1)
             return apply()
 
