@@ -353,8 +353,9 @@ class VllmGenerator(RolloutWorker):
         dtype = _DTYPES[trainer_precision(cfg.model.dtype, "cuda").compute]  # the trainer's compute dtype
         self.vllm_version = getattr(vllm, "__version__", "")
         fields = [f.name for f in dataclasses.fields(EngineArgs)]
-        kwargs = build_engine_kwargs(cfg, str(model_dir), fields, dtype=dtype, seed=cfg.seed + 1000 * self.rank,
-                                     max_model_len=self._needed_model_len(), enforce_eager=self.enforce_eager or cfg.generation.vllm_enforce_eager,
+        seed = (cfg.seed + 1000 * self.rank) % (2**31 - 1)  # the evaluator is rank -1; vLLM seeds numpy (needs >= 0)
+        kwargs = build_engine_kwargs(cfg, str(model_dir), fields, dtype=dtype, seed=seed, max_model_len=self._needed_model_len(),
+                                     enforce_eager=self.enforce_eager or cfg.generation.vllm_enforce_eager,
                                      vllm_version=self.vllm_version)  # fmt: skip
         try:
             self.llm = vllm.LLM(**kwargs)
