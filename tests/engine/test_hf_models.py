@@ -158,3 +158,20 @@ def test_bad_model_folders_stop_with_one_line_and_no_ray(tmp_path, kw, chat, nee
     assert "Traceback" not in proc.stderr and needle in proc.stderr and str(d) in proc.stderr, proc.stderr
     assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1, proc.stderr
     assert not ray_tmp.exists()  # Ray never started, so no Ray process can be left behind
+
+
+def test_a_tokenizer_that_does_not_belong_to_the_model_is_refused(tmp_path):
+    from transformers import AutoTokenizer
+
+    d = bad_folder(tmp_path, "qwen2")
+    tok = AutoTokenizer.from_pretrained(d)
+    tok.add_tokens([f"<extra{i}>" for i in range(40)])  # ids beyond the model's embedding rows
+    tok.save_pretrained(d)
+    with pytest.raises(UserError, match=r"has 340 tokens but the model's embedding has 300 rows"):
+        load_policy(run_config_from_dict({}, {"model.path": str(d)}).model)
+
+
+def test_prompts_without_the_chat_template_are_the_plain_text(model_dir):
+    _, d = model_dir
+    _, tok = load_policy(run_config_from_dict({}, {"model.path": str(d)}).model)
+    assert prompt_ids(tok, "12+34=") == tok.encode("12+34=", add_special_tokens=False)
