@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed
 TORCH   ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test browser bench clean
+.PHONY: setup demo test browser bench gpu-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -36,6 +36,14 @@ test: setup browser
 
 bench: setup
 	$(PY) benchmarks/bench_fit.py
+
+# On a GPU machine, with the GPU set installed (env/requirements-gpu.txt; not `make setup`, which
+# installs the CPU torch): the GPU tests, then the torch and the vLLM generator each sharing one
+# GPU with the trainer. Prints tokens/s, the trainer's busy share and samples/s. Without CUDA it
+# stops with one line. GPU_PY: the venv's python when there is one, else python3.
+GPU_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
+gpu-check:
+	$(GPU_PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

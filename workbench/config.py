@@ -51,6 +51,8 @@ class TaskConfig:
     num_train: int = 2000
     num_val: int = 200
     seed: int = 0
+    # Wrap each prompt as a user turn with the tokenizer's chat template (generation prompt added).
+    chat_template: bool = False
 
 
 @dataclass
@@ -199,11 +201,7 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError("generation.vllm_gpu_memory_utilization must be in (0, 1]")
     if g.vllm_tensor_parallel_size < 1:
         raise ConfigError("generation.vllm_tensor_parallel_size must be >= 1")
-    if g.backend == "vllm" and cfg.resources.generator_gpus < g.vllm_tensor_parallel_size:
-        raise ConfigError(
-            f"generation.vllm_tensor_parallel_size={g.vllm_tensor_parallel_size} needs "
-            f"resources.generator_gpus >= {g.vllm_tensor_parallel_size} (got {cfg.resources.generator_gpus:g})"
-        )
+    validate_gpu_shares(cfg)
     if cfg.recipe.off_policy.k < 1:
         raise ConfigError("recipe.off_policy.k must be >= 1")
     if cfg.eval.every_steps < 1 or cfg.eval.num_prompts < 1 or cfg.eval.samples_per_prompt < 1:
@@ -214,4 +212,44 @@ def validate(cfg: RunConfig) -> None:
     if cfg.task.num_val < cfg.eval.num_prompts and cfg.task.path is None:
         raise ConfigError(
             f"eval.num_prompts ({cfg.eval.num_prompts}) exceeds task.num_val ({cfg.task.num_val})"
+        )
+
+
+def _vllm_share(role: str, share: float, g: GenerationConfig) -> None:
+    """One vLLM engine on `share` GPUs: whole GPUs for tensor parallelism, else memory within the share."""
+    tp, util = g.vllm_tensor_parallel_size, g.vllm_gpu_memory_utilization
+    key = f"resources.{role}_gpus"
+    if share <= 0:
+        raise ConfigError(f"generation.backend=vllm needs a GPU share for the {role}: set {key} > 0 (e.g. 0.5 to share one GPU with the trainer)")
+    if tp > 1 and (share != int(share) or share < tp):
+        raise ConfigError(
+            f"generation.vllm_tensor_parallel_size={tp} needs {tp} whole GPUs per {role}, but {key}={share:g}: "
+            f"set {key}={tp}, or vllm_tensor_parallel_size=1 for a fractional share"
+        )
+    if share > 1 and share != int(share):
+        raise ConfigError(f"{key}={share:g}: a share above one GPU must be a whole number of GPUs")
+    if share < 1 and util > share + 1e-9:
+        raise ConfigError(
+            f"generation.vllm_gpu_memory_utilization={util:g} is above the {role}'s GPU share {key}={share:g}: "
+            f"set generation.vllm_gpu_memory_utilization <= {share:g} (vLLM takes that fraction of the GPU's memory)"
+        )
+
+
+def validate_gpu_shares(cfg: RunConfig) -> None:
+    """GPU shares that cannot fit are refused before anything starts (one line saying what to change)."""
+    r, g = cfg.resources, cfg.generation
+    for key in ("generator_gpus", "trainer_gpus", "evaluator_gpus"):
+        if getattr(r, key) < 0:
+            raise ConfigError(f"resources.{key} must be >= 0, got {getattr(r, key):g}")
+    if g.backend == "vllm":
+        _vllm_share("generator", r.generator_gpus, g)
+        if r.evaluator_gpus > 0:  # the evaluator then runs on vLLM too (workers.spawn_workers)
+            _vllm_share("evaluator", r.evaluator_gpus, g)
+    trainers = int(getattr(r, "trainer_workers", 1) or 1)
+    total = g.num_generators * r.generator_gpus + trainers * r.trainer_gpus + r.evaluator_gpus
+    if r.num_gpus is not None and total > r.num_gpus + 1e-9:
+        raise ConfigError(
+            f"the GPU shares add up to {total:g} ({g.num_generators} generators x {r.generator_gpus:g} + "
+            f"{trainers} trainer x {r.trainer_gpus:g} + evaluator {r.evaluator_gpus:g}) but resources.num_gpus={r.num_gpus}: "
+            "lower the shares or raise resources.num_gpus"
         )

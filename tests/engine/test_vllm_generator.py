@@ -357,6 +357,14 @@ def test_constructor_builds_the_engine_and_probes_the_step_api(fake_vllm):
     assert tok.eos_token_id == EOS == gen.eos_id  # the scripted engine stops on EOS like vLLM does
 
 
+def test_the_vllm_evaluator_rank_gets_a_valid_engine_seed(fake_vllm):
+    cfg, _, _ = fake_vllm
+    ev = vg.VllmGenerator(cfg, rank=-1, gpus=1)  # spawn_workers makes the evaluator rank -1
+    assert 0 <= ev.llm.kwargs["seed"] < 2**31 and ev.llm.kwargs["seed"] != cfg.seed  # numpy refuses negative seeds
+    m = ev.evaluate(None, 0, num_prompts=4, k=2, seed=0)
+    assert m["val/prompts"] == 4 and ev.ping()["backend"] == "vllm"
+
+
 def test_generate_returns_a_scored_chunk_and_applies_weight_pushes_between_steps(fake_vllm):
     cfg, task, tok = fake_vllm
     FakeLLM.respond = staticmethod(_respond_with(lambda text: task.train[0].answer if text == task.train[0].prompt else "9999", tok))
@@ -524,7 +532,7 @@ class TestOnGpu:
 
         def push_on_third_step():
             calls["n"] += 1
-            if calls["n"] == 4:  # call 1: start of generate; calls 2-4: before engine steps 1-3
+            if calls["n"] == 5:  # calls 1-2: start of generate and of the decode; calls 3-5: before engine steps 1-3
                 gen.set_weights({k: v.detach().float().cpu() for k, v in model.state_dict().items()}, v0 + 1)
             return apply()
 

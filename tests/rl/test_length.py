@@ -134,3 +134,24 @@ def test_overlong_penalty_values():
     assert pen.dtype == torch.float32
     with pytest.raises(UserError, match="l_cache <= l_max"):
         overlong_penalty(lengths, 100, l_max=0.1, l_cache=0.2)
+
+
+def test_a_bpe_tokenizer_closes_thinking_however_the_marker_is_spelled():
+    from tests.helpers.tiny_hf import train_bpe
+
+    tok = train_bpe(["12+34=46", "</think> </think>"], "qwen2")
+    cfg = LengthControlConfig(phrase="Time is up. </think>", budget_min=20, budget_max=20, answer_budget=4)
+    fi = from_config(cfg, 120, tok)
+    assert len(fi.phrase_ids) > 1 and tok.decode(fi.phrase_ids) == cfg.phrase  # multi-token, same text back
+    merged = tok.encode("</think>", add_special_tokens=False)
+    spelled = [tok.encode(c, add_special_tokens=False)[0] for c in "</think>"]  # one token per character
+    assert spelled != merged and tok.decode(spelled) == "</think>"
+    for marker in (merged, spelled):
+        st = fi.start(20)
+        for t in tok.encode("12", add_special_tokens=False) + marker:
+            assert st.after_token(t) is None
+        assert st.thinking_closed
+        assert fi.force_after(tok.encode("12", add_special_tokens=False) + marker + [7] * 30, 20) is None
+    st = fi.start(20)
+    forced = next(f for f in (st.after_token(t) for t in [7] * 20) if f)
+    assert forced == fi.phrase_ids and st.loss_mask == [1] * 20 + [0] * len(fi.phrase_ids)

@@ -106,6 +106,23 @@ def _use_token_auth() -> None:
         pass
 
 
+def token_available() -> bool:
+    """True when this driver has a Ray auth token: $RAY_AUTH_TOKEN, $RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token."""
+    if os.environ.get("RAY_AUTH_TOKEN", "").strip():
+        return True
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    path = Path(path).expanduser() if path else Path.home() / ".ray" / "auth_token"
+    try:
+        return path.is_file() and bool(path.read_text().strip())
+    except OSError:
+        return False
+
+
+def use_token_auth() -> None:
+    """Public form of `_use_token_auth` for `launch.init_ray`: send this driver's token."""
+    _use_token_auth()
+
+
 def connect(
     num_cpus: Optional[int] = None,
     num_gpus: Optional[int] = None,

@@ -56,16 +56,31 @@ def required_resources(cfg: RunConfig) -> dict[str, float]:
 def init_ray(cfg: RunConfig) -> bool:
     """Connect to `resources.ray_address` (or $RAY_ADDRESS) or start a local cluster.
 
+    An existing cluster may require Ray's token authentication: the driver's token
+    ($RAY_AUTH_TOKEN, $RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) is sent when there is one (Ray
+    sends it on its own only to a cluster it finds by itself). A refused or missing token is
+    reported as "authentication failed", not as an unreachable cluster.
     Returns True when this call started Ray (the caller then owns its shutdown).
     """
+    from workbench.engine import cluster
+
     if ray.is_initialized():
         return False
     address = cfg.resources.ray_address or os.environ.get("RAY_ADDRESS")
     kwargs: dict[str, Any] = dict(namespace=NAMESPACE, log_to_driver=True, logging_level="ERROR")
     if address:
+        has_token = cluster.token_available()
+        if has_token:
+            cluster.use_token_auth()
         try:
             ray.init(address=address, **kwargs)
-        except (ConnectionError, RuntimeError) as e:
+        except (ConnectionError, RuntimeError, ray.exceptions.AuthenticationError) as e:
+            if _auth_failure(e):
+                sent = "the token this driver sent was refused" if has_token else "this driver has no token"
+                raise UserError(
+                    f"authentication failed at the Ray cluster {address}: {sent}; put the cluster's token in "
+                    "~/.ray/auth_token or $RAY_AUTH_TOKEN (on its head node: ray get-auth-token)"
+                ) from None
             raise UserError(f"cannot reach the Ray cluster at {address}: {e}") from None
     else:
         need = required_resources(cfg)
@@ -74,6 +89,17 @@ def init_ray(cfg: RunConfig) -> bool:
         # address="local": a new cluster of our own, even when `ray start` left one recorded
         ray.init(address="local", num_cpus=num_cpus, num_gpus=cfg.resources.num_gpus, include_dashboard=False, **kwargs)
     return True
+
+
+def _auth_failure(error: BaseException) -> bool:
+    """Whether a failed ray.init was refused for authentication (Ray wraps the cause in a ConnectionError)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        text = str(seen).lower()
+        if isinstance(seen, ray.exceptions.AuthenticationError) or "unauthenticated" in text or "authentication" in text:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def check_resources(cfg: RunConfig) -> None:

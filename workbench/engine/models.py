@@ -14,9 +14,10 @@ on; later calls load it from there. A file lock plus an atomic rename keep two p
 build at once from corrupting the cache. `model.workbench_info` tells how it was obtained
 (`from_cache`, SFT time and loss, parameter count).
 
-Any other `path` is a local Hugging Face model directory (no hub downloads). Tokenizers
-without a pad token get EOS as pad; padding is on the left for generation; the model config's
-eos / pad ids are set to the tokenizer's.
+Any other `path` is a local Hugging Face model directory (no hub downloads), read through
+`hf_dir` (its own tokenizer, EOS required, optional chat template). Tokenizers without a pad
+token get EOS as pad; padding is on the left for generation; the model config's eos / pad ids
+are set to the tokenizer's. `policy_dir` gives the folder without loading the model (vLLM).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from workbench.engine.devices import weights_dtype
+from workbench.engine.hf_dir import check_model_dir, check_vocab, load_tokenizer, prepare_tokenizer  # noqa: F401 - re-exported
 from workbench.errors import UserError
 from workbench.engine.sampling import left_pad, sample_batch
 from workbench.rl.head import causal_lm_forward
@@ -51,7 +53,6 @@ INFO_FILE = "workbench_builtin.json"
 # The builtin warm-up stops once the sampled train pass rate reaches this: low, not zero,
 # leaving RL clear headroom (ModelConfig.sft_target_pass_rate overrides it when present).
 SFT_TARGET_PASS_RATE = 0.15
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
 
 # ---------------------------------------------------------------------------- tokenizer
@@ -84,21 +85,6 @@ def build_char_tokenizer(alphabet: str):
     )
 
 
-def prepare_tokenizer(tokenizer: Any, model: Any = None) -> Any:
-    """Pad token (EOS if none), left padding, and the model config's ids set to match."""
-    if tokenizer.eos_token_id is None:
-        raise UserError(f"tokenizer {type(tokenizer).__name__} has no EOS token; generation could never stop")
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "left"
-    if model is not None:
-        for cfg in (model.config, getattr(model, "generation_config", None)):
-            if cfg is not None:
-                cfg.eos_token_id = tokenizer.eos_token_id
-                cfg.pad_token_id = tokenizer.pad_token_id
-    return tokenizer
-
-
 def encode(tokenizer: Any, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
@@ -120,26 +106,18 @@ def _quiet_hf() -> Iterator[None]:
 # ---------------------------------------------------------------------------- local HF directory
 
 
-def load_hf_dir(path: str | Path, *, device: str = "cpu", dtype: Any = None) -> tuple[Any, Any]:
+def load_hf_dir(path: str | Path, *, device: str = "cpu", dtype: Any = None, chat_template: bool = False) -> tuple[Any, Any]:
     """Model + tokenizer from a local Hugging Face directory; clear errors for what is missing."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    d = Path(path).expanduser()
-    if not d.is_dir():
-        raise UserError(f"model.path: no such directory: {d} (a local Hugging Face model directory or builtin:tiny)")
-    if not (d / "config.json").is_file():
-        raise UserError(f"model.path: {d} has no config.json (not a Hugging Face model directory)")
-    if not any((d / w).is_file() for w in WEIGHT_FILES) and not list(d.glob("*.safetensors")):
-        raise UserError(f"model.path: {d} has no weights (expected one of {', '.join(WEIGHT_FILES)})")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(d, local_files_only=True)
-    except (OSError, ValueError) as e:
-        raise UserError(f"model.path: cannot load a tokenizer from {d}: {e}") from None
+    d = check_model_dir(path)
+    tokenizer = load_tokenizer(d, chat_template=chat_template)
     try:
         with _quiet_hf():
             model = AutoModelForCausalLM.from_pretrained(d, local_files_only=True, dtype=weights_dtype(dtype, device))
     except (OSError, ValueError) as e:
         raise UserError(f"model.path: cannot load the model from {d}: {e}") from None
+    check_vocab(tokenizer, model, str(d))
     prepare_tokenizer(tokenizer, model)
     return model.to(device), tokenizer
 
@@ -350,8 +328,8 @@ def _build_builtin(model_cfg: Any, task: Any, final: Path, progress: bool) -> di
 _HF_LOCK = threading.RLock()
 
 
-def load_builtin(model_cfg: Any, task: Any, *, device: str = "cpu", dtype: Any = None, progress: bool = True) -> tuple[Any, Any]:
-    """The cached builtin model for (model_cfg, task), built first if absent."""
+def builtin_dir(model_cfg: Any, task: Any, *, progress: bool = True) -> tuple[Path, bool]:
+    """(folder, from_cache) of the builtin model for (model_cfg, task), built first if absent."""
     size = model_cfg.path.split(":", 1)[1]
     if size not in BUILTIN_SIZES:
         raise UserError(f"model.path: unknown builtin model {model_cfg.path!r} (known: builtin:{', builtin:'.join(BUILTIN_SIZES)})")
@@ -359,44 +337,60 @@ def load_builtin(model_cfg: Any, task: Any, *, device: str = "cpu", dtype: Any =
         raise UserError("model.path=builtin:tiny needs a task with training examples to warm-start on")
     if model_cfg.sft_steps < 1 or model_cfg.sft_batch_size < 1 or model_cfg.sft_lr <= 0:
         raise UserError("model.sft_steps and model.sft_batch_size must be >= 1 and model.sft_lr > 0")
+    from filelock import FileLock
+
     final = builtin_cache_dir(model_cfg, task)
     final.parent.mkdir(parents=True, exist_ok=True)
     # transformers' loading patches module construction process-wide (meta-device init), so
     # two threads building or loading at once corrupt each other: one at a time per process.
     with _HF_LOCK:
-        return _load_builtin_locked(model_cfg, task, final, device=device, dtype=dtype, progress=progress)
-
-
-def _load_builtin_locked(model_cfg: Any, task: Any, final: Path, *, device: str, dtype: Any, progress: bool) -> tuple[Any, Any]:
-    from filelock import FileLock
-
-    from_cache = True
-    if not (final / INFO_FILE).is_file():
+        if (final / INFO_FILE).is_file():
+            return final, True
         # Only one process trains; the others wait here and then load its result.
         locks = final.parent / ".locks"
         locks.mkdir(exist_ok=True)
         with FileLock(str(locks / f"{final.name}.lock")):
-            if not (final / INFO_FILE).is_file():
-                shutil.rmtree(final, ignore_errors=True)  # a partial directory from an old crash
-                log.info("building %s for task %s into %s", model_cfg.path, task.name, final)
-                _build_builtin(model_cfg, task, final, progress)
-                from_cache = False
+            if (final / INFO_FILE).is_file():
+                return final, True
+            shutil.rmtree(final, ignore_errors=True)  # a partial directory from an old crash
+            log.info("building %s for task %s into %s", model_cfg.path, task.name, final)
+            _build_builtin(model_cfg, task, final, progress)
+            return final, False
+
+
+def load_builtin(model_cfg: Any, task: Any, *, device: str = "cpu", dtype: Any = None, progress: bool = True) -> tuple[Any, Any]:
+    """The cached builtin model for (model_cfg, task), built first if absent."""
+    final, from_cache = builtin_dir(model_cfg, task, progress=progress)
     if from_cache:
         log.info("loaded %s from cache %s", model_cfg.path, final)
-    model, tokenizer = load_hf_dir(final, device=device, dtype=dtype)
+    with _HF_LOCK:
+        model, tokenizer = load_hf_dir(final, device=device, dtype=dtype, chat_template=_wants_template(task))
     model.workbench_info = {**json.loads((final / INFO_FILE).read_text()), "from_cache": from_cache, "dir": str(final)}
     return model, tokenizer
+
+
+def _wants_template(task: Any) -> bool:
+    return bool(getattr(task, "chat_template", False))
+
+
+def policy_dir(model_cfg: Any, task: Any = None, *, progress: bool = False) -> Path:
+    """The model folder for `model_cfg.path` without loading the model (vLLM loads it itself):
+    the builtin cache entry (built first if absent) or the checked local directory."""
+    if model_cfg.path.startswith(BUILTIN_PREFIX):
+        return builtin_dir(model_cfg, task, progress=progress)[0]
+    return check_model_dir(model_cfg.path)
 
 
 def load_policy(model_cfg: Any, task: Any = None, *, device: str = "cpu", dtype: Any = None, progress: bool = True) -> tuple[Any, Any]:
     """(model, tokenizer) for `model_cfg.path`: builtin:tiny (cached warm start) or a local HF dir.
 
-    `dtype` overrides `model_cfg.dtype`. The tokenizer pads on the left and has a pad token.
+    `dtype` overrides `model_cfg.dtype`. The tokenizer pads on the left and has a pad token;
+    with `task.chat_template` it must have a chat template.
     """
     dtype = weights_dtype(model_cfg.dtype if dtype is None else dtype, device)  # bad names fail first
     if model_cfg.path.startswith(BUILTIN_PREFIX):
         return load_builtin(model_cfg, task, device=device, dtype=dtype, progress=progress)
-    model, tokenizer = load_hf_dir(model_cfg.path, device=device, dtype=dtype)
+    model, tokenizer = load_hf_dir(model_cfg.path, device=device, dtype=dtype, chat_template=_wants_template(task))
     model.workbench_info = {"from_cache": False, "dir": str(Path(model_cfg.path).expanduser()), "params": sum(p.numel() for p in model.parameters())}
     return model, tokenizer
 

@@ -28,19 +28,15 @@ import dataclasses
 import gc
 import logging
 import os
-import time
 import types
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 import torch
 import torch.nn.functional as F
 
 from workbench.config import RunConfig
-from workbench.engine.generator import Evaluator, _compute, _io
-from workbench.engine.logs import quiet_hf
-from workbench.engine.rollouts import Chunk
+from workbench.engine.rollout_worker import RolloutWorker
 from workbench.engine.sampling import Completion
 from workbench.errors import UserError
 
@@ -316,26 +312,7 @@ def _version_at_least(version: str, minimum: str) -> bool:
         return True
 
 
-def _model_dir(cfg: RunConfig, task: Any) -> tuple[Path, Any]:
-    """(local HF directory, tokenizer) for cfg.model.path; builds the builtin model if needed."""
-    from workbench.engine.models import BUILTIN_PREFIX, load_builtin, prepare_tokenizer
-
-    if cfg.model.path.startswith(BUILTIN_PREFIX):
-        model, tokenizer = load_builtin(cfg.model, task, device="cpu", progress=False)
-        return Path(model.workbench_info["dir"]), tokenizer
-    from transformers import AutoTokenizer
-
-    d = Path(cfg.model.path).expanduser()
-    if not (d / "config.json").is_file():
-        raise UserError(f"model.path: {d} is not a Hugging Face model directory (no config.json)")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(d, local_files_only=True)
-    except (OSError, ValueError) as e:
-        raise UserError(f"model.path: cannot load a tokenizer from {d}: {e}") from None
-    return d, prepare_tokenizer(tokenizer)
-
-
-class VllmGenerator(Evaluator):
+class VllmGenerator(RolloutWorker):
     """Generator (and Evaluator) on a vLLM engine; see the module docstring."""
 
     enforce_eager = False  # CUDA graphs on; tests set True for a fast start-up
@@ -346,38 +323,39 @@ class VllmGenerator(Evaluator):
             log.warning("VLLM_ENABLE_V1_MULTIPROCESSING overridden to 0: per-token versions need an in-process engine core")
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         try:
-            import vllm
+            import vllm  # noqa: F401 - fail before loading the task and tokenizer
         except ImportError:
             raise UserError(
                 "generation.backend=vllm needs the vllm package, which is not installed "
-                "(pip install 'vllm>=0.10.2' on a Linux machine with CUDA GPUs), or use generation.backend=torch"
+                "(pip install -r env/requirements-gpu.txt on a Linux machine with CUDA GPUs), or use generation.backend=torch"
             ) from None
         if not torch.cuda.is_available():
             raise UserError("generation.backend=vllm needs a CUDA GPU, but torch sees none; use generation.backend=torch")
-        gpus = cfg.resources.generator_gpus if gpus is None else gpus
-        if gpus <= 0:
+        if (cfg.resources.generator_gpus if gpus is None else gpus) <= 0:
             raise UserError("generation.backend=vllm needs GPUs for its generators: set resources.generator_gpus > 0")
+        super().__init__(cfg, rank, gpus)
+
+    def _start(self, gpus: float) -> None:
+        import vllm
         from vllm import SamplingParams
         from vllm.engine.arg_utils import EngineArgs
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
         from workbench.engine.devices import trainer_precision
-        from workbench.tasks.base import load_task
+        from workbench.engine.hf_dir import load_tokenizer
+        from workbench.engine.models import policy_dir
 
-        quiet_hf()
-        self.cfg, self.rank = cfg, rank
+        cfg = self.cfg
         self.device = "cuda"
-        self.task = load_task(cfg.task)
-        model_dir, self.tokenizer = _model_dir(cfg, self.task)
-        # The torch Generator's bookkeeping (its helpers and set_weights/_apply_pending use it).
-        self._init_bookkeeping()
-
+        model_dir = policy_dir(cfg.model, self.task)  # vLLM loads the weights; only the tokenizer is read here
+        self.tokenizer = load_tokenizer(model_dir, chat_template=self.task.chat_template)
         dtype = _DTYPES[trainer_precision(cfg.model.dtype, "cuda").compute]  # the trainer's compute dtype
         self.vllm_version = getattr(vllm, "__version__", "")
         fields = [f.name for f in dataclasses.fields(EngineArgs)]
-        kwargs = build_engine_kwargs(cfg, str(model_dir), fields, dtype=dtype, seed=cfg.seed + 1000 * rank,
-                                     max_model_len=self._needed_model_len(), enforce_eager=self.enforce_eager or cfg.generation.vllm_enforce_eager,
+        seed = (cfg.seed + 1000 * self.rank) % (2**31 - 1)  # the evaluator is rank -1; vLLM seeds numpy (needs >= 0)
+        kwargs = build_engine_kwargs(cfg, str(model_dir), fields, dtype=dtype, seed=seed, max_model_len=self._needed_model_len(),
+                                     enforce_eager=self.enforce_eager or cfg.generation.vllm_enforce_eager,
                                      vllm_version=self.vllm_version)  # fmt: skip
         try:
             self.llm = vllm.LLM(**kwargs)
@@ -391,20 +369,20 @@ class VllmGenerator(Evaluator):
         self.logprobs_mode = kwargs.get("logprobs_mode", "raw_logprobs")
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.fp32_head_mode = self.llm.collective_rpc("workbench_fp32_head", args=(bool(cfg.recipe.fp32_head), dtype))[0]
-        # Generator._apply_pending and Evaluator.evaluate call self.model.load_state_dict(weights).
-        self.model = types.SimpleNamespace(load_state_dict=self._load_into_engine)
         self._SamplingParams, self._output_kind = SamplingParams, RequestOutputKind.CUMULATIVE
         self._top_k_off = SamplingParams().top_k  # -1 or 0 depending on the version: no truncation
         self._make_prompt = lambda ids: TokensPrompt(prompt_token_ids=ids)
         self._calls = 0
         self.engine_mode = "step" if self._probe_step_api() else "batch"
         log.info("vLLM %s generator %d: engine_mode=%s fp32_head=%s logprobs=%s dtype=%s", self.vllm_version,
-                 rank, self.engine_mode, self.fp32_head_mode, self.logprobs_mode, dtype)  # fmt: skip
+                 self.rank, self.engine_mode, self.fp32_head_mode, self.logprobs_mode, dtype)  # fmt: skip
 
     def _needed_model_len(self) -> int:
-        """Longest task prompt + max_new_tokens: keeps the KV-cache requirement to what runs need."""
-        prompts = [ex.prompt for ex in list(self.task.train) + list(self.task.val)]
-        longest = max(len(ids) for ids in self.tokenizer(prompts, add_special_tokens=False)["input_ids"])
+        """Longest task prompt (as the generator encodes it) + max_new_tokens: keeps the KV-cache
+        requirement to what runs need."""
+        longest = max(
+            len(self._prompt_ids(split, i)) for split in ("train", "val") for i in range(len(self._examples(split)))
+        )
         return longest + self.cfg.generation.max_new_tokens + 1
 
     def _probe_step_api(self) -> bool:
@@ -424,22 +402,23 @@ class VllmGenerator(Evaluator):
 
     def _params(self, max_tokens: int, seed: int) -> Any:
         # Full softmax (no top-k/top-p/min-p). logprobs=1: the sampled token's entry is always included.
+        # stop_token_ids: stop on the EOS of the tokenizer the workbench scores with.
         return self._SamplingParams(
             n=1, temperature=self.cfg.generation.temperature, top_p=1.0, top_k=self._top_k_off, min_p=0.0,
             max_tokens=max(1, int(max_tokens)), logprobs=1, seed=int(seed) % (2**31 - 1), detokenize=False,
-            output_kind=self._output_kind,
+            output_kind=self._output_kind, stop_token_ids=[int(self.tokenizer.eos_token_id)],
         )  # fmt: skip
 
-    def _load_into_engine(self, weights: dict[str, torch.Tensor]) -> None:
-        self.llm.collective_rpc("workbench_load_weights", args=(weights,))
+    def _load_weights(self, state: dict[str, torch.Tensor]) -> None:
+        self.llm.collective_rpc("workbench_load_weights", args=(state,))
 
-    # -- sampling --------------------------------------------------------------------------
-    def _sample(self, split: str, prompt_ids: list[int], n: int, seed: int, in_flight: bool) -> list[Completion]:
-        prompts = [self._prompt_ids(split, p) for p in prompt_ids for _ in range(n)]
-        budgets = None
-        if self._interruption is not None and split == "train":
-            rng = torch.Generator().manual_seed(seed + 1)
-            budgets = [self._interruption.draw_budget(rng) for _ in prompts]
+    def _prompts_per_call(self, n_per_prompt: int) -> int:
+        return 1 << 30  # one engine run per call: vLLM batches (max_num_seqs) and schedules itself
+
+    def _describe(self) -> dict[str, Any]:
+        return {"backend": "vllm", "vllm_version": self.vllm_version, "engine_mode": self.engine_mode, "fp32_head": self.fp32_head_mode}
+
+    def _decode(self, prompts: list[list[int]], *, seed: int, budgets: Optional[list[int]], on_step: Any) -> list[Completion]:
         self._calls += 1
         if self.engine_mode == "step":
             engine = StepEngine(self.llm.llm_engine, self._make_prompt)
@@ -448,32 +427,10 @@ class VllmGenerator(Evaluator):
         return decode(
             engine, prompts, make_params=lambda m, i, part: self._params(m, seed * 1_000_003 + 2 * i + part),
             max_new_tokens=self.cfg.generation.max_new_tokens, max_model_len=self.max_model_len, budgets=budgets,
-            interruption=self._interruption, on_step=self._apply_pending if in_flight else None,
-            version=self.version, id_prefix=f"c{self._calls}s",
+            interruption=self._interruption, on_step=on_step, version=self.version, id_prefix=f"c{self._calls}s",
         )  # fmt: skip
 
-    @_compute
-    def generate(self, chunk_id: int, prompt_ids: list[int], n_per_prompt: int, seed: int, in_flight: bool = True) -> Chunk:
-        """`n_per_prompt` completions per training prompt, all in one engine run.
-
-        in_flight=True (PipelineRL): pushes are taken between engine steps; False: the whole chunk
-        uses the weights in force when it starts.
-        """
-        t0 = time.perf_counter()
-        swaps0 = self._swaps
-        self._apply_pending()
-        outs = self._sample("train", prompt_ids, n_per_prompt, seed, in_flight=in_flight)
-        meta = {"backend": "vllm", "engine_mode": self.engine_mode, "fp32_head": self.fp32_head_mode}
-        return self._make_chunk(chunk_id, prompt_ids, n_per_prompt, outs, t0, swaps0, meta)
-
-    @_io
-    def ping(self) -> dict[str, Any]:
-        info = Evaluator.ping(self)
-        info.update(backend="vllm", vllm_version=self.vllm_version, engine_mode=self.engine_mode, fp32_head=self.fp32_head_mode)
-        return info
-
-    def shutdown(self) -> None:
-        """Release the engine and its GPU memory (tests; a Ray actor just exits)."""
+    def _release(self) -> None:
         self.llm = None
         gc.collect()
         torch.cuda.empty_cache()

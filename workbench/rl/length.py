@@ -22,6 +22,12 @@ A torch generator calls one state per sequence at every decode step:
 A two-phase generator (e.g. vLLM: generate up to the budget, then continue) uses
 `fi.force_after(generated_ids, budget)` to get the phrase to append, or None.
 
+With a real (BPE) tokenizer the policy can spell the marker with other tokens than the ids
+`encode(end_think)` gives (merges depend on the text around it), so `from_config` also gives
+the states the tokenizer's `decode`: thinking counts as closed once the decoded text of the
+last few tokens contains the marker, whichever tokens spelled it. The phrase and the marker are
+encoded with the policy's own tokenizer; a multi-token phrase is forced one token per step.
+
 DAPO overlong penalty (reward shaping), with L = l_max and C = l_cache:
     0                      if len <= L - C
     ((L - C) - len) / C    if L - C < len <= L       (linear from 0 down to -1)
@@ -31,7 +37,7 @@ DAPO overlong penalty (reward shaping), with L = l_max and C = l_cache:
 from __future__ import annotations
 
 import random
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 
@@ -50,7 +56,10 @@ def resolve_tokens(value: float, max_new_tokens: int, name: str) -> int:
 class InterruptionState:
     """Per-sequence bookkeeping of forced interruption; see the module docstring."""
 
-    def __init__(self, budget: int, phrase_ids: list[int], end_think_ids: list[int], answer_budget: int) -> None:
+    def __init__(
+        self, budget: int, phrase_ids: list[int], end_think_ids: list[int], answer_budget: int,
+        end_think_text: Optional[str] = None, decode: Optional[Callable[[list[int]], str]] = None,
+    ) -> None:  # fmt: skip
         self.budget = int(budget)
         self.phrase_ids = list(phrase_ids)
         self.end_think_ids = list(end_think_ids)
@@ -61,6 +70,11 @@ class InterruptionState:
         self.interrupted_at: Optional[int] = None  # index of the first forced token
         self.answer_start: Optional[int] = None  # index of the first token after thinking
         self._tail: list[int] = []
+        # Text detection: the marker spans at most one token per byte of its UTF-8 form.
+        self._text = end_think_text if (end_think_text and decode is not None) else None
+        self._decode = decode
+        self._width = len(end_think_text.encode("utf-8")) if self._text else 0
+        self._window: list[int] = []
 
     @property
     def interrupted(self) -> bool:
@@ -86,7 +100,7 @@ class InterruptionState:
             return None
         k = len(self.end_think_ids)
         self._tail = (self._tail + [tok])[-k:]
-        if self._tail == self.end_think_ids:
+        if self._tail == self.end_think_ids or self._closes_in_text(tok):
             self.thinking_closed = True
             self.answer_start = self.n
             return None
@@ -97,6 +111,12 @@ class InterruptionState:
             self.answer_start = self.n
             return list(self.phrase_ids)
         return None
+
+    def _closes_in_text(self, tok: int) -> bool:
+        if self._text is None:
+            return False
+        self._window = (self._window + [tok])[-self._width :]
+        return self._text in self._decode(self._window)
 
     def done(self, n_generated: Optional[int] = None) -> bool:
         """True once the answer budget after an interruption is used up.
@@ -122,9 +142,14 @@ class ForcedInterruption:
         answer_budget: float,
         *,
         end_think_ids: Optional[Sequence[int]] = None,
+        end_think_text: Optional[str] = None,
+        decode: Optional[Callable[[list[int]], str]] = None,
     ) -> None:
         """end_think_ids: the marker that closes thinking (e.g. the ids of '</think>'); default:
-        the phrase's last token. The phrase should end with it."""
+        the phrase's last token. The phrase should end with it. end_think_text + decode (token
+        ids -> text): also detect the marker in the decoded text (BPE spells it many ways)."""
+        self.end_think_text = end_think_text
+        self.decode = decode
         self.phrase_ids = [int(t) for t in phrase_ids]
         if not self.phrase_ids:
             raise UserError("forced interruption: the phrase encodes to no token")
@@ -168,6 +193,8 @@ class ForcedInterruption:
             cfg.budget_max,
             cfg.answer_budget,
             end_think_ids=_encode(tokenizer, cfg.end_think),
+            end_think_text=cfg.end_think,
+            decode=_decoder(tokenizer),
         )
 
     def draw_budget(self, rng: Union[torch.Generator, random.Random]) -> int:
@@ -180,7 +207,9 @@ class ForcedInterruption:
 
     def start(self, budget: int) -> InterruptionState:
         """A fresh per-sequence state with the given thinking budget."""
-        return InterruptionState(budget, self.phrase_ids, self.end_think_ids, self.max_answer_tokens)
+        return InterruptionState(
+            budget, self.phrase_ids, self.end_think_ids, self.max_answer_tokens, self.end_think_text, self.decode
+        )
 
     def force_after(self, generated_ids: Sequence[int], budget: int) -> Optional[list[int]]:
         """For two-phase generation: the phrase to append after `generated_ids`, or None.
@@ -204,6 +233,14 @@ def _encode(tokenizer: Any, text: str) -> list[int]:
     except TypeError:  # tokenizers without the keyword add no special tokens anyway
         ids = tokenizer.encode(text)
     return [int(t) for t in ids]
+
+
+def _decoder(tokenizer: Any) -> Optional[Callable[[list[int]], str]]:
+    """ids -> text with the tokenizer (special tokens kept), or None when it cannot decode."""
+    decode = getattr(tokenizer, "decode", None)
+    if decode is None:
+        return None
+    return lambda ids: decode(ids)
 
 
 def from_config(cfg: Any, max_new_tokens: int, tokenizer: Any) -> ForcedInterruption:

@@ -43,6 +43,7 @@ class TaskData:
     checker_name: str = ""
     difficulty: Optional[int] = None
     seed: int = 0
+    chat_template: bool = False  # prompts go through the tokenizer's chat template (TaskConfig)
     info: dict = field(default_factory=dict)  # free-form facts for logging (source file, sizes)
 
 
@@ -115,4 +116,5 @@ def load_task(cfg) -> TaskData:
         known = ", ".join(sorted(synthetic.TASKS) + list(FILE_TASKS))
         raise UserError(f"task.name: unknown task {cfg.name!r} (known: {known})")
     task.checker_name, task.checker = get_checker(cfg.checker, default=default_checker)
+    task.chat_template = bool(getattr(cfg, "chat_template", False))
     return task
