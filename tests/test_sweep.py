@@ -223,7 +223,7 @@ def test_rerun_skips_finished_points(sweep_run, capsys):
                  "--tracking-uri", uri, "--no-progress", "--no-chart"])
     printed = capsys.readouterr().out
     assert code == 1  # the failing point failed again
-    assert "1 run, 2 already finished" in printed
+    assert "1 run, 2 already done" in printed
     assert "synthetic failure" in printed and "sigmoid fits of 2 run(s)" in printed
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["parent_run_id"] == res.parent_run_id  # the same parent sweep run

@@ -172,11 +172,12 @@ class Session:
         try:
             # a cluster of its own, not the kernel's: the run then survives a kernel restart
             need = required_resources(self.cfg)
-            cluster.connect(
+            address = cluster.connect(
                 num_cpus=max(os.cpu_count() or 1, math.ceil(need["CPU"])),
                 num_gpus=self.cfg.resources.num_gpus,
                 address=self.cfg.resources.ray_address,
             )
+            cluster.hold(address)  # released (and stopped if idle) when this process exits
             handle = launch(self.cfg, detached=True, resume=self._resume, build_model=False)
         except BaseException:
             if created:  # the run never started: say so in MLflow
@@ -459,7 +460,7 @@ class Session:
         from workbench.engine import cluster
         from workbench.engine import launch as L
 
-        cluster.connect(start_if_missing=False)
+        cluster.hold(cluster.connect(start_if_missing=False))
         handle = L.attach(name)
         st = handle.status()
         out = Path(st["out_dir"])
