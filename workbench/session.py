@@ -21,20 +21,14 @@ to `<project>/runs/<name>` (project = the folder holding pyproject.toml or .git,
 MLflow store) unless the config sets `out_dir`. A fresh start refuses a folder that already holds
 checkpoints: `resume_from` continues it. `Session.open(folder)` views a finished run without Ray.
 
-Control and view are split: this class starts and steers the run (start, pause, resume, stop,
-wait, attach, resume_from) and polls its rows into `session.view`, a `workbench.runview.RunView`
-that owns everything read-only (curve, history, fit, forecast, chart, status); sweeps, `compare`
-and the dashboard read views. The step target has one owner, the config's `train.max_steps`
-(`start(max_steps=...)` writes it there, so `resume_from` continues to the same target).
-
-Stop requests: when $WORKBENCH_STOP_REQUEST names a file (a sweep sets it for each point) and
-that file appears, the session asks its run to stop after the step in flight (with a checkpoint),
-as `stop()` would; the file's text is recorded as an event. A sweep stops losers this way.
-
-Ray: the run's actors live on a local cluster outside the kernel (workbench.engine.cluster),
-which a process that started or joined it shuts down when it exits with no run left live on it
-(so papermill executions leave no Ray process behind, and a kernel restart mid-run keeps it);
-`workbench cluster status|stop` lists its runs or ends it.
+Control and view are split: this class starts and steers the run and polls its rows into
+`session.view`, a `workbench.runview.RunView` that owns everything read-only (curve, history,
+fit, forecast, chart, status); sweeps, `compare` and the dashboard read views. The step target
+is the config's `train.max_steps` (`start(max_steps=...)` writes it there). Stop requests: when
+the file named by $WORKBENCH_STOP_REQUEST appears (a sweep stopping a loser), the session stops
+its run after the step in flight, with a checkpoint, and prints the file's text (the reason).
+Ray: the run lives on a local cluster outside the kernel, stopped when the last process using it
+exits with no run going (workbench.engine.cluster; `workbench cluster status|stop`).
 
 MLflow (tracking=True): `start()` creates the experiment and the run in this process (SQLite
 stores must not be created by several processes at once), or uses `run_id` when a sweep passes
