@@ -96,8 +96,12 @@ def start(num_cpus: Optional[int] = None, num_gpus: Optional[int] = None) -> str
     # token authentication on (the services listen on the node's address, not only loopback)
     env = dict(os.environ, RAY_AUTH_MODE="token", **{CLUSTER_ENV: str(port)})
     subprocess.run([_ray_executable(), "get-auth-token", "--generate"], capture_output=True, env=env, timeout=60)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
+    except subprocess.TimeoutExpired:
+        proc = subprocess.CompletedProcess(cmd, 1, "", "`ray start --head` took more than 180 s")
     if proc.returncode != 0:
+        stop(f"127.0.0.1:{port}")  # a head that timed out may have left its GCS and agents running
         raise UserError(f"could not start a local Ray cluster: {proc.stderr.strip().splitlines()[-1:]}")
     found = re.search(r"connect to the new instance at ([0-9.]+:%d)" % port, proc.stdout + proc.stderr)
     address = found.group(1) if found else f"{socket.gethostbyname(socket.gethostname())}:{port}"
