@@ -79,7 +79,19 @@ def _ray_executable() -> str:
     return str(beside) if beside.exists() else (shutil.which("ray") or "ray")
 
 
-def start(num_cpus: Optional[int] = None, num_gpus: Optional[int] = None) -> str:
+def start(num_cpus: Optional[int] = None, num_gpus: Optional[int] = None, attempts: int = 3) -> str:
+    """`_start_head`, tried `attempts` times: on a busy machine Ray's raylet can miss its 30 s
+    start-up window ("The current node timed out during startup"); a later try usually makes it."""
+    for i in range(attempts):
+        try:
+            return _start_head(num_cpus, num_gpus)
+        except UserError as e:
+            if i == attempts - 1 or "timed out" not in str(e):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_head(num_cpus: Optional[int] = None, num_gpus: Optional[int] = None) -> str:
     """Start a head node in the background; record and return its address.
 
     Its processes carry CLUSTER_ENV=<port> (see the module doc).
@@ -99,7 +111,7 @@ def start(num_cpus: Optional[int] = None, num_gpus: Optional[int] = None) -> str
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
     except subprocess.TimeoutExpired:
-        proc = subprocess.CompletedProcess(cmd, 1, "", "`ray start --head` took more than 180 s")
+        proc = subprocess.CompletedProcess(cmd, 1, "", "`ray start --head` timed out after 180 s")
     if proc.returncode != 0:
         stop(f"127.0.0.1:{port}")  # a head that timed out may have left its GCS and agents running
         raise UserError(f"could not start a local Ray cluster: {proc.stderr.strip().splitlines()[-1:]}")
@@ -245,25 +257,36 @@ def hold(address: str) -> bool:
 
 def release(address: str) -> bool:
     """This process is done with `address`: stop the cluster if nobody else holds it and no run
-    on it is going. Returns True when it stopped the cluster."""
+    on it is going. Returns True when it stopped the cluster. Why it kept one goes to
+    <state dir>/release.log."""
     me = _holders() / str(os.getpid())
     me.unlink(missing_ok=True)
     for other in _holders().glob("*") if _holders().is_dir() else []:
         if other.read_text().strip() == address and Path(f"/proc/{other.name}").exists():
-            return False
+            return _kept(address, f"process {other.name} still uses it")
         other.unlink(missing_ok=True)  # a holder that died without releasing
     try:
         import ray
 
         if not ray.is_initialized():
-            return False  # cannot see its runs
-        if any(r["status"] in GOING for r in live_runs()):
-            return False  # a run outlives this process (a kernel restart): keep its cluster
+            return _kept(address, "Ray is not initialised here: cannot see its runs")
+        going = [r["name"] for r in live_runs() if r["status"] in GOING]
+        if going:  # a run outlives this process (a kernel restart): keep its cluster
+            return _kept(address, f"runs still going: {going}")
         ray.shutdown()
-    except Exception:  # noqa: BLE001 - cannot tell: keep the cluster rather than lose a run
-        return False
+    except Exception as e:  # noqa: BLE001 - cannot tell: keep the cluster rather than lose a run
+        return _kept(address, f"cannot list its runs: {type(e).__name__}: {e}")
     stop(address)
     return True
+
+
+def _kept(address: str, why: str) -> bool:
+    try:
+        with open(state_dir() / "release.log", "a") as fh:
+            fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()} kept {address}: {why}\n")
+    except OSError:
+        pass
+    return False
 
 
 # ---------------------------------------------------------------- `workbench cluster status|stop`
