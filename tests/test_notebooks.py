@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,9 @@ def test_quickstart_runs_end_to_end_and_shows_the_fit(kernel, tmp_path, monkeypa
     # a papermill execution is batch work: the kernel stopped the cluster it started when it exited
     addresses = (state / "started").read_text().split()
     assert len(addresses) == 1
+    deadline = time.monotonic() + 60  # the stopper the exiting kernel spawned may still be at work
+    while cluster.cluster_pids(addresses[0]) and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert not cluster.cluster_pids(addresses[0]), "Ray processes left behind by the papermill run"
     assert not (state / "ray_address").exists()
 

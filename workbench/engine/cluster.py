@@ -276,7 +276,11 @@ def release(address: str) -> bool:
         ray.shutdown()
     except Exception as e:  # noqa: BLE001 - cannot tell: keep the cluster rather than lose a run
         return _kept(address, f"cannot list its runs: {type(e).__name__}: {e}")
-    stop(address)
+    # In a process of its own: a kernel being shut down is killed a few seconds later (papermill,
+    # Jupyter), sooner than a loaded machine's GCS takes to exit; the stopper outlives it.
+    code = "import sys; from workbench.engine.cluster import stop; stop(sys.argv[1])"
+    subprocess.Popen([sys.executable, "-c", code, address], start_new_session=True, stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return True
 
 
