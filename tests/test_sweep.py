@@ -352,9 +352,12 @@ def test_stop_early_stops_the_crippled_point_and_leaves_no_ray(tmp_path, workben
     grid = tmp_path / "grid.yaml"
     grid.write_text(yaml.safe_dump({"name": "early", "base": {"max_steps": 200, "recipe": "scalerl"}, "points": points}))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    # parallel 1: the healthy point runs first, so the crippled one is judged against a whole curve
+    # parallel 1: the healthy point runs first, so the crippled one is judged against a whole curve.
+    # Compute in FLOPs: device-hours count wall time, which the other jobs on this machine distort
+    # (the two points' device-hours per step differed 2x in one run here); FLOPs per step do not.
     res = run_sweep(ROOT / "notebooks" / "ablation.ipynb", grid, out=tmp_path / "out", kernel=workbench_kernel,
-                    tracking_uri=uri, progress=False, chart=False, stop_early=True, rung_evals=4, poll=1.0)
+                    tracking_uri=uri, progress=False, chart=False, stop_early=True, rung_evals=4, poll=1.0,
+                    x="compute/flops")
     by_lr = {p["params"]["overrides"].get("train.lr"): p for p in res.points.values()}
     healthy, crippled = by_lr[None], by_lr[1e-6]
     assert not res.failed, res.points
@@ -370,7 +373,7 @@ def test_stop_early_stops_the_crippled_point_and_leaves_no_ray(tmp_path, workben
     assert res.comparison.frame.set_index("name").loc[crippled["label"], "stopped"]
 
     capsys.readouterr()
-    assert main(["compare", "--experiment", "early", "--tracking-uri", uri]) == 0  # KILLED, but stopped by forecast: kept
+    assert main(["compare", "--experiment", "early", "--tracking-uri", uri, "--x", "compute/flops"]) == 0  # KILLED, but stopped by forecast: kept
     printed = capsys.readouterr().out
     assert "sigmoid fits of 2 run(s)" in printed and "stopped early" in printed
 
