@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,11 @@ def text_of(outs: list[dict]) -> str:
 
 
 @pytest.mark.slow
-def test_quickstart_runs_end_to_end_and_shows_the_fit(kernel, tmp_path):
+def test_quickstart_runs_end_to_end_and_shows_the_fit(kernel, tmp_path, monkeypatch):
+    from workbench.engine import cluster
+
+    state = tmp_path / "ray-state"  # where the kernel's Session records the Ray cluster it starts
+    monkeypatch.setenv("WORKBENCH_STATE_DIR", str(state))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     out = tmp_path / "quickstart.out.ipynb"
     papermill.execute_notebook(
@@ -69,6 +74,14 @@ def test_quickstart_runs_end_to_end_and_shows_the_fit(kernel, tmp_path):
     client = MlflowClient(tracking_uri=uri)
     runs = client.search_runs([client.get_experiment_by_name("nbtest").experiment_id])
     assert len(runs) == 1 and "fit/A" in runs[0].data.metrics and runs[0].info.status == "FINISHED"
+    # a papermill execution is batch work: the kernel stopped the cluster it started when it exited
+    addresses = (state / "started").read_text().split()
+    assert len(addresses) == 1
+    deadline = time.monotonic() + 60  # the stopper the exiting kernel spawned may still be at work
+    while (cluster.cluster_pids(addresses[0]) or (state / "ray_address").exists()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not cluster.cluster_pids(addresses[0]), "Ray processes left behind by the papermill run"
+    assert not (state / "ray_address").exists()
 
 
 def log_curve(uri: str, experiment: str, name: str, A: float, C_mid: float, seed: int) -> str:

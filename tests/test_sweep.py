@@ -223,7 +223,7 @@ def test_rerun_skips_finished_points(sweep_run, capsys):
                  "--tracking-uri", uri, "--no-progress", "--no-chart"])
     printed = capsys.readouterr().out
     assert code == 1  # the failing point failed again
-    assert "1 run, 2 already finished" in printed
+    assert "1 run, 2 already done" in printed
     assert "synthetic failure" in printed and "sigmoid fits of 2 run(s)" in printed
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["parent_run_id"] == res.parent_run_id  # the same parent sweep run
@@ -243,3 +243,141 @@ def test_cli_reports_user_errors_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert "unknown parameter 'learning_rate'" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- bad input: one clear line, nothing lost
+def _nothing_written(tmp_path) -> None:
+    assert not (tmp_path / "out").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--stop-early", "--rung-evals", "3"], "--rung-evals must be at least 4"),
+        (["--seeds", "0"], "--seeds must be a whole number >= 1"),
+        (["--rung-evals", "6"], "only apply with --stop-early"),
+    ],
+)
+def test_bad_sweep_options_are_one_line_and_write_nothing(tmp_path, capsys, flags, message):
+    grid = _write(tmp_path, "grid: {recipe: [a, b]}\n")
+    code = main(["sweep", str(CURVE_NB), "--grid", str(grid), "--kernel", "python3", "--out", str(tmp_path / "out"),
+                 "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    _nothing_written(tmp_path)
+
+
+def test_points_must_share_the_x_axis_unit(tmp_path, capsys):
+    from workbench.sweep import check_x_unit
+
+    text = "points:\n  - {recipe: a}\n  - {recipe: b, overrides: {resources.trainer_gpus: 1}}\n"
+    grid = _write(tmp_path, text)
+    code = main(["sweep", str(CURVE_NB), "--grid", str(grid), "--kernel", "python3", "--out", str(tmp_path / "out"),
+                 "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "do not share the x-axis unit" in err and "GPU-hours" in err and "CPU device-hours" in err
+    assert len(err.strip().splitlines()) == 1
+    _nothing_written(tmp_path)
+    g = load_grid(grid)
+    check_x_unit(g, "compute/flops")  # FLOPs are one unit on any device
+    with pytest.raises(UserError, match="set x to"):  # a notebook whose `x` parameter differs between points
+        check_x_unit(load_grid(_write(tmp_path, "points: [{x: step}, {x: compute/flops}]\n", "g2.yaml")), "step",
+                     {"x": {"default": "'step'"}})
+
+
+def test_seeds_expand_each_point_and_keep_its_group(tmp_path):
+    from workbench.sweep import with_seeds
+
+    g = load_grid(_write(tmp_path, "base: {seed: 5}\ngrid: {recipe: [a, b]}\n"))
+    s = with_seeds(g, 2, notebook_parameters(CURVE_NB))
+    assert [p["seed"] for p in s.points] == [5, 6, 5, 6]
+    assert s.groups == ["a", "a", "b", "b"] and s.labels == ["a/seed=5", "a/seed=6", "b/seed=5", "b/seed=6"]
+    assert len(set(s.keys())) == 4
+    assert with_seeds(g, 1, {}) is g
+    with pytest.raises(UserError, match="declares no 'seed'"):
+        with_seeds(g, 2, {"recipe": {}})
+
+
+def _close_pair() -> tuple[str, str, str]:
+    """Two recipe names whose synthetic A (see _truth) differ by < 0.01, and one 0.05+ below them."""
+    names = [f"r{i}" for i in range(400)]
+    by_a = sorted(names, key=lambda n: _truth(n)[0])
+    for a, b in zip(by_a, by_a[1:]):
+        if abs(_truth(a)[0] - _truth(b)[0]) < 0.004 and _truth(a)[0] > 0.62:
+            low = next(n for n in by_a if _truth(n)[0] < _truth(a)[0] - 0.05)
+            return a, b, low
+    raise AssertionError("no close pair")
+
+
+@pytest.mark.slow
+def test_seeds_are_fitted_jointly_and_compared_with_the_tie_rule(tmp_path, workbench_kernel):
+    a, b, low = _close_pair()
+    grid = _write(tmp_path, f"name: seeds\nbase: {{max_steps: 12}}\ngrid: {{recipe: [{a}, {b}, {low}]}}\n")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    res = run_sweep(CURVE_NB, grid, out=tmp_path / "out", parallel=2, kernel=workbench_kernel, tracking_uri=uri,
+                    progress=False, chart=False, seeds=2)
+    assert not res.failed and len(res.points) == 6
+    fits = res.comparison
+    assert set(fits.fits) == {a, b, low}  # one joint fit per point, not one per run
+    for name, fit in fits.fits.items():
+        assert len(fit.run_names) == 2 and fit.n == 2 * 12  # both seeds' evaluations at compute > 0
+        assert len(fits.run_ids[name]) == 2
+    rows = {r.name: r for r in fits.comparison.rows}
+    assert rows[a].group == rows[b].group != rows[low].group  # |dA| <= 0.02: a tie on A, then B decides
+    assert "ties" in (rows[a].verdict if rows[a].rank < rows[b].rank else rows[b].verdict)
+    assert rows[low].rank == 3
+    csv = (tmp_path / "out" / "comparison.csv").read_text()
+    assert ";" in csv.splitlines()[1].split(",")[1]  # both seeds' run ids on the point's row
+
+
+# ---------------------------------------------------------------- stop losers by forecast (the real engine)
+def _cluster_addresses(state_dirs) -> list[str]:
+    return [a for d in state_dirs if (Path(d) / "started").is_file() for a in (Path(d) / "started").read_text().split()]
+
+
+@pytest.mark.slow
+def test_stop_early_stops_the_crippled_point_and_leaves_no_ray(tmp_path, workbench_kernel, capsys):
+    """The quickstart (its own recipe, lr and batch; 200 steps, an evaluation every 10) against a
+    crippled copy (train.lr 1e-6). The crippled point is stopped after its first rung; the healthy
+    one still ranks first; >= 30% of the compute is saved; and no process of the Ray clusters the
+    sweep's points started is left."""
+    from workbench.engine import cluster
+    from workbench.tracking.fits import STOPPED_REASON_TAG, STOPPED_TAG
+
+    small = {"eval.every_steps": 10, "eval.num_prompts": 100, "eval.samples_per_prompt": 4, "checkpoint.every_steps": 1000,
+             "resources.generator_cpus": 0.5, "resources.trainer_cpus": 0.5, "resources.evaluator_cpus": 0.5}
+    points = [{"overrides": {**small, "out_dir": str(tmp_path / "healthy")}},
+              {"overrides": {**small, "train.lr": 1e-6, "out_dir": str(tmp_path / "crippled")}}]
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump({"name": "early", "base": {"max_steps": 200, "recipe": "scalerl"}, "points": points}))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # parallel 1: the healthy point runs first, so the crippled one is judged against a whole curve.
+    # Compute in FLOPs: device-hours count wall time, which the other jobs on this machine distort
+    # (the two points' device-hours per step differed 2x in one run here); FLOPs per step do not.
+    res = run_sweep(ROOT / "notebooks" / "ablation.ipynb", grid, out=tmp_path / "out", kernel=workbench_kernel,
+                    tracking_uri=uri, progress=False, chart=False, stop_early=True, rung_evals=4, poll=1.0,
+                    x="compute/flops")
+    by_lr = {p["params"]["overrides"].get("train.lr"): p for p in res.points.values()}
+    healthy, crippled = by_lr[None], by_lr[1e-6]
+    assert not res.failed, res.points
+    assert healthy["status"] == "FINISHED" and crippled["status"] == "STOPPED", res.points
+    assert res.compute_saved_frac >= 0.30, (res.compute_saved_frac, res.points)
+
+    c = MlflowClient(uri)
+    run = c.get_run(crippled["run_id"])
+    assert run.data.tags[STOPPED_TAG] == "true" and "stopped by forecast" in run.data.tags[STOPPED_REASON_TAG]
+    assert "fit/A" in run.data.metrics  # a stopped point keeps its curve and its fit
+    assert c.get_run(res.parent_run_id).data.metrics["sweep/compute_saved_frac"] == pytest.approx(res.compute_saved_frac)
+    assert res.comparison.comparison.rows[0].name == healthy["label"]  # the winner a full sweep picks
+    assert res.comparison.frame.set_index("name").loc[crippled["label"], "stopped"]
+
+    capsys.readouterr()
+    assert main(["compare", "--experiment", "early", "--tracking-uri", uri, "--x", "compute/flops"]) == 0  # KILLED, but stopped by forecast: kept
+    printed = capsys.readouterr().out
+    assert "sigmoid fits of 2 run(s)" in printed and "stopped early" in printed
+
+    addresses = _cluster_addresses(res.ray_state_dirs)
+    assert len(addresses) == 2  # each point's Session started a cluster of its own...
+    for a in addresses:  # ...and none of their processes is left
+        assert not cluster.cluster_pids(a), f"Ray processes of {a} left behind"

@@ -5,6 +5,7 @@
     workbench sweep notebooks/ablation.ipynb --grid sweeps/smoke.yaml
     workbench compare --experiment NAME
     workbench kernel install
+    workbench cluster status | stop
     workbench ui
 
 Each sub-command lives in the module that owns its concern and registers itself here through
@@ -27,6 +28,7 @@ COMMANDS = {
     "sweep": "workbench.sweep",
     "compare": "workbench.tracking.cli",
     "kernel": "workbench.kernel",
+    "cluster": "workbench.engine.cluster",
     "ui": "workbench.tracking.cli_ui",
 }
 

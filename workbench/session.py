@@ -6,9 +6,7 @@
     s.start(max_steps=200)          # creates the MLflow run, launches the engine on Ray, returns at once
     s.dashboard()                   # live widget: points, refitted sigmoid, band, progress, train metrics
     s.wait()                        # blocks (refreshing dashboards); raises RunFailed on failure
-    s.curve                         # DataFrame: step, compute_device_hours, compute_flops, val_pass_rate, val_pass_rate_se
-    s.fit()                         # workbench.scaling.SigmoidFit of val/pass_rate vs `x`
-    s.forecast(budget=1.0)          # predicted pass rate, 95% band and scaling-gain verdict at that compute
+    s.curve, s.fit(), s.forecast(budget=1.0), s.chart()      # the run's RunView (workbench.runview): read-only
     s.pause(); s.resume(); s.stop() # stop() waits for the final checkpoint
     s = Session.attach("my-run")    # after a kernel restart (needs a Ray cluster outside the kernel)
     s = Session.resume_from("runs/my-run", max_steps=400)    # continue a stopped run from its checkpoint
@@ -23,6 +21,15 @@ to `<project>/runs/<name>` (project = the folder holding pyproject.toml or .git,
 MLflow store) unless the config sets `out_dir`. A fresh start refuses a folder that already holds
 checkpoints: `resume_from` continues it. `Session.open(folder)` views a finished run without Ray.
 
+Control and view are split: this class starts and steers the run and polls its rows into
+`session.view`, a `workbench.runview.RunView` that owns everything read-only (curve, history,
+fit, forecast, chart, status); sweeps, `compare` and the dashboard read views. The step target
+is the config's `train.max_steps` (`start(max_steps=...)` writes it there). Stop requests: when
+the file named by $WORKBENCH_STOP_REQUEST appears (a sweep stopping a loser), the session stops
+its run after the step in flight, with a checkpoint, and prints the file's text (the reason).
+Ray: the run lives on a local cluster outside the kernel, stopped when the last process using it
+exits with no run going (workbench.engine.cluster; `workbench cluster status|stop`).
+
 MLflow (tracking=True): `start()` creates the experiment and the run in this process (SQLite
 stores must not be created by several processes at once), or uses `run_id` when a sweep passes
 one; the engine's Coordinator logs every metric to it. When the run ends (`wait`, `stop`, or a
@@ -34,7 +41,6 @@ written to <out_dir>/fit/). The detached Ray actor is then released.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import time
@@ -46,28 +52,23 @@ import pandas as pd
 
 from workbench.config import RunConfig, load_run_config
 from workbench.errors import UserError
+from workbench.runview import TERMINAL, RunView, check_x, folder_config
 from workbench.widgets.runs import (
     default_config_path, open_mlflow_run, override_items, run_folder, saved_config, swap_recipe, unique_name,
 )  # fmt: skip
 
-EVAL_KEY = "val/pass_rate"
-CURVE_COLUMNS = ["step", "compute_device_hours", "compute_flops", "val_pass_rate", "val_pass_rate_se"]
-# metric key -> curve column; `x` may be any of these keys
-X_COLUMNS = {"compute/device_hours": "compute_device_hours", "compute/flops": "compute_flops", "step": "step"}
-TERMINAL = ("finished", "stopped", "failed")
-MIN_EVALS = 4  # workbench.scaling.sigmoid.MIN_POINTS
+STOP_REQUEST_ENV = "WORKBENCH_STOP_REQUEST"  # path of a file whose appearance asks the run to stop
 
 
 class Session:
-    """One run: see the module docstring. Metric rows are kept here, polled incrementally."""
+    """One run: see the module docstring. `view` (a RunView) holds its rows, polled incrementally."""
 
     def __init__(self, config: str | Path | None = None, *, recipe: str | None = None,
                  overrides: dict[str, Any] | list[str] | None = None, name: str | None = None, tracking: bool = True,
                  experiment: str = "workbench", x: str = "compute/device_hours", tracking_uri: str | None = None,
                  run_id: str | None = None, parent_run_id: str | None = None):
         """See the module docstring; `run_id` logs into an existing MLflow run (a sweep's child)."""
-        if x not in X_COLUMNS:
-            raise UserError(f"x must be one of {list(X_COLUMNS)}, not {x!r}")
+        check_x(x)
         items = override_items(overrides)
         if config is None:
             config = default_config_path()
@@ -88,41 +89,54 @@ class Session:
             from workbench.tracking.store import project_root
 
             cfg = dataclasses.replace(cfg, out_dir=str(project_root() / "runs" / cfg.name))
-        self._init_state(cfg, tracking=tracking, experiment=experiment, x=x, tracking_uri=tracking_uri,
-                         run_id=run_id, parent_run_id=parent_run_id)
+        self._init_state(RunView(cfg, x=x, run_id=run_id, tracking_uri=tracking_uri), tracking=tracking,
+                         experiment=experiment, parent_run_id=parent_run_id)
 
-    def _init_state(self, cfg: RunConfig, *, tracking: bool, experiment: str, x: str, tracking_uri: str | None,
-                    run_id: str | None, parent_run_id: str | None) -> None:
-        self.cfg, self.tracking, self.experiment, self.x = cfg, tracking, experiment, x
-        self.tracking_uri, self.run_id, self.parent_run_id = tracking_uri, run_id, parent_run_id
+    def _init_state(self, view: RunView, *, tracking: bool, experiment: str, parent_run_id: str | None) -> None:
+        self.view = view
+        self.tracking, self.experiment, self.parent_run_id = tracking, experiment, parent_run_id
         self.handle: Any = None  # workbench.engine.launch.RunHandle once started
-        self.max_steps = cfg.train.max_steps
-        self._rows: list[dict[str, Any]] = []
         self._seen = 0  # rows already taken from the actor (its list restarts at a resume)
         self._resume = False
-        self._last_status: dict[str, Any] = {}
-        self._summary: Optional[dict[str, Any]] = None
         self._error: Optional[str] = None
         self._finished = False
-        self._fit_cache: dict[tuple, Any] = {}
+        self._stop_requested = False
         self._dashboards: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
     # ------------------------------------------------------------------ properties
     @property
-    def name(self) -> str:
-        return self.cfg.name
+    def cfg(self) -> RunConfig:
+        return self.view.cfg
+
+    @cfg.setter
+    def cfg(self, cfg: RunConfig) -> None:
+        self.view.cfg = cfg
+
+    name = property(lambda self: self.view.name)
+    out_dir = property(lambda self: self.view.out_dir)
+    max_steps = property(lambda self: self.view.max_steps, doc="The step target: the config's train.max_steps.")
+    x = property(lambda self: self.view.x)
 
     @property
-    def out_dir(self) -> Path:
-        return Path(self.cfg.out_dir or f"runs/{self.cfg.name}")
+    def run_id(self) -> str | None:
+        return self.view.run_id
+
+    @property
+    def tracking_uri(self) -> str | None:
+        return self.view.tracking_uri
 
     @property
     def started(self) -> bool:
         return self.handle is not None
 
+    @property
+    def finished(self) -> bool:
+        """True once the run has ended and the session has taken its results (or for a read-only view)."""
+        return self._finished
+
     def __repr__(self) -> str:
-        st = self._last_status.get("status", "not started")
-        return f"Session({self.name!r}, status={st!r}, evaluations={len(self._evals())}, out_dir='{self.out_dir}')"
+        st = self.view.state.get("status", "not started")
+        return f"Session({self.name!r}, status={st!r}, evaluations={len(self.view.evaluations())}, out_dir='{self.out_dir}')"
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, max_steps: int | None = None, max_minutes: float | None = None) -> "Session":
@@ -132,17 +146,16 @@ class Session:
 
         if self.started:
             raise UserError(
-                f"session '{self.name}' was already started (status: {self._last_status.get('status', '?')}); "
+                f"session '{self.name}' was already started (status: {self.view.state.get('status', '?')}); "
                 "create a new Session for another run, or Session.resume_from() a stopped one"
             )
         if max_steps is not None:
             if int(max_steps) < 1:
                 raise UserError(f"max_steps must be >= 1, got {max_steps}")
-            # recorded in the config, so resume_from() continues to the same target
+            # recorded in the config (its one owner), so resume_from() continues to the same target
             self.cfg = dataclasses.replace(self.cfg, train=dataclasses.replace(self.cfg.train, max_steps=int(max_steps)))
         if max_minutes is not None and not max_minutes > 0:
             raise UserError(f"max_minutes must be > 0, got {max_minutes}")
-        self.max_steps = self.cfg.train.max_steps
         ckpt = self.out_dir / "checkpoints" / "LATEST"
         if not self._resume and ckpt.exists():
             raise UserError(
@@ -153,11 +166,12 @@ class Session:
         try:
             # a cluster of its own, not the kernel's: the run then survives a kernel restart
             need = required_resources(self.cfg)
-            cluster.connect(
+            address = cluster.connect(
                 num_cpus=max(os.cpu_count() or 1, math.ceil(need["CPU"])),
                 num_gpus=self.cfg.resources.num_gpus,
                 address=self.cfg.resources.ray_address,
             )
+            cluster.hold(address)  # released (and stopped if idle) when this process exits
             handle = launch(self.cfg, detached=True, resume=self._resume, build_model=False)
         except BaseException:
             if created:  # the run never started: say so in MLflow
@@ -169,10 +183,10 @@ class Session:
             # the Coordinator truncated metrics.jsonl to its checkpoint: that is the curve so far
             from workbench.tracking.sink import read_jsonl
 
-            self._rows = read_jsonl(self.out_dir / "metrics.jsonl")
-        handle.start(self.max_steps, max_minutes)
+            self.view._rows = read_jsonl(self.out_dir / "metrics.jsonl")
+        handle.start(None, max_minutes)  # None: the engine runs to its config's train.max_steps
         self.handle = handle
-        self._last_status = {"status": "starting", "step": 0, "max_steps": self.max_steps}
+        self.view.state = {"status": "starting", "step": 0}
         return self
 
     def _open_mlflow_run(self) -> bool:
@@ -180,11 +194,12 @@ class Session:
         if not self.tracking:
             self.cfg = dataclasses.replace(self.cfg, tracking=dataclasses.replace(self.cfg.tracking, mlflow=False))
             return False
-        self.run_id, self.tracking_uri, created = open_mlflow_run(
+        run_id, uri, created = open_mlflow_run(
             self.name, self.out_dir, experiment=self.experiment, run_id=self.run_id,
             parent_run_id=self.parent_run_id, tracking_uri=self.tracking_uri or self.cfg.tracking.tracking_uri,
         )  # fmt: skip
-        tr = dataclasses.replace(self.cfg.tracking, mlflow=True, run_id=self.run_id, tracking_uri=self.tracking_uri,
+        self.view.run_id, self.view.tracking_uri = run_id, uri
+        tr = dataclasses.replace(self.cfg.tracking, mlflow=True, run_id=run_id, tracking_uri=uri,
                                  experiment=self.experiment, parent_run_id=self.parent_run_id)
         self.cfg = dataclasses.replace(self.cfg, tracking=tr)
         return created
@@ -208,7 +223,7 @@ class Session:
     def _require_live(self, what: str) -> None:
         self._require_started(what)
         if self._finished or self._is_done():
-            raise UserError(f"cannot {what}: run '{self.name}' has ended ({self._last_status.get('status')})")
+            raise UserError(f"cannot {what}: run '{self.name}' has ended ({self.view.state.get('status')})")
 
     def stop(self, timeout: float | None = 300) -> dict[str, Any]:
         """Stop after the step in flight, wait for the final checkpoint; return the summary.
@@ -224,7 +239,7 @@ class Session:
             from workbench.engine.coordinator import RunFailed
 
             raise RunFailed(self._error)
-        return dict(self._summary or {})
+        return dict(self.view.summary or {})
 
     def wait(self, timeout: float | None = None, poll: float = 1.0) -> dict[str, Any]:
         """Block until the run ends, refreshing this session's dashboards; return the summary.
@@ -239,7 +254,7 @@ class Session:
             self._poll()
             self._refresh_dashboards()
             if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"run '{self.name}' still going after {timeout} s (step {self._last_status.get('step')})")
+                raise TimeoutError(f"run '{self.name}' still going after {timeout} s (step {self.view.state.get('step')})")
             time.sleep(poll)
         return self._finish()
 
@@ -250,10 +265,27 @@ class Session:
         self._require_started("wait")
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._finished and not self._is_done():
+            self._check_stop_request()
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"run '{self.name}' still going after {timeout} s")
             await asyncio.sleep(poll)
         return self._finish()
+
+    def update(self) -> list[dict[str, Any]]:
+        """Poll the run once (new rows into the view, status, stop requests); when it has ended,
+        finish the session (summary, fit logged, actor released). Returns the new rows.
+        What a dashboard's update task calls; a no-op on a read-only or finished session."""
+        if not self.started or self._finished:
+            return []
+        new = self._poll()
+        if self._is_done():
+            from workbench.engine.coordinator import RunFailed
+
+            try:
+                self._finish()
+            except RunFailed:
+                pass  # kept in the status (error) and raised by wait()/stop()
+        return new
 
     # ------------------------------------------------------------------ polling
     def _is_done(self) -> bool:
@@ -266,21 +298,38 @@ class Session:
             st = self.handle.status()
         except Exception:  # noqa: BLE001 - the actor is gone: the run is over
             return True
-        self._last_status = st
+        self.view.state = st
         return st.get("status") in TERMINAL
 
     def _poll(self) -> list[dict[str, Any]]:
         """Fetch new metric rows and the status from the run's actor; return the new rows."""
         if not self.started or self._finished:
             return []
+        self._check_stop_request()
         try:
             new = self.handle.metrics(self._seen)
-            self._last_status = self.handle.status()
+            self.view.state = self.handle.status()
         except Exception:  # noqa: BLE001 - actor gone (run ended or died): _finish reports it
             return []
         self._seen += len(new)
-        self._rows.extend(new)
+        self.view.extend(new)
         return new
+
+    def _check_stop_request(self) -> None:
+        """Honour a stop request file ($WORKBENCH_STOP_REQUEST): stop after the step in flight, once."""
+        path = os.environ.get(STOP_REQUEST_ENV)
+        if self._stop_requested or not path or not os.path.exists(path):
+            return
+        self._stop_requested = True
+        try:
+            reason = Path(path).read_text().strip()
+        except OSError:
+            reason = ""
+        print(f"workbench: stop requested for run '{self.name}'" + (f": {reason}" if reason else ""), flush=True)
+        try:
+            self.handle.stop()
+        except Exception:  # noqa: BLE001 - the run has ended already
+            pass
 
     def _refresh_dashboards(self) -> None:
         for d in list(self._dashboards):
@@ -293,27 +342,30 @@ class Session:
         if not self._finished:
             self._poll()
             try:
-                self._summary = self._result()
+                self.view.summary = self._result()
             except RunFailed as e:
                 self._error = str(e)
             self._finished = True
-            status = (self._summary or {}).get("status") or ("failed" if self._error else "finished")
-            self._last_status = {**self._last_status, "status": status, "error": self._error}
-            if self._summary:
-                self._last_status["step"] = self._summary.get("steps", self._last_status.get("step"))
+            summary = self.view.summary or {}
+            status = summary.get("status") or ("failed" if self._error else "finished")
+            self.view.state = {**self.view.state, "status": status, "error": self._error}
+            if summary:
+                self.view.state["step"] = summary.get("steps", self.view.state.get("step"))
             self._log_fit()
             self.handle.kill()  # detached actors outlive the run; its results are on disk and in MLflow
             self._refresh_dashboards()
         if self._error:
             raise RunFailed(self._error)
-        return dict(self._summary or {})
+        return dict(self.view.summary or {})
 
     def _result(self) -> dict[str, Any]:
+        import json
+
         from workbench.engine.coordinator import RunFailed
 
         if self.handle.run_ref is not None:
             return self.handle.wait()
-        st = self._last_status
+        st = self.view.state
         if st.get("status") == "failed":
             raise RunFailed(st.get("error") or "the run failed")
         path = self.out_dir / "summary.json"
@@ -323,113 +375,45 @@ class Session:
             time.sleep(0.1)
         return {"status": st.get("status"), "steps": st.get("step")}
 
-    # ------------------------------------------------------------------ data
+    # ------------------------------------------------------------------ the view (read-only)
     @property
     def rows(self) -> list[dict[str, Any]]:
         """Every metric row so far (train steps and evaluations), oldest first."""
         self._poll()
-        return list(self._rows)
-
-    def _evals(self) -> list[dict[str, Any]]:
-        return [r for r in self._rows if r.get(EVAL_KEY) is not None]
+        return self.view.rows
 
     @property
     def curve(self) -> pd.DataFrame:
-        """Evaluations: step, compute_device_hours, compute_flops, val_pass_rate, val_pass_rate_se."""
+        """Evaluations: step, compute_device_hours, compute_flops, val_pass_rate, val_pass_rate_se (RunView.curve)."""
         self._poll()
-        return self._curve_frame()
-
-    def _curve_frame(self) -> pd.DataFrame:
-        data = [
-            {
-                "step": int(r["step"]),
-                "compute_device_hours": float(r.get("compute/device_hours", math.nan)),
-                "compute_flops": float(r.get("compute/flops", math.nan)),
-                "val_pass_rate": float(r[EVAL_KEY]),
-                "val_pass_rate_se": float(r.get("val/pass_rate_se") if r.get("val/pass_rate_se") is not None else math.nan),
-            }
-            for r in self._evals()
-        ]
-        # evaluations finish out of order (a later one can be logged first); a resume may repeat one
-        frame = pd.DataFrame(data, columns=CURVE_COLUMNS).sort_values("step", kind="stable")
-        return frame.drop_duplicates("step", keep="last").reset_index(drop=True)
+        return self.view.curve
 
     @property
     def history(self) -> pd.DataFrame:
         """Train-step rows (train/*, time/*, compute/*, ...) as a DataFrame indexed by step."""
         self._poll()
-        train = [r for r in self._rows if EVAL_KEY not in r]
-        return pd.DataFrame(train).set_index("step") if train else pd.DataFrame()
+        return self.view.history
 
     def status(self) -> dict[str, Any]:
         """The engine's status (status, step, max_steps, error, out_dir, compute/...) plus the session's."""
-        if not self.started and not self._finished:
-            st: dict[str, Any] = {"status": "not started", "step": 0, "max_steps": self.max_steps, "out_dir": str(self.out_dir)}
-        else:
-            self._poll()
-            st = dict(self._last_status)
-        st.update(name=self.name, run_id=self.run_id, evaluations=len(self._evals()))
-        return st
-
-    # ------------------------------------------------------------------ fit & forecast
-    def fit(self, x: str | None = None, fit_from: float | None = None, n_boot: int = 200):
-        """The sigmoid fit (workbench.scaling.SigmoidFit) of val/pass_rate vs `x` on the evaluations so far.
-
-        R0 is the pass rate measured at compute 0 (the evaluation before training); a resumed
-        curve without one uses its first point. fit_from leaves out early points (the paper
-        drops the first ~1.5k GPU-hours). Cached until a new evaluation arrives.
-        """
         self._poll()
-        return self._fit(x, fit_from, n_boot)
+        return self.view.status()
 
-    def _fit(self, x: str | None, fit_from: float | None, n_boot: int):
-        from workbench.scaling import fit_sigmoid
-
-        x = x or self.x
-        if x not in X_COLUMNS:
-            raise UserError(f"x must be one of {list(X_COLUMNS)}, not {x!r}")
-        df = self._curve_frame()
-        key = (len(df), x, fit_from, n_boot)
-        if key in self._fit_cache:
-            return self._fit_cache[key]
-        c = df[X_COLUMNS[x]].to_numpy(dtype=float)
-        y = df["val_pass_rate"].to_numpy(dtype=float)
-        usable = (c > 0) & ((c >= fit_from) if fit_from is not None else True)
-        n = int(usable.sum())
-        if n < MIN_EVALS:
-            every = self.cfg.eval.every_steps
-            raise UserError(
-                f"only {n} evaluation(s) with {x} > {fit_from or 0:g} so far ({len(df)} in all); the sigmoid fit "
-                f"needs at least {MIN_EVALS}: wait for more (one every {every} steps)"
-            )
-        r0 = None if (c == 0).any() else "first"
-        result = fit_sigmoid(c, y, r0=r0, fit_from=fit_from, n_boot=n_boot)
-        self._fit_cache = {key: result}  # only the latest: a new evaluation invalidates it
-        return result
+    def fit(self, x: str | None = None, fit_from: float | None = None, n_boot: int = 200):
+        """RunView.fit on the evaluations so far (polled first)."""
+        self._poll()
+        return self.view.fit(x, fit_from, n_boot)
 
     def forecast(self, budget: float, *, x: str | None = None, fit_from: float | None = None, level: float = 0.95,
                  min_gain: float = 0.01) -> dict[str, Any]:
-        """Predicted pass rate at compute `budget` (in units of `x`) with its band and, for a budget
-        past the current compute, workbench.scaling.scaling_gain's gain, interval and verdict."""
-        from workbench.widgets.report import forecast_from_fit
-
-        return forecast_from_fit(self.fit(x, fit_from), budget, x=x or self.x, level=level, min_gain=min_gain)
+        """RunView.forecast: pass rate, band and scaling-gain verdict at compute `budget`."""
+        self._poll()
+        return self.view.forecast(budget, x=x, fit_from=fit_from, level=level, min_gain=min_gain)
 
     def chart(self, budget: float | None = None, *, fit_from: float | None = None):
-        """The dashboard's chart as an Altair chart (points; fit, band and forecast once 4 evaluations exist).
-
-        Offline display in a notebook: `alt.renderers.enable("svg")` (rendered by vl-convert)."""
-        from workbench.widgets.chart import default_budget, session_chart
-
-        curve = self.curve
-        if curve.empty:
-            raise UserError(f"run '{self.name}' has no evaluation yet: nothing to draw")
-        try:
-            fit = self._fit(None, fit_from, 200)
-        except UserError:
-            fit = None
-        budget = budget if budget is not None else default_budget(curve, self.x)
-        return session_chart(curve, fit, x=self.x, budget=budget, title=f"{self.name}: val/pass_rate vs {self.x}")
+        """RunView.chart: the dashboard's chart as an Altair chart."""
+        self._poll()
+        return self.view.chart(budget, fit_from=fit_from)
 
     def _log_fit(self) -> None:
         """At run end: fit JSON/HTML/PNG into <out_dir>/fit/ and, with tracking, fit/* to MLflow."""
@@ -441,14 +425,14 @@ class Session:
 
             sink = MlflowSink(self.run_id, self.tracking_uri)
         try:
-            fit = self._fit(None, None, 200)
+            fit = self.view.fit(None, None, 200)
         except (UserError, ValueError, RuntimeError) as e:
             if sink is not None:
                 sink.set_tags({"workbench.fit_error": str(e)})
             return
         paths = write_fit_artifacts(fit, self.out_dir / "fit", title=f"{self.name}: val/pass_rate vs {self.x}", x=self.x)
         if sink is not None:
-            log_fit(sink, fit, paths, step=int(self._last_status.get("step") or 0), x=self.x)
+            log_fit(sink, fit, paths, step=int(self.view.state.get("step") or 0), x=self.x)
 
     # ------------------------------------------------------------------ widgets
     def dashboard(self, budget: float | None = None, *, poll: float = 2.0, fit_from: float | None = None):
@@ -470,22 +454,20 @@ class Session:
         from workbench.engine import cluster
         from workbench.engine import launch as L
 
-        cluster.connect(start_if_missing=False)
+        cluster.hold(cluster.connect(start_if_missing=False))
         handle = L.attach(name)
         st = handle.status()
         out = Path(st["out_dir"])
         cfg = saved_config(out) or dataclasses.replace(RunConfig(), name=name, out_dir=str(out))
-        s = cls.__new__(cls)
-        tr = cfg.tracking
-        s._init_state(cfg, tracking=tracking and tr.mlflow and bool(tr.run_id), experiment=tr.experiment, x=x,
-                      tracking_uri=tr.tracking_uri, run_id=tr.run_id, parent_run_id=tr.parent_run_id)
+        if st.get("max_steps") and int(st["max_steps"]) != cfg.train.max_steps:  # the engine's target wins
+            cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, max_steps=int(st["max_steps"])))
+        s = cls._with_view(RunView(cfg, x=x), tracking=tracking)
         s.handle = handle
-        s.max_steps = int(st.get("max_steps") or cfg.train.max_steps)
         if st.get("resumed_from") is not None:  # the actor holds only rows since its resume
             from workbench.tracking.sink import read_jsonl
 
-            s._rows = [r for r in read_jsonl(out / "metrics.jsonl") if r.get("step", 0) <= st["resumed_from"]]
-        s._last_status = st
+            s.view._rows = [r for r in read_jsonl(out / "metrics.jsonl") if r.get("step", 0) <= st["resumed_from"]]
+        s.view.state = st
         s._poll()
         return s
 
@@ -500,35 +482,24 @@ class Session:
         path = run_folder(target)
         if not (path / "checkpoints" / "LATEST").is_file():
             raise UserError(f"{path} has no checkpoint: nothing to resume from")
-        s = cls._from_folder(path, tracking=tracking, x=x)
+        s = cls._with_view(RunView(folder_config(path), x=x), tracking=tracking)
         s._resume = True
         return s.start(max_steps=max_steps, max_minutes=max_minutes)
 
     @classmethod
     def open(cls, target: str | Path, *, x: str = "compute/device_hours") -> "Session":
-        """A read-only view of a run folder (out_dir or name): curve, fit, forecast, chart, dashboard.
+        """A read-only session over a run folder (out_dir or name): its `view` is RunView.open(target).
 
         Needs no Ray; the rows are read from metrics.jsonl once."""
-        from workbench.tracking.sink import read_jsonl
-
-        path = run_folder(target)
-        s = cls._from_folder(path, tracking=False, x=x)
-        s._rows = read_jsonl(path / "metrics.jsonl")
-        summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").is_file() else {}
-        s._summary, s._finished = summary, True
-        last = max((int(r.get("step", 0)) for r in s._rows), default=0)
-        s._last_status = {"status": summary.get("status", "unknown"), "step": summary.get("steps", last),
-                          "max_steps": s.cfg.train.max_steps, "out_dir": str(path)}
+        s = cls._with_view(RunView.open(target, x=x), tracking=False)
+        s._finished = True
         return s
 
     @classmethod
-    def _from_folder(cls, path: Path, *, tracking: bool, x: str) -> "Session":
-        cfg = saved_config(path)
-        if cfg is None:
-            raise UserError(f"{path} has no config.json or checkpoint state: cannot tell how the run was configured")
-        cfg = dataclasses.replace(cfg, out_dir=str(path))
-        tr = cfg.tracking
+    def _with_view(cls, view: RunView, *, tracking: bool) -> "Session":
+        tr = view.cfg.tracking
+        view.run_id, view.tracking_uri = tr.run_id, tr.tracking_uri
         s = cls.__new__(cls)
-        s._init_state(cfg, tracking=tracking and tr.mlflow and bool(tr.run_id), experiment=tr.experiment, x=x,
-                      tracking_uri=tr.tracking_uri, run_id=tr.run_id, parent_run_id=tr.parent_run_id)
+        s._init_state(view, tracking=tracking and tr.mlflow and bool(tr.run_id), experiment=tr.experiment,
+                      parent_run_id=tr.parent_run_id)
         return s

@@ -35,8 +35,26 @@ def write_config(tmp_path: Path, model_cache: Path, **sections) -> Path:
     return path
 
 
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+MARK = "WORKBENCH_TEST_RUN_MARK"  # every process the CLI starts (Ray's included) inherits it
+
+
+def marked_pids(mark: str) -> set[int]:
+    """Live processes whose environment carries MARK=mark (this test's CLI and what it started)."""
+    pids = set()
+    needle = f"{MARK}={mark}".encode()
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if needle in (p / "environ").read_bytes().split(b"\0"):
+                    pids.add(int(p.name))
+            except OSError:
+                pass
+    return pids
+
+
+def run_cli(*args: str, timeout: float = 300, mark: str = "") -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HELPERS), os.environ.get("PYTHONPATH", "")]))
+    env[MARK] = mark
     env.pop("RAY_ADDRESS", None)
     return subprocess.run([*WORKBENCH, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
@@ -106,10 +124,20 @@ def test_raising_checker_stops_cleanly_without_orphans(tmp_path, model_cache):
 
 @pytest.mark.slow
 def test_run_writes_metrics_and_summary(tmp_path, model_cache):
+    import uuid
+
     path = write_config(tmp_path, model_cache)
     out = tmp_path / "o"
-    proc = run_cli("run", "--config", str(path), "--out", str(out), "--max-steps", "3")
+    mark = uuid.uuid4().hex
+    proc = run_cli("run", "--config", str(path), "--out", str(out), "--max-steps", "3", mark=mark)
     assert proc.returncode == 0, proc.stderr
+    # batch work leaves no Ray process behind: none of the processes it started (GCS, raylet, workers) lives on
+    import time
+
+    deadline = time.monotonic() + 20
+    while marked_pids(mark) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not marked_pids(mark), f"processes of `workbench run` left behind: {marked_pids(mark)}"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["status"] == "finished"
     assert "of its wall time in forward/backward/optimizer" in proc.stdout  # the engine's own account

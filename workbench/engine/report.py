@@ -16,14 +16,21 @@ from workbench.errors import UserError
 from workbench.tracking.sink import read_jsonl
 
 
-def eval_curve(rows: list[dict[str, Any]], x: str = "compute/device_hours") -> tuple[np.ndarray, np.ndarray]:
-    """Evaluation points sorted by compute; repeated compute values keep the last evaluation."""
-    pts: dict[float, float] = {}
+def eval_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The evaluation rows, one per step (a step evaluated twice, e.g. around a resume, keeps the
+    last), ordered by step (evaluations can finish out of order)."""
+    by_step: dict[int, dict[str, Any]] = {}
     for r in rows:
-        if r.get("val/pass_rate") is not None and r.get(x) is not None:
-            pts[float(r[x])] = float(r["val/pass_rate"])
-    xs = np.array(sorted(pts))
-    return xs, np.array([pts[v] for v in xs])
+        if r.get("val/pass_rate") is not None:
+            by_step[int(r.get("step", 0))] = r
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def eval_curve(rows: list[dict[str, Any]], x: str = "compute/device_hours") -> tuple[np.ndarray, np.ndarray]:
+    """(x, val/pass_rate) of `eval_rows(rows)` that have `x` ("step": the step itself), in step order."""
+    pts = [(float(r["step"] if x == "step" else r[x]), float(r["val/pass_rate"]))
+           for r in eval_rows(rows) if x == "step" or r.get(x) is not None]
+    return np.array([c for c, _ in pts]), np.array([y for _, y in pts])
 
 
 def fit_run(rows: list[dict[str, Any]], x: str = "compute/device_hours", fit_from: Optional[float] = None, **kw):

@@ -9,7 +9,8 @@ For each run it reads `--metric` (default val/pass_rate) against `--x` (default
 compute/device_hours) from MLflow, fits R(C) = R0 + (A - R0) / (1 + (C_mid/C)^B) with bootstrap
 intervals, and prints the runs ranked by A (asymptote) then B (efficiency) with the paper's
 +-0.02 tie rule on A. With --experiment, runs that never logged the metric (e.g. a sweep's parent
-run) are left out, and so are FAILED/KILLED runs unless --include-failed is given. A run that
+run) are left out, and so are FAILED/KILLED runs unless --include-failed is given; runs a sweep
+stopped by forecast (tag stopped_by_forecast=true) are kept and marked "stopped early". A run that
 cannot be fitted is listed with the reason. The store is --tracking-uri, else
 $MLFLOW_TRACKING_URI, else the project's mlflow.db.
 """
@@ -33,9 +34,12 @@ def select_runs(
     metric: str,
     tracking_uri: str,
     include_failed: bool = False,
+    stopped: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """Display name -> run_id of the runs to compare (see the module doc for the rules)."""
-    from workbench.tracking.fits import unique_names
+    """Display name -> run_id of the runs to compare (see the module doc for the rules).
+
+    `stopped`, when given, is filled with name -> reason of the runs a sweep stopped by forecast."""
+    from workbench.tracking.fits import stopped_runs, unique_names
     from workbench.tracking.queries import runs_frame  # pandas: loaded only when comparing
 
     if bool(experiment) == bool(run_ids):
@@ -47,10 +51,13 @@ def select_runs(
         has_metric = frame[metric].notna() if metric in frame.columns else frame["run_id"].isna()
         frame = frame[has_metric]
         if not include_failed:
-            frame = frame[~frame["status"].isin(["FAILED", "KILLED"])]
+            by_forecast = frame["run_id"].isin(list(stopped_runs(frame)))
+            frame = frame[~frame["status"].isin(["FAILED", "KILLED"]) | by_forecast]
         if frame.empty:
             raise UserError(f"no run of experiment {experiment!r} logged {metric!r} (and finished or is running)")
     names = unique_names(dict(zip(frame["run_id"], frame["name"].fillna(""))))
+    if stopped is not None:
+        stopped.update({names[rid]: why for rid, why in stopped_runs(frame).items() if rid in names})
     return {names[rid]: rid for rid in frame["run_id"]}
 
 
@@ -82,8 +89,9 @@ def run(args: argparse.Namespace) -> int:
     from workbench.tracking.fits import fit_runs
 
     uri = resolve_tracking_uri(args.tracking_uri)
-    runs = select_runs(args.experiment, args.run_ids, args.metric, uri, args.include_failed)
-    result = fit_runs(runs, metric=args.metric, x=args.x, tracking_uri=uri, fit_from=args.fit_from)
+    stopped: dict[str, str] = {}
+    runs = select_runs(args.experiment, args.run_ids, args.metric, uri, args.include_failed, stopped)
+    result = fit_runs(runs, metric=args.metric, x=args.x, tracking_uri=uri, fit_from=args.fit_from, stopped=stopped)
     if args.plot and result.fits:
         result.chart(args.plot)
     if args.json:

@@ -1,6 +1,7 @@
 """Fit and compare the scaling curves of MLflow runs (shared by `workbench compare` and sweeps).
 
     result = fit_runs({"scalerl": run_a, "no-fp32": run_b}, tracking_uri=uri)
+    result = fit_runs({"scalerl": [seed0, seed1]}, stopped={"no-fp32": "why"})   # seeds fitted jointly; stopped points marked
     print(result.text)                 # ranked table: A, B, C_mid with intervals, verdicts
     result.frame                       # the same as a DataFrame (one row per run, failures too)
     result.write("out/comparison")     # comparison.md + comparison.csv (+ .json of the fits)
@@ -8,8 +9,14 @@
 
 Each run's curve is `queries.run_curve(run_id, metric, x)`; it is fitted with
 `workbench.scaling.fit_sigmoid` (R0 = the score at compute 0 when the run logged one, else its
-first point) and the fits are ranked by `workbench.scaling.compare`. A run whose curve is
-missing or cannot be fitted is listed with the reason instead of stopping the comparison.
+first point) and the fits are ranked by `workbench.scaling.compare`. Several runs under one name
+(the seeds of a sweep point) are fitted jointly with `fit_sigmoid_multi`, so their intervals carry
+the seed spread into compare's +-0.02 tie rule. A run whose curve is missing or cannot be fitted
+is listed with the reason instead of stopping the comparison.
+
+Runs a sweep stopped by forecast carry the MLflow tags `stopped_by_forecast=true` and
+`stopped_reason` (STOPPED_TAG, STOPPED_REASON_TAG); they are fitted on the curve they have and
+ranked like any other, and the table marks them "stopped early" (column `stopped`: the reason).
 """
 
 from __future__ import annotations
@@ -18,14 +25,26 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from workbench.errors import UserError
 from workbench.tracking.queries import run_curve
 
-COLUMNS = ["name", "run_id", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi", "C_mid", "C_mid_lo", "C_mid_hi", "n", "r2", "rank", "verdict", "error"]
+COLUMNS = ["name", "run_id", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi", "C_mid", "C_mid_lo", "C_mid_hi", "n", "r2", "rank", "verdict",
+           "stopped", "error"]
+STOPPED_TAG = "stopped_by_forecast"
+STOPPED_REASON_TAG = "stopped_reason"
+
+
+def stopped_runs(frame: pd.DataFrame) -> dict[str, str]:
+    """run_id -> stop reason of the runs in a `queries.runs_frame` that a sweep stopped by forecast."""
+    tag, why = f"tags.{STOPPED_TAG}", f"tags.{STOPPED_REASON_TAG}"
+    if tag not in frame.columns:
+        return {}
+    rows = frame[frame[tag].astype(str).str.lower() == "true"]
+    return {r["run_id"]: str(r.get(why) or "stopped by forecast") for _, r in rows.iterrows()}
 
 
 @dataclass
@@ -34,23 +53,25 @@ class RunFits:
 
     metric: str
     x: str
-    run_ids: dict[str, str]
+    run_ids: dict[str, Any]  # name -> run_id, or a list of run ids fitted jointly (seeds)
     fits: dict[str, Any] = field(default_factory=dict)  # name -> workbench.scaling SigmoidFit
     errors: dict[str, str] = field(default_factory=dict)
     comparison: Any = None  # workbench.scaling.compare.Comparison (None when nothing was fitted)
+    stopped: dict[str, str] = field(default_factory=dict)  # name -> why a sweep stopped it by forecast
 
     @property
     def frame(self) -> pd.DataFrame:
         rows = []
         ranked = {r.name: r for r in self.comparison.rows} if self.comparison else {}
         for name, rid in self.run_ids.items():
-            row: dict[str, Any] = {"name": name, "run_id": rid}
+            row: dict[str, Any] = {"name": name, "run_id": rid if isinstance(rid, str) else ";".join(rid)}
             if name in self.fits:
                 f = self.fits[name]
                 row.update(A=f.A, A_lo=f.A_ci[0], A_hi=f.A_ci[1], B=f.B, B_lo=f.B_ci[0], B_hi=f.B_ci[1],
                            C_mid=f.C_mid, C_mid_lo=f.C_mid_ci[0], C_mid_hi=f.C_mid_ci[1], n=f.n, r2=f.r2)
                 if name in ranked:
                     row.update(rank=ranked[name].rank, verdict=ranked[name].verdict)
+            row["stopped"] = self.stopped.get(name, "")
             row["error"] = self.errors.get(name, "")
             rows.append(row)
         frame = pd.DataFrame(rows, columns=COLUMNS)
@@ -65,9 +86,12 @@ class RunFits:
             w = max(5, *(len(n) for n in fitted["name"])) if len(fitted) else 5
             lines.append(f"{'run':<{w}} {'C_mid':>10} {'C_mid interval':>23} {'R^2':>6} {'n':>4}")
             for r in fitted.itertuples():
-                lines.append(f"{r.name:<{w}} {r.C_mid:>10.4g} [{r.C_mid_lo:>9.4g}, {r.C_mid_hi:>9.4g}] {r.r2:>6.3f} {int(r.n):>4}")
+                mark = "  stopped early" if r.stopped else ""
+                lines.append(f"{r.name:<{w}} {r.C_mid:>10.4g} [{r.C_mid_lo:>9.4g}, {r.C_mid_hi:>9.4g}] {r.r2:>6.3f} {int(r.n):>4}{mark}")
             if self.comparison.winner:
                 lines.append(f"best: {self.comparison.winner}")
+        for name, why in self.stopped.items():
+            lines.append(f"stopped early: {name}: {why}")
         for name, err in self.errors.items():
             lines.append(f"not fitted: {name}: {err}")
         return "\n".join(lines)
@@ -81,7 +105,8 @@ class RunFits:
                 rank = "" if pd.isna(r.rank) else int(r.rank)
                 out.append(
                     f"| {rank} | {_md(r.name)} | {r.A:.4f} | [{r.A_lo:.4f}, {r.A_hi:.4f}] | {r.B:.3f} | [{r.B_lo:.3f}, {r.B_hi:.3f}] "
-                    f"| {r.C_mid:.4g} | [{r.C_mid_lo:.4g}, {r.C_mid_hi:.4g}] | {r.r2:.3f} | {_md(r.verdict or '')} |"
+                    f"| {r.C_mid:.4g} | [{r.C_mid_lo:.4g}, {r.C_mid_hi:.4g}] | {r.r2:.3f} | "
+                    f"{_md(('stopped early: ' + r.stopped + '; ') if r.stopped else '')}{_md(r.verdict or '')} |"
                 )
             else:
                 out.append(f"| | {_md(r.name)} | | | | | | | | not fitted: {_md(r.error)} |")
@@ -96,7 +121,7 @@ class RunFits:
         md, csv, js = stem.with_suffix(".md"), stem.with_suffix(".csv"), stem.with_suffix(".json")
         md.write_text(self.markdown())
         self.frame.to_csv(csv, index=False)
-        js.write_text(json.dumps({"metric": self.metric, "x": self.x, "run_ids": self.run_ids, "errors": self.errors,
+        js.write_text(json.dumps({"metric": self.metric, "x": self.x, "run_ids": self.run_ids, "errors": self.errors, "stopped": self.stopped,
                                   "fits": {n: f.to_dict() for n, f in self.fits.items()}}, indent=1))
         return [md, csv, js]
 
@@ -115,25 +140,35 @@ def _md(text: str) -> str:
 
 
 def fit_runs(
-    runs: Mapping[str, str],
+    runs: Mapping[str, str | Sequence[str]],
     metric: str = "val/pass_rate",
     x: str = "compute/device_hours",
     tracking_uri: str | None = None,
     fit_from: float | None = None,
     n_boot: int = 200,
+    stopped: Mapping[str, str] | None = None,
 ) -> RunFits:
-    """Fit each run's `metric`-vs-`x` curve (runs: display name -> run_id) and compare them."""
+    """Fit each run's `metric`-vs-`x` curve (runs: display name -> run_id, or a list of run ids
+    fitted jointly) and compare them; `stopped` marks names a sweep stopped by forecast."""
     from workbench.scaling.compare import compare
-    from workbench.scaling.sigmoid import fit_sigmoid
+    from workbench.scaling.sigmoid import fit_sigmoid, fit_sigmoid_multi
 
-    result = RunFits(metric=metric, x=x, run_ids=dict(runs))
+    result = RunFits(metric=metric, x=x, run_ids=dict(runs), stopped=dict(stopped or {}))
     for name, rid in runs.items():
         try:
-            curve = run_curve(rid, metric=metric, x=x, tracking_uri=tracking_uri)
-            if len(curve) == 0:
-                raise UserError(f"no step has both {metric} and {x}")
-            r0 = None if (curve["x"] == 0).any() else "first"
-            result.fits[name] = fit_sigmoid(curve["x"].to_numpy(), curve["y"].to_numpy(), r0=r0, fit_from=fit_from, n_boot=n_boot)
+            ids = [rid] if isinstance(rid, str) else list(rid)
+            curves = []
+            for one in ids:
+                curve = run_curve(one, metric=metric, x=x, tracking_uri=tracking_uri)
+                if len(curve) == 0:
+                    raise UserError(f"run {one}: no step has both {metric} and {x}")
+                curves.append((curve["x"].to_numpy(), curve["y"].to_numpy()))
+            measured = all((c == 0).any() for c, _ in curves)
+            r0 = None if measured else "first"
+            if len(curves) == 1:
+                result.fits[name] = fit_sigmoid(*curves[0], r0=r0, fit_from=fit_from, n_boot=n_boot)
+            else:
+                result.fits[name] = fit_sigmoid_multi(curves, r0=r0, fit_from=fit_from, n_boot=n_boot)
         except (UserError, ValueError, RuntimeError, FloatingPointError) as e:
             result.errors[name] = str(e)
     if result.fits:

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-X_COLUMNS = {"compute/device_hours": "compute_device_hours", "compute/flops": "compute_flops", "step": "step"}
+from workbench.runview import X_COLUMNS  # noqa: E402  (one owner: the run view)
 FORECAST_COLOR = "#9467bd"  # not the orange of held-out points
 
 

@@ -1,6 +1,7 @@
 """`session.dashboard()`: a live ipywidgets panel for one run.
 
     d = session.dashboard(budget=0.05)    # show it (last expression of a cell)
+    d = Dashboard(RunView.open("runs/x")) # a finished run's view (workbench.runview), no Ray
     d.refresh()                           # what the update loop does every `poll` seconds
     d.close()                             # stop updating and remove it
 
@@ -28,7 +29,8 @@ from typing import Any, Optional
 import ipywidgets as widgets
 
 from workbench.errors import UserError
-from workbench.widgets.chart import X_COLUMNS, default_budget, session_chart, to_svg
+from workbench.runview import X_COLUMNS
+from workbench.widgets.chart import default_budget, session_chart, to_svg
 
 WAITING = "Waiting for the first evaluation"
 # (metric key, label) of the train metrics shown; missing ones are left out
@@ -50,15 +52,19 @@ def _fmt(v: Any) -> str:
 
 
 class Dashboard(widgets.VBox):
-    """The live panel (an ipywidgets.VBox). `fit`, `forecast` and `message` hold what it shows."""
+    """The live panel (an ipywidgets.VBox). `fit`, `forecast` and `message` hold what it shows.
 
-    def __init__(self, session: Any, budget: float | None = None, *, poll: float = 2.0, fit_from: float | None = None,
+    `source` is a Session (its `update()` polls the run; the panel reads its `view`) or a
+    RunView (read-only: drawn once, nothing to poll)."""
+
+    def __init__(self, source: Any, budget: float | None = None, *, poll: float = 2.0, fit_from: float | None = None,
                  width: int = 560, height: int = 300):
         if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget > 0):
             raise UserError(f"budget must be a compute > 0, got {budget!r}")
         if not poll > 0:
             raise UserError(f"poll must be > 0 seconds, got {poll}")
-        self.session = session
+        self.session = source
+        self.view = getattr(source, "view", source)  # a Session's RunView, or the RunView itself
         self.budget = budget
         self.poll = float(poll)
         self.fit_from = fit_from
@@ -71,7 +77,7 @@ class Dashboard(widgets.VBox):
         self._drawn: Any = None  # what the chart was last drawn from
         self._task: Optional[asyncio.Task] = None
         self._header = widgets.HTML()
-        self._progress = widgets.IntProgress(value=0, min=0, max=max(1, int(session.max_steps)), description="steps",
+        self._progress = widgets.IntProgress(value=0, min=0, max=max(1, int(self.view.max_steps)), description="steps",
                                              bar_style="info", layout=widgets.Layout(width="60%"))
         self._progress_text = widgets.HTML()
         self._chart = widgets.HTML(layout=widgets.Layout(min_height=f"{height + 80}px"))
@@ -103,8 +109,7 @@ class Dashboard(widgets.VBox):
             self.refresh()
 
     def _ended(self) -> bool:
-        s = self.session
-        return bool(s._finished)
+        return bool(getattr(self.session, "finished", True))  # a bare RunView never changes
 
     def close(self) -> None:
         task = getattr(self, "_task", None)  # ipywidgets calls close() from __del__, even half-built
@@ -114,12 +119,10 @@ class Dashboard(widgets.VBox):
 
     def refresh(self) -> None:
         """Poll the session once and redraw what changed. Errors are shown, not raised."""
-        s = self.session
         try:
-            if s.started and not s._finished:
-                s._poll()
-                if s._is_done():
-                    self._finish_run()
+            update = getattr(self.session, "update", None)
+            if update is not None:
+                update()  # new rows into the view; at the run's end the session logs its fit
             self._draw_status()
             self._draw_train()
             self._draw_chart()
@@ -128,18 +131,10 @@ class Dashboard(widgets.VBox):
             self.error = f"{type(e).__name__}: {e}"
             self._header.value = self._header_html() + f"<div style='color:#c00'>dashboard error: {html.escape(self.error)}</div>"
 
-    def _finish_run(self) -> None:
-        from workbench.engine.coordinator import RunFailed
-
-        try:
-            self.session._finish()  # logs the final fit to MLflow and releases the actor
-        except RunFailed:
-            pass  # shown in the header from the session's status
-
     # ------------------------------------------------------------------ pieces
     def _header_html(self) -> str:
-        s = self.session
-        st = s._last_status or {"status": "not started"}
+        s = self.view
+        st = s.status()
         status = st.get("status", "?")
         color = {"failed": "#c00", "finished": "#2a7", "stopped": "#a60", "paused": "#a60"}.get(status, "#333")
         parts = [f"<b>{html.escape(s.name)}</b>", f"<span style='color:{color}'>{html.escape(str(status))}</span>"]
@@ -153,11 +148,10 @@ class Dashboard(widgets.VBox):
         return out
 
     def _draw_status(self) -> None:
-        s = self.session
-        st = s._last_status
+        st = self.view.status()
         self._header.value = self._header_html()
         step = int(st.get("step") or 0)
-        total = int(st.get("max_steps") or s.max_steps)
+        total = int(st.get("max_steps") or self.view.max_steps)
         self._progress.max = max(1, total)
         self._progress.value = min(step, self._progress.max)
         status = st.get("status")
@@ -167,7 +161,7 @@ class Dashboard(widgets.VBox):
             f" &middot; {compute:.4g} device-hours" if isinstance(compute, (int, float)) else "")
 
     def _draw_train(self) -> None:
-        last = next((r for r in reversed(self.session._rows) if any(k.startswith("train/") for k in r)), None)
+        last = next((r for r in reversed(self.view.rows) if any(k.startswith("train/") for k in r)), None)
         if last is None:
             self._train.value = "<i>no train step yet</i>"
             return
@@ -179,15 +173,15 @@ class Dashboard(widgets.VBox):
         self._train.value = f"<div style='color:#666'>train, step {int(last['step'])}:</div><table><tr>{cells}</tr></table>"
 
     def _draw_chart(self) -> None:
-        s = self.session
-        curve = s._curve_frame()
+        s = self.view
+        curve = s.curve
         key = (len(curve), self.budget, self.fit_from, s.x)
         if key == self._drawn:
             return
         every = s.cfg.eval.every_steps
         if curve.empty:
             self.fit, self.forecast, self.chart_svg = None, None, ""
-            hint = "" if s.started else " (the run has not started: call session.start())"
+            hint = " (the run has not started: call session.start())" if getattr(self.session, "started", True) is False else ""
             self.message = f"{WAITING}{hint}; one every {every} steps."
             style = "padding:2em;color:#555"
             self._chart.value = f"<div class='wb-message' style='{style}'>&#8987; {html.escape(self.message)}</div>"
@@ -196,12 +190,9 @@ class Dashboard(widgets.VBox):
             return
         col = X_COLUMNS[s.x]
         budget = self.budget if self.budget is not None else default_budget(curve, s.x)
-        try:
-            self.fit = s._fit(None, self.fit_from, 200)
-            self.message = ""
-        except UserError as e:
-            self.fit, self.forecast = None, None
-            self.message = str(e)
+        self.fit, self.message = s.fit_or_none(self.fit_from)
+        if self.fit is None:
+            self.forecast = None
         if (curve[col] > 0).any():
             chart = session_chart(curve, self.fit, x=s.x, budget=budget, title=f"{s.name}: val/pass_rate vs {s.x}",
                                   width=self.size[0], height=self.size[1])
@@ -231,9 +222,9 @@ class Dashboard(widgets.VBox):
         if budget is not None:
             from workbench.widgets.report import forecast_from_fit
 
-            self.forecast = forecast_from_fit(f, budget, x=self.session.x, level=f.level)
+            self.forecast = forecast_from_fit(f, budget, x=self.view.x, level=f.level)
             fc = self.forecast
-            text += (f"<div>forecast at {fc['budget']:.4g} ({self.session.x}): {fc['pass_rate']:.4f} "
+            text += (f"<div>forecast at {fc['budget']:.4g} ({self.view.x}): {fc['pass_rate']:.4f} "
                      f"[{fc['lo']:.4f}, {fc['hi']:.4f}]</div>")
             if fc.get("verdict"):
                 text += f"<div style='color:#555;font-size:90%'>{html.escape(fc['verdict'])}</div>"

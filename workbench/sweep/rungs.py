@@ -1,0 +1,214 @@
+"""Stop losers by forecast while a sweep runs (`workbench sweep ... --stop-early`).
+
+Points run in rungs of evaluations (`--rung-evals N`, at least MIN_POINTS). A monitor thread in
+the sweep process reads every point's curve from MLflow every few seconds; whenever a running
+point completes a rung (N more evaluations at compute > 0), it refits every point (finished,
+stopped and running; the seeds of one point jointly) and asks
+`workbench.scaling.early_stop.rung_decisions` which points cannot win. A losing point that has
+completed at least one rung is asked to stop: the monitor writes the point's stop-request file
+($WORKBENCH_STOP_REQUEST in the point's papermill process), which `workbench.Session` honours
+by stopping its run after the step in flight, with a checkpoint. The stopped point keeps its
+curve and its fit (the session logs it as for any run end).
+
+The budget the forecasts are compared at is `--budget`, or by default the compute of a full
+point: for each run, its compute per step so far (latest compute / latest step) times its step
+target (the MLflow param `train.max_steps`, which the engine logs from its config), and the
+largest of those. Compute saved = what stopped points would still have spent (compute per step x
+remaining steps) / what the full sweep would have spent (spent + that).
+
+    mon = RungMonitor(uri, metric="val/pass_rate", x="compute/device_hours", rung_evals=4)
+    mon.start(); mon.register(key, label, group, run_id, stop_file); ...; mon.ended(key); mon.close()
+    account = compute_account(progress(run_id, x, uri), stopped=True)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from workbench.errors import UserError
+from workbench.scaling.sigmoid import MIN_POINTS
+
+
+@dataclass
+class Progress:
+    """One run as MLflow has it: its evaluations, its latest (step, compute) and its step target."""
+
+    x: np.ndarray
+    y: np.ndarray
+    last_step: int
+    last_x: float
+    max_steps: Optional[int]
+
+    @property
+    def evaluations(self) -> int:
+        return int((self.x > 0).sum())
+
+    @property
+    def per_step(self) -> float:
+        return self.last_x / self.last_step if self.last_step > 0 else float("nan")
+
+    @property
+    def full(self) -> float:
+        """Compute of the whole run at the pace so far (nan without a step target)."""
+        return self.per_step * self.max_steps if self.max_steps else float("nan")
+
+
+def progress(run_id: str, metric: str, x: str, uri: str) -> Optional[Progress]:
+    """What MLflow holds of the run (None before its first evaluation)."""
+    from workbench.tracking.queries import metric_history, run_curve
+    from workbench.tracking.store import client, retry_locked
+
+    try:
+        curve = run_curve(run_id, metric=metric, x=x, tracking_uri=uri)
+    except UserError:
+        return None
+    if x == "step":
+        hist = metric_history(run_id, metric, uri)
+    else:
+        hist = metric_history(run_id, x, uri)
+    last_step = int(hist.index.max()) if len(hist) else 0
+    last_x = float(last_step if x == "step" else (hist.iloc[-1] if len(hist) else 0.0))
+    params = retry_locked(client(uri).get_run, run_id).data.params
+    try:
+        max_steps = int(float(params["train.max_steps"]))
+    except (KeyError, ValueError):
+        max_steps = None
+    return Progress(curve["x"].to_numpy(float), curve["y"].to_numpy(float), last_step, last_x, max_steps)
+
+
+def compute_account(p: Optional[Progress], *, stopped: bool) -> dict[str, float]:
+    """{"spent", "unspent"}: compute used, and what a stopped run would still have used."""
+    if p is None:
+        return {"spent": 0.0, "unspent": 0.0}
+    unspent = p.per_step * max(0, p.max_steps - p.last_step) if stopped and p.max_steps and p.last_step > 0 else 0.0
+    return {"spent": float(p.last_x), "unspent": float(unspent)}
+
+
+def fit_group(curves: list[Progress]) -> Any:
+    """The sigmoid fit of one point (its seeds jointly); None while too few evaluations."""
+    from workbench.scaling.sigmoid import fit_sigmoid, fit_sigmoid_multi
+
+    usable = [c for c in curves if c.evaluations >= MIN_POINTS]
+    if not usable:
+        return None
+    try:
+        if len(usable) == 1:
+            c = usable[0]
+            return fit_sigmoid(c.x, c.y, r0=None if (c.x == 0).any() else "first")
+        has0 = all((c.x == 0).any() for c in usable)
+        return fit_sigmoid_multi([(c.x, c.y) for c in usable], r0=None if has0 else "first")
+    except (UserError, ValueError, RuntimeError, FloatingPointError):
+        return None
+
+
+@dataclass
+class _Run:
+    label: str
+    group: str
+    run_id: str
+    stop_file: Path
+    ended: bool = False
+    rung: int = 0
+    last: Optional[Progress] = None
+    final: bool = False  # read once more after it ended: nothing will change
+
+
+@dataclass
+class RungMonitor:
+    uri: str
+    metric: str
+    x: str
+    rung_evals: int
+    budget: Optional[float] = None
+    poll: float = 3.0
+    runs: dict[str, _Run] = field(default_factory=dict)
+    requested: dict[str, str] = field(default_factory=dict)  # key -> reason of the stop request
+    rounds: list[dict[str, Any]] = field(default_factory=list)  # every decision round, for the record
+
+    def __post_init__(self) -> None:
+        if self.rung_evals < MIN_POINTS:
+            raise UserError(f"--rung-evals must be at least {MIN_POINTS} (a sigmoid fit needs {MIN_POINTS} evaluations "
+                            f"at compute > 0), got {self.rung_evals}")
+        if self.budget is not None and not self.budget > 0:
+            raise UserError(f"--budget must be a compute > 0, got {self.budget}")
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="sweep-rungs", daemon=True)
+        self.error: Optional[str] = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join(timeout=60)
+
+    def register(self, key: str, label: str, group: str, run_id: str, stop_file: Path) -> None:
+        with self._lock:
+            self.runs[key] = _Run(label, group, run_id, stop_file)
+
+    def ended(self, key: str) -> None:
+        with self._lock:
+            if key in self.runs:
+                self.runs[key].ended = True
+
+    def _loop(self) -> None:
+        while not self._done.wait(self.poll):
+            try:
+                self.check()
+            except Exception as e:  # noqa: BLE001 - a store hiccup must not end the sweep; say so once
+                self.error = f"{type(e).__name__}: {e}"
+
+    def check(self) -> list[str]:
+        """Read every run; after a running run completes a rung, decide. Returns the keys asked to stop."""
+        with self._lock:
+            runs = dict(self.runs)
+        new_rung = False
+        for r in runs.values():
+            if r.final:
+                continue
+            r.last = progress(r.run_id, self.metric, self.x, self.uri) or r.last
+            r.final = r.ended
+            if r.last is not None and not r.ended:
+                rung = r.last.evaluations // self.rung_evals
+                if rung > r.rung:
+                    r.rung, new_rung = rung, True
+        return self.decide(runs) if new_rung else []
+
+    def current_budget(self, runs: dict[str, _Run]) -> float:
+        if self.budget is not None:
+            return float(self.budget)
+        full = [r.last.full for r in runs.values() if r.last is not None and np.isfinite(r.last.full)]
+        return max(full) if full else float("nan")
+
+    def decide(self, runs: dict[str, _Run]) -> list[str]:
+        from workbench.scaling.early_stop import rung_decisions
+
+        budget = self.current_budget(runs)
+        if not np.isfinite(budget) or budget <= 0:
+            return []
+        groups: dict[str, list[Progress]] = {}
+        for r in runs.values():
+            if r.last is not None:
+                groups.setdefault(r.group, []).append(r.last)
+        fits = {g: fit_group(curves) for g, curves in groups.items()}
+        decisions = rung_decisions(fits, budget)
+        stopped = []
+        for key, r in runs.items():
+            d = decisions.get(r.group)
+            if d is None or not d.stop or r.ended or key in self.requested or r.rung < 1:
+                continue
+            reason = f"stopped by forecast after {r.last.evaluations} evaluations: {d.reason}"
+            r.stop_file.write_text(reason + "\n")
+            self.requested[key] = reason
+            stopped.append(key)
+        self.rounds.append({"time": time.time(), "budget": budget, "stopped": [runs[k].label for k in stopped],
+                            "decisions": {g: {"stop": d.stop, "reason": d.reason, "forecast": d.forecast, "best": d.best}
+                                          for g, d in decisions.items()}})
+        return stopped

@@ -1,0 +1,359 @@
+"""Run a sweep: one papermill process per point, tracked in MLflow, Ray cleaned up after each.
+
+    res = run_sweep("notebooks/ablation.ipynb", "sweeps/smoke.yaml", parallel=2)
+    res = run_sweep(nb, grid, stop_early=True, rung_evals=4)      # stop losers by forecast
+    res = run_sweep(nb, grid, seeds=3)                            # each point 3 times, fitted jointly
+    res.points, res.failed, res.stopped, res.comparison, res.compute_saved_frac
+
+What happens is described in `python -m pydoc workbench.sweep`.
+
+Ray: each point's papermill process gets a Ray state folder of its own
+(WORKBENCH_STATE_DIR=<out>/points/<label>-<key>.ray). A `workbench.Session` in the notebook
+starts its local cluster there, and stops it when the kernel exits (workbench.engine.cluster);
+when the point's process has ended the sweep stops whatever cluster is still recorded there (a
+kernel killed by a cell timeout cannot clean up after itself). So a sweep leaves no Ray process
+behind, and never touches the interactive cluster in <project>/.workbench. A point running on a
+cluster named by RAY_ADDRESS (a shared one) is left alone.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from workbench.errors import UserError
+from workbench.sweep.grid import Grid, check_x_unit, load_grid, notebook_parameters, short, validate_grid, with_seeds
+
+# manifest statuses that are final: re-running the sweep does not run these points again
+DONE = ("FINISHED", "STOPPED")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._=-]+", "_", text)[:60].strip("_") or "point"
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _notebook_error(path: Path) -> str | None:
+    """'EName: value (cell N)' of the first error output in an executed notebook."""
+    try:
+        nb = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    for i, cell in enumerate(nb.get("cells", [])):
+        for out in cell.get("outputs", []) or []:
+            if out.get("output_type") == "error":
+                return f"{out.get('ename')}: {out.get('evalue')} (cell {i})"
+    return None
+
+
+@dataclass
+class SweepResult:
+    name: str
+    out_dir: Path
+    experiment: str
+    tracking_uri: str
+    parent_run_id: str
+    points: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> manifest entry
+    executed: list[str] = field(default_factory=list)  # keys run this time (others skipped)
+    comparison: Any = None  # workbench.tracking.fits.RunFits
+    compute_saved_frac: Optional[float] = None  # with stop_early: compute not spent / compute of the full sweep
+    ray_state_dirs: list[Path] = field(default_factory=list)  # where the points' Ray clusters were recorded
+
+    @property
+    def failed(self) -> list[str]:
+        return [k for k, p in self.points.items() if p["status"] not in DONE]
+
+    @property
+    def stopped(self) -> list[str]:
+        return [k for k, p in self.points.items() if p["status"] == "STOPPED"]
+
+
+class _Manifest:
+    """manifest.json in the out folder; written atomically, from one thread at a time."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.lock = threading.Lock()
+        self.data: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+        self.data.setdefault("points", {})
+
+    def update(self, key: str, **entry: Any) -> None:
+        with self.lock:
+            self.data["points"].setdefault(key, {}).update(entry)
+            self.save_locked()
+
+    def save_locked(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, default=str))
+        os.replace(tmp, self.path)
+
+
+def run_sweep(
+    notebook: str | Path,
+    grid: str | Path | Grid,
+    *,
+    out: str | Path | None = None,
+    parallel: int = 1,
+    kernel: str = "workbench",
+    experiment: str | None = None,
+    tracking_uri: str | None = None,
+    metric: str = "val/pass_rate",
+    x: str = "compute/device_hours",
+    fit_from: float | None = None,
+    cell_timeout: int | None = None,
+    progress: bool = True,
+    chart: bool = True,
+    stop_early: bool = False,
+    rung_evals: int = 4,
+    budget: float | None = None,
+    seeds: int = 1,
+    poll: float = 3.0,
+) -> SweepResult:
+    """Run every point not yet finished (or stopped); return the manifest entries and the comparison.
+
+    Every argument is checked before anything runs or is written."""
+    from tqdm.auto import tqdm
+
+    from workbench.kernel import require_kernel
+    from workbench.sweep.rungs import RungMonitor
+    from workbench.tracking import store
+
+    notebook = Path(notebook).resolve()
+    g = grid if isinstance(grid, Grid) else load_grid(grid)
+    declared = notebook_parameters(notebook)
+    validate_grid(g, declared, notebook)
+    g = with_seeds(g, seeds, declared)
+    check_x_unit(g, x, declared)
+    if parallel < 1:
+        raise UserError(f"--parallel must be >= 1, got {parallel}")
+    monitor = RungMonitor("", metric, x, rung_evals, budget, poll) if stop_early else None
+    require_kernel(kernel)
+    uri = store.resolve_tracking_uri(tracking_uri)
+    if monitor is not None:
+        monitor.uri = uri
+    exp_name = experiment or g.experiment or g.name
+    out_dir = Path(out or Path("runs") / "sweeps" / _slug(g.name)).resolve()
+    (out_dir / "points").mkdir(parents=True, exist_ok=True)
+    manifest = _Manifest(out_dir / "manifest.json")
+    old = manifest.data
+    if old.get("tracking_uri") not in (None, uri):
+        raise UserError(f"{out_dir} holds a sweep tracked in {old['tracking_uri']}, not {uri}: use that tracking URI or another --out")
+    if old.get("notebook") not in (None, str(notebook)):
+        raise UserError(f"{out_dir} holds a sweep of {old['notebook']}, not {notebook}: use another --out")
+
+    # The store, the experiment and the parent run exist before any point starts.
+    store.ensure_experiment(exp_name, uri)
+    c = store.client(uri)
+    parent = old.get("parent_run_id")
+    try:
+        if parent:
+            store.retry_locked(c.update_run, parent, status="RUNNING")
+    except Exception:  # noqa: BLE001 - gone (other store, deleted): start a new parent
+        parent = None
+    if not parent:
+        parent = store.create_run(exp_name, f"sweep:{g.name}", {"workbench.kind": "sweep", "workbench.sweep": g.name}, tracking_uri=uri)
+    manifest.data.update(sweep=g.name, notebook=str(notebook), experiment=exp_name, tracking_uri=uri, parent_run_id=parent,
+                         kernel=kernel, x=x, metric=metric, seeds=seeds, stop_early=stop_early)
+    with manifest.lock:
+        manifest.save_locked()
+    if g.path:
+        store.retry_locked(c.log_artifact, parent, str(g.path))
+
+    keys = g.keys()
+    result = SweepResult(g.name, out_dir, exp_name, uri, parent)
+    todo = []
+    for key, params, label, group in zip(keys, g.points, g.labels, g.groups):
+        entry = manifest.data["points"].get(key, {})
+        if entry.get("status") in DONE:
+            continue
+        if entry.get("status") == "RUNNING" and entry.get("run_id"):  # a sweep killed hard
+            try:
+                store.end_run(entry["run_id"], "KILLED", uri)
+            except Exception:  # noqa: BLE001
+                pass
+        manifest.update(key, label=label, group=group, params=params, status="PENDING", run_id=None, error=None)
+        todo.append((key, params, label, group))
+    ctx = dict(notebook=notebook, declared=declared, uri=uri, experiment=exp_name, parent=parent, kernel=kernel,
+               out_dir=out_dir, manifest=manifest, sweep=g.name, cell_timeout=cell_timeout, monitor=monitor)
+    bar = tqdm(total=len(todo), desc=f"sweep {g.name}", unit="point", disable=not progress or not todo)
+    failures = 0
+    if monitor is not None:
+        for key, label, group in zip(keys, g.labels, g.groups):  # points done earlier still count in the decisions
+            entry = manifest.data["points"].get(key, {})
+            if entry.get("status") in DONE and entry.get("run_id"):
+                monitor.register(key, label, group, entry["run_id"], _file(_stem(out_dir, label, key), ".stop"))
+                monitor.ended(key)
+        monitor.start()
+    pool = ThreadPoolExecutor(max_workers=parallel)
+    try:
+        futures = {pool.submit(_run_point, ctx, *item): item[0] for item in todo}
+        for fut in as_completed(futures):
+            try:
+                status = fut.result()
+            except Exception as e:  # noqa: BLE001 - a runner bug or a store error: record it, go on
+                status = "FAILED"
+                manifest.update(futures[fut], status=status, error=f"sweep runner error: {e!r}", ended=_now())
+            failures += status not in DONE
+            bar.update(1)
+            bar.set_postfix(failed=failures)
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        store.end_run(parent, "KILLED", uri)
+        raise
+    finally:
+        bar.close()
+        pool.shutdown(wait=True)
+        if monitor is not None:
+            monitor.close()
+    result.executed = [k for k, *_ in todo]
+    result.points = {k: manifest.data["points"][k] for k in keys}
+    result.ray_state_dirs = [Path(p["ray_state"]) for p in result.points.values() if p.get("ray_state")]
+    if monitor is not None:
+        result.compute_saved_frac = _log_savings(result, manifest, x, metric, uri, c, parent, monitor)
+    _compare(result, g, metric, x, uri, fit_from, chart, c, parent)
+    store.retry_locked(c.log_artifact, parent, str(manifest.path))
+    store.end_run(parent, "FINISHED" if not result.failed else "FAILED", uri)
+    return result
+
+
+def _stem(out_dir: Path, label: str, key: str) -> Path:
+    return out_dir / "points" / f"{_slug(label)}-{key}"
+
+
+def _file(stem: Path, ext: str) -> Path:
+    return stem.parent / (stem.name + ext)  # not with_suffix: labels hold dots ("train.lr=1e-06")
+
+
+def _log_savings(result: SweepResult, manifest: _Manifest, x: str, metric: str, uri: str, c: Any, parent: str,
+                 monitor: Any) -> float:
+    """sweep/compute_saved_frac on the parent run: what stopped points did not spend / the full sweep."""
+    from workbench.sweep.rungs import compute_account, progress
+    from workbench.tracking import store
+
+    spent = unspent = 0.0
+    for key, p in result.points.items():
+        if p["status"] not in ("FINISHED", "STOPPED") or not p.get("run_id"):
+            continue
+        acc = compute_account(progress(p["run_id"], metric, x, uri), stopped=p["status"] == "STOPPED")
+        manifest.update(key, compute_spent=acc["spent"], compute_unspent=acc["unspent"])
+        spent, unspent = spent + acc["spent"], unspent + acc["unspent"]
+    frac = unspent / (spent + unspent) if spent + unspent > 0 else 0.0
+    (result.out_dir / "rungs.json").write_text(json.dumps(monitor.rounds, indent=1, default=str))
+    store.retry_locked(c.log_metric, parent, "sweep/compute_saved_frac", frac)
+    store.retry_locked(c.log_artifact, parent, str(result.out_dir / "rungs.json"))
+    if monitor.error:
+        store.retry_locked(c.set_tag, parent, "workbench.rungs_error", monitor.error[:5000])
+    return frac
+
+
+def _compare(result: SweepResult, g: Grid, metric: str, x: str, uri: str, fit_from: float | None, chart: bool,
+             c: Any, parent: str) -> None:
+    """Fit every finished or stopped point (the seeds of a point jointly), compare, log to the parent."""
+    from workbench.tracking import store
+    from workbench.tracking.fits import fit_runs
+
+    groups: dict[str, list[str]] = {}
+    stopped: dict[str, str] = {}
+    for p in result.points.values():
+        if p["status"] in DONE and p.get("run_id"):
+            group = p.get("group") or p["label"]
+            groups.setdefault(group, []).append(p["run_id"])
+            if p["status"] == "STOPPED":
+                stopped[group] = p.get("stopped_reason") or "stopped by forecast"
+    if not groups:
+        return
+    runs = {k: (v if len(v) > 1 else v[0]) for k, v in groups.items()}
+    fits = fit_runs(runs, metric=metric, x=x, tracking_uri=uri, fit_from=fit_from, stopped=stopped)
+    result.comparison = fits
+    for path in fits.write(result.out_dir / "comparison"):
+        store.retry_locked(c.log_artifact, parent, str(path))
+    if chart and fits.fits:
+        html = fits.chart(result.out_dir / "comparison.html", title=f"sweep {g.name}: {metric} vs {x}")
+        store.retry_locked(c.log_artifact, parent, str(html))
+
+
+def _run_point(ctx: dict[str, Any], key: str, params: dict[str, Any], label: str, group: str) -> str:
+    """Execute one point in its own papermill process; record it; return its final status."""
+    from workbench.session import STOP_REQUEST_ENV
+    from workbench.tracking import store
+    from workbench.tracking.fits import STOPPED_REASON_TAG, STOPPED_TAG
+
+    uri, manifest, out_dir, monitor = ctx["uri"], ctx["manifest"], ctx["out_dir"], ctx["monitor"]
+    tags = {"workbench.kind": "sweep-point", "workbench.sweep": ctx["sweep"], "workbench.point": key, "workbench.group": group}
+    tags.update({f"sweep.{k}": short(v)[:5000] for k, v in params.items()})
+    run_id = store.create_run(ctx["experiment"], label, tags, parent_run_id=ctx["parent"], tracking_uri=uri)
+    stem = _stem(out_dir, label, key)
+    nb_out, log, pfile, stop_file, ray_state = (_file(stem, ext) for ext in (".ipynb", ".log", ".params.yaml", ".stop", ".ray"))
+    stop_file.unlink(missing_ok=True)
+    manifest.update(key, status="RUNNING", run_id=run_id, notebook=str(nb_out), log=str(log), started=_now(),
+                    ray_state=str(ray_state))
+    injected = {"run_id": run_id, "tracking_uri": uri, "experiment": ctx["experiment"], "parent_run_id": ctx["parent"]}
+    pfile.write_text(yaml.safe_dump({**params, **{k: v for k, v in injected.items() if k in ctx["declared"]}}, sort_keys=False))
+    cmd = [sys.executable, "-m", "papermill", str(ctx["notebook"]), str(nb_out), "-f", str(pfile), "-k", ctx["kernel"],
+           "--cwd", str(ctx["notebook"].parent), "--no-progress-bar", "--log-output"]
+    if ctx["cell_timeout"]:
+        cmd += ["--execution-timeout", str(int(ctx["cell_timeout"]))]
+    # notebooks that ignore tracking_uri still log here; Ray state and stop requests of this point only
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "WORKBENCH_STATE_DIR": str(ray_state), STOP_REQUEST_ENV: str(stop_file)}
+    if monitor is not None:
+        monitor.register(key, label, group, run_id, stop_file)
+    error = None
+    try:
+        with open(log, "w") as fh:
+            rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env).returncode
+        if rc != 0:
+            error = _notebook_error(nb_out) or f"papermill exited with status {rc}; see {log.name}"
+    except OSError as e:
+        error = f"could not start papermill: {e}"
+    finally:
+        _stop_point_clusters(ray_state)
+        if monitor is not None:
+            monitor.ended(key)
+    c = store.client(uri)
+    status = "FAILED" if error else "FINISHED"
+    reason = monitor.requested.get(key) if monitor is not None else None
+    if not error:
+        reported = store.run_status(run_id, uri)
+        if reported == "KILLED" and reason:  # the run stopped because the sweep asked it to
+            status = "STOPPED"
+            store.retry_locked(c.set_tag, run_id, STOPPED_TAG, "true")
+            store.retry_locked(c.set_tag, run_id, STOPPED_REASON_TAG, reason[:5000])
+        elif reported in ("FAILED", "KILLED"):  # the notebook itself said the run did not succeed
+            status, error = reported, f"the notebook ended its MLflow run as {reported}"
+    for path in (nb_out, log):
+        if path.is_file():
+            try:
+                store.retry_locked(c.log_artifact, run_id, str(path))
+            except Exception:  # noqa: BLE001 - keep going; the file stays in the out folder
+                pass
+    if error:
+        store.retry_locked(c.set_tag, run_id, "workbench.error", error[:5000])
+    store.end_run(run_id, "KILLED" if status == "STOPPED" else status, uri)
+    manifest.update(key, status=status, error=error, ended=_now(), stopped_reason=reason if status == "STOPPED" else None)
+    return status
+
+
+def _stop_point_clusters(ray_state: Path) -> None:
+    """Stop every Ray cluster the point's process recorded in its state folder and left running."""
+    from workbench.engine import cluster
+
+    started = ray_state / "started"
+    if not started.is_file():
+        return
+    for address in started.read_text().split():
+        if cluster.cluster_pids(address):
+            cluster.stop(address)
