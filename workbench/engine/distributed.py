@@ -8,8 +8,9 @@ hands them the rendezvous address chosen by rank 0). gloo on CPU, NCCL on CUDA.
   the head too (`causal_lm_forward` calls `model.base_model` and the head separately, which
   would bypass the hooks of a root placed on the HF model itself).
 - `shard(...)`: `fully_shard` on each decoder layer, then on the root; bf16 compute with fp32
-  gradient reduction when the precision is mixed. Gradients are summed over ranks (not averaged):
-  each rank's loss is already weighted against the whole optimizer batch.
+  gradient reduction when the precision is mixed. FSDP averages gradients over the ranks; each
+  rank's loss is weighted against the whole optimizer batch and scaled by the world size
+  (`Trainer._accumulate`), so the result is the one-worker sum (gloo has no pre-multiplied sum).
 
     python -c "from workbench.engine.distributed import free_port; print(free_port())"
 """
@@ -87,10 +88,6 @@ def shard(model: torch.nn.Module, device: torch.device, precision: Precision, fp
         fully_shard(head, mesh=mesh, mp_policy=MixedPrecisionPolicy(reduce_dtype=torch.float32))
     root = PolicyForward(model, fp32_head)
     fully_shard(root, mesh=mesh, mp_policy=mp)
-    # each rank's loss is weighted against the whole batch: the gradients must add up, not average
-    for m in root.modules():
-        if hasattr(m, "set_gradient_divide_factor"):
-            m.set_gradient_divide_factor(1.0)
     return root
 
 

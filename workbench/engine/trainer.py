@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -299,7 +300,8 @@ class Trainer:
             loss, st = policy_loss(
                 recipe.loss, logp, rows.gen_logp[sl], rows.advantages[sl], mask, rows.weights[sl], entropy=entropy
             )
-            loss.backward()
+            # FSDP averages over ranks; the weights already sum to the whole batch: undo the mean
+            (loss * self.world_size if self.sharded else loss).backward()
             loss_total += float(loss.detach())
             ntok = float(mask.sum())
             ent_sum += float((ent * mask).sum())
@@ -381,6 +383,9 @@ class Trainer:
 
     def ping(self) -> int:
         return self.version
+
+    def pid(self) -> int:
+        return os.getpid()
 
     def shutdown(self) -> None:
         distributed.destroy()
