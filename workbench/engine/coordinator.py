@@ -93,6 +93,7 @@ class RunCoordinator:
         self._warned_pool = False
         self.n_params = 0
         self.restarts = 0  # trainer-group restarts so far
+        self.trainer_nodes = 0  # Ray nodes the trainer workers run on
         # where a trainer restart without any checkpoint goes back to (a copy: the sampler moves on)
         self._start_state = json.loads(json.dumps(self._state(list(self.replay)), default=float))
 
@@ -170,6 +171,7 @@ class RunCoordinator:
             workers = spawn_workers(self.cfg, self.task)
             self.workers = workers
             self.n_params = workers.n_params
+            self.trainer_nodes = workers.trainer.num_nodes
             if self.resumed_from is not None:
                 workers.load_trainer(self.ckpt.path_for(self.step))
             self.clock = acc.Clock(self.counters, acc.devices_held(self.cfg))
@@ -455,6 +457,9 @@ class RunCoordinator:
             "trainer_utilisation": c.train_seconds / max(c.trainer_wall_seconds, 1e-9),
             "trainer_wall_seconds": c.trainer_wall_seconds,
             "trainer_wait_seconds": c.trainer_wait_seconds,
+            "trainer_workers": self.cfg.resources.trainer_workers,
+            "trainer_nodes": self.trainer_nodes,
+            "trainer_restarts": self.restarts,
             "staleness_max": max((r.get("train/staleness_max", 0.0) for r in self.rows), default=0.0),
             "events": list(self.events),
             **acc.compute_metrics(c, self.n_params),

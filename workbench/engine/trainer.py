@@ -155,7 +155,11 @@ class Trainer:
         return FlatWeights.from_state_dict(state, dtype=self.precision.compute)
 
     def info(self) -> dict[str, Any]:
-        return {"version": self.version, "num_params": self.num_params, "device": str(self.device), "rank": self.rank}
+        import ray
+
+        node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+        return {"version": self.version, "num_params": self.num_params, "device": str(self.device), "rank": self.rank,
+                "node_id": node}
 
     # -- one step ------------------------------------------------------------------------
     def plan(self, pg: PackedGroups) -> tuple[dict[str, float], Optional[StepRows], str]:

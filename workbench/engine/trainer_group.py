@@ -62,7 +62,8 @@ class TrainerGroup:
         self.num_workers = cfg.resources.trainer_workers
         self.actors: list = []
         self.pg: Any = None
-        self.info: dict[str, Any] = {}
+        self.info: dict[str, Any] = {}  # rank 0's
+        self.infos: list[dict[str, Any]] = []  # every rank's (device, node)
         self.start()
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -90,7 +91,8 @@ class TrainerGroup:
                 ]
                 address, port = ray.get(self.actors[0].rendezvous.remote())
                 get_all([a.connect.remote(address, port) for a in self.actors])
-            self.info = ray.get(self.actors[0].info.remote())
+            self.infos = get_all([a.info.remote() for a in self.actors])
+            self.info = self.infos[0]
         except Exception:
             self.kill()
             raise
@@ -162,6 +164,10 @@ class TrainerGroup:
 
     def set_version(self, version: int) -> int:
         return int(get_all([a.set_version.remote(version) for a in self.actors])[0])
+
+    @property
+    def num_nodes(self) -> int:
+        return len({i.get("node_id") for i in self.infos})
 
     def pids(self) -> list[int]:
         return [int(p) for p in get_all([a.pid.remote() for a in self.actors])]
