@@ -54,10 +54,11 @@ def main() -> None:
     args = ap.parse_args()
     results = {}
     with tempfile.TemporaryDirectory() as out:
-        for n in args.workers:
+        # most workers first: the local Ray cluster is sized by the first run that starts it
+        for n in sorted(args.workers, reverse=True):
             results[n] = run(args.config, n, args.steps, out)
     print(f"{'trainer workers':>16} {'samples/s':>10} {'trainer busy':>13} {'weight gather (s)':>18}")
-    for n, r in results.items():
+    for n, r in sorted(results.items()):
         print(f"{n:>16} {r['samples_per_second']:>10.1f} {r['trainer_busy']:>13.1%} {r['weight_gather_s']:>18.4f}")
 
 

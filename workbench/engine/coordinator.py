@@ -11,7 +11,12 @@
 `RunCoordinator` is plain Python; launch.py runs it inside the Ray actor `Coordinator` so a
 notebook can detach from it. Checkpoints (every N steps and at the end) hold the trainer state
 and this loop's state (step, sampler, counters, prompts in flight); resuming truncates
-metrics.jsonl to the checkpoint so no step is lost or logged twice.
+metrics.jsonl to the checkpoint so no step is lost or logged twice. A trainer worker that dies
+mid-run restarts the trainer group from the last checkpoint the same way, up to
+`resources.max_restarts` times (a run event: events.log, status, summary).
+
+The loop is a sequence of phase methods over a `LoopState`: `_dispatch_generation`,
+`_queue_train_steps`, `_collect` (-> `_on_generated`, `_on_trained`), `_restart_trainer`.
 """
 
 from __future__ import annotations
