@@ -57,7 +57,7 @@ def test_one_trainer_worker_per_node_and_the_run_learns(two_nodes, tmp_path, mod
     sets = [
         f"resources.ray_address={address}", "resources.trainer_workers=2", "resources.trainer_placement=strict_spread",
         "resources.generator_cpus=0.5", "resources.trainer_cpus=0.5", "resources.evaluator_cpus=0.5",
-        f"model.cache_dir={model_cache}", "train.max_steps=30", "eval.every_steps=30", "checkpoint.every_steps=30",
+        f"model.cache_dir={model_cache}", "train.max_steps=60", "eval.every_steps=60", "checkpoint.every_steps=30",
         "name=multinode",
     ]
     cmd = [sys.executable, "-m", "workbench.cli", "run", "--config", "configs/quickstart.yaml", "--out", str(out),
@@ -65,6 +65,9 @@ def test_one_trainer_worker_per_node_and_the_run_learns(two_nodes, tmp_path, mod
     proc = subprocess.run(cmd, cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["status"] == "finished" and summary["steps"] == 30
+    assert summary["status"] == "finished" and summary["steps"] == 60
     assert summary["trainer_workers"] == 2 and summary["trainer_nodes"] == 2
-    assert summary["val_pass_rate_last"] > summary["val_pass_rate_first"], summary
+    # learns a little: the sampled pass rate of the last 15 steps (7,680 samples) beats the first 15
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rate = [r["train/pass_rate"] for r in rows if "train/pass_rate" in r]
+    assert len(rate) == 60 and sum(rate[-15:]) > sum(rate[:15]), rate
