@@ -39,7 +39,7 @@ def two_nodes(tmp_path):
                         "--resources={\"node_a\": 1}", "--include-dashboard=false", *common],
                        check=True, env=env, capture_output=True, timeout=180)
         subprocess.run([RAY, "start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
-                        "--resources={\"node_b\": 1}", *common],
+                        "--resources={\"node_b\": 1}", "--disable-usage-stats"],  # inherits the head's temp dir
                        check=True, env=env, capture_output=True, timeout=180)
         yield f"127.0.0.1:{port}", env
     finally:
