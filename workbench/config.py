@@ -83,6 +83,7 @@ class TrainConfig:
     micro_batch_size: int = 64  # sequences per forward/backward
     max_steps: int = 100
     max_nonfinite_in_a_row: int = 3
+    gradient_checkpointing: bool = False  # recompute layer activations in the backward (less memory)
 
 
 @dataclass
@@ -105,6 +106,11 @@ class ResourcesConfig:
     evaluator_cpus: float = 0.0  # evaluation is brief; it shares the cores (logical slots only)
     evaluator_gpus: float = 0.0
     torch_threads: int = 1  # per actor; CPU runs share few cores
+    # Trainer workers, one device each (trainer_cpus/trainer_gpus per worker), sharding the model
+    # with FSDP2 over torch.distributed (gloo on CPU, NCCL on GPU); placed by a Ray placement group.
+    trainer_workers: int = 1
+    trainer_placement: Literal["pack", "spread", "strict_pack", "strict_spread"] = "pack"
+    max_restarts: int = 3  # trainer-group restarts from the last checkpoint when a worker dies
 
 
 @dataclass
@@ -202,6 +208,16 @@ def validate(cfg: RunConfig) -> None:
     if g.vllm_tensor_parallel_size < 1:
         raise ConfigError("generation.vllm_tensor_parallel_size must be >= 1")
     validate_gpu_shares(cfg)
+    r = cfg.resources
+    if r.trainer_workers < 1:
+        raise ConfigError(f"resources.trainer_workers must be >= 1 (got {r.trainer_workers})")
+    if r.max_restarts < 0:
+        raise ConfigError(f"resources.max_restarts must be >= 0 (got {r.max_restarts})")
+    if r.trainer_workers > 1 and 0 < r.trainer_gpus < 1:
+        raise ConfigError(
+            f"resources.trainer_workers={r.trainer_workers} needs one whole GPU per worker "
+            f"(resources.trainer_gpus=1, got {r.trainer_gpus:g})"
+        )
     if cfg.recipe.off_policy.k < 1:
         raise ConfigError("recipe.off_policy.k must be >= 1")
     if cfg.eval.every_steps < 1 or cfg.eval.num_prompts < 1 or cfg.eval.samples_per_prompt < 1:
@@ -245,7 +261,7 @@ def validate_gpu_shares(cfg: RunConfig) -> None:
         _vllm_share("generator", r.generator_gpus, g)
         if r.evaluator_gpus > 0:  # the evaluator then runs on vLLM too (workers.spawn_workers)
             _vllm_share("evaluator", r.evaluator_gpus, g)
-    trainers = int(getattr(r, "trainer_workers", 1) or 1)
+    trainers = r.trainer_workers
     total = g.num_generators * r.generator_gpus + trainers * r.trainer_gpus + r.evaluator_gpus
     if r.num_gpus is not None and total > r.num_gpus + 1e-9:
         raise ConfigError(

@@ -141,3 +141,48 @@ def test_impossible_resources_are_refused_clearly(ray_cluster, tiny_config):
     cfg = tiny_config({"resources.trainer_gpus": 4}, name="nogpu")
     with pytest.raises(UserError, match=r"asks for 4 GPUs .* the Ray cluster has 0"):
         launch(cfg)
+
+
+def test_two_trainer_workers_run_resume_and_survive_a_killed_worker(ray_cluster, tiny_config):
+    import os
+    import signal
+
+    import ray
+
+    over = {"resources.trainer_workers": 2, "train.max_steps": 8, "checkpoint.every_steps": 2, "recipe.off_policy.k": 2}
+    cfg = tiny_config(over, name="tw2")
+    handle = launch(cfg)
+    try:
+        handle.start()
+        deadline = time.time() + 300
+        while handle.status()["step"] < 3 and time.time() < deadline:
+            time.sleep(0.05)
+        worker = ray.get_actor("tw2/Trainer/1", namespace="workbench")
+        os.kill(ray.get(worker.pid.remote()), signal.SIGKILL)  # as an operator's kill -9 would
+        summary = handle.wait(timeout=400)
+    finally:
+        handle.kill()
+    assert summary["status"] == "finished" and summary["steps"] == 8
+    assert [r["step"] for r in train_rows(cfg.out_dir)] == list(range(1, 9)), "a step was lost or logged twice"
+    restarts = [e for e in summary["events"] if "restarted the trainer group" in e]
+    assert len(restarts) == 1 and "restart 1 of 3" in restarts[0], summary["events"]
+    assert "restarted the trainer group" in (cfg.output_dir() / "events.log").read_text()
+    gathers = [r["time/weight_gather"] for r in train_rows(cfg.out_dir) if "time/weight_gather" in r]
+    assert gathers and all(g >= 0 for g in gathers)
+    # resume the finished run with more steps: the 2-worker sharded checkpoint loads
+    more = tiny_config({**over, "train.max_steps": 10}, name="tw2")
+    summary = run_to_end(more)
+    assert summary["resumed_from"] == 8 and summary["steps"] == 10
+    assert [r["step"] for r in train_rows(cfg.out_dir)] == list(range(1, 11))
+
+
+def test_bad_trainer_worker_counts_are_refused_in_one_line(ray_cluster, tiny_config):
+    from workbench.configtools import ConfigError
+
+    with pytest.raises(ConfigError, match=r"resources.trainer_workers must be >= 1 \(got 0\)"):
+        tiny_config({"resources.trainer_workers": 0})
+    with pytest.raises(ConfigError, match="needs one whole GPU per worker"):
+        tiny_config({"resources.trainer_workers": 2, "resources.trainer_gpus": 0.5})
+    cfg = tiny_config({"resources.trainer_workers": 2, "resources.trainer_gpus": 1}, name="twgpu")
+    with pytest.raises(UserError, match=r"trainer_workers=2 needs one GPU per worker but the Ray cluster has 0 GPUs"):
+        launch(cfg)

@@ -71,6 +71,22 @@ def test_tied_embeddings_keep_their_dtype_and_values(build):
     assert model.get_output_embeddings().weight.data_ptr() == emb.data_ptr()
 
 
+@pytest.mark.parametrize("build", [gpt2, llama])
+def test_fp32_head_stays_exact_under_bf16_autocast(build):
+    # the trainer computes in bf16 under autocast over fp32 weights; the head must not follow
+    model = build(torch.float32)
+    mask = torch.ones_like(IDS)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, _ = causal_lm_forward(model, IDS, mask, fp32_head=True)
+        hidden = model.base_model(input_ids=IDS, attention_mask=mask).last_hidden_state
+        autocast_head = model.get_output_embeddings()(hidden)
+    w = model.get_output_embeddings().weight
+    assert logits.dtype == torch.float32 and autocast_head.dtype == torch.bfloat16
+    torch.testing.assert_close(logits, hidden.float() @ w.T, atol=1e-6, rtol=1e-6)
+    assert not torch.equal(logits, autocast_head.float())  # a plain head would have rounded
+    assert w.dtype == torch.float32 and model.get_input_embeddings().weight.dtype == torch.float32
+
+
 def test_untied_head_keeps_its_dtype():
     model = llama(torch.bfloat16, tied=False)
     causal_lm_forward(model, IDS, torch.ones_like(IDS), fp32_head=True)

@@ -19,7 +19,7 @@ def devices_held(cfg: RunConfig) -> float:
     r = cfg.resources
     gen = r.generator_gpus if r.generator_gpus > 0 else r.generator_cpus
     tr = r.trainer_gpus if r.trainer_gpus > 0 else r.trainer_cpus
-    return cfg.generation.num_generators * gen + tr
+    return cfg.generation.num_generators * gen + r.trainer_workers * tr
 
 
 @dataclass

@@ -11,7 +11,12 @@
 `RunCoordinator` is plain Python; launch.py runs it inside the Ray actor `Coordinator` so a
 notebook can detach from it. Checkpoints (every N steps and at the end) hold the trainer state
 and this loop's state (step, sampler, counters, prompts in flight); resuming truncates
-metrics.jsonl to the checkpoint so no step is lost or logged twice.
+metrics.jsonl to the checkpoint so no step is lost or logged twice. A trainer worker that dies
+mid-run restarts the trainer group from the last checkpoint the same way, up to
+`resources.max_restarts` times (a run event: events.log, status, summary).
+
+The loop is a sequence of phase methods over a `LoopState`: `_dispatch_generation`,
+`_queue_train_steps`, `_collect` (-> `_on_generated`, `_on_trained`), `_restart_trainer`.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import json
 import math
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import ray
@@ -30,6 +36,7 @@ from workbench.configtools import to_dict
 from workbench.engine import accounting as acc
 from workbench.engine.checkpoint import CheckpointStore
 from workbench.engine.rollouts import Chunk, GroupBuffer
+from workbench.engine.trainer_group import TrainerDied
 from workbench.engine.workers import spawn_workers
 from workbench.errors import UserError
 from workbench.tracking.sink import JsonlSink, MetricSink
@@ -37,6 +44,24 @@ from workbench.tracking.sink import JsonlSink, MetricSink
 
 class RunFailed(RuntimeError):
     """The run stopped on an error it cannot recover from; the message says which."""
+
+
+def _fresh_gen_stats() -> dict[str, float]:
+    return {"gen_seconds": 0.0, "swaps": 0, "chunks": 0}
+
+
+@dataclass
+class LoopState:
+    """What the loop holds between phases; dropped as a whole when the trainer restarts."""
+
+    last_ckpt: int = 0
+    groups: GroupBuffer = field(default_factory=GroupBuffer)  # generated, not yet trained
+    gen_refs: dict = field(default_factory=dict)  # ref -> (generator rank, prompts, chunk id)
+    eval_refs: dict = field(default_factory=dict)  # ref -> (step, compute stamp)
+    train_q: collections.deque = field(default_factory=collections.deque)  # (TrainCall, meta)
+    idle_since: Optional[float] = None
+    t_trainer_start: Optional[float] = None
+    gen_stats: dict = field(default_factory=_fresh_gen_stats)
 
 
 class RunCoordinator:
@@ -72,6 +97,10 @@ class RunCoordinator:
         self.events: list[str] = []  # things an operator must hear about (also in events.log)
         self._warned_pool = False
         self.n_params = 0
+        self.restarts = 0  # trainer-group restarts so far
+        self.trainer_nodes = 0  # Ray nodes the trainer workers run on
+        # where a trainer restart without any checkpoint goes back to (a copy: the sampler moves on)
+        self._start_state = json.loads(json.dumps(self._state(list(self.replay)), default=float))
 
     # -- control (called from other threads) ---------------------------------------------
     def request_stop(self) -> None:
@@ -99,6 +128,10 @@ class RunCoordinator:
         }
 
     # -- checkpoint state ----------------------------------------------------------------
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The loop state a checkpoint would hold now (step, sampler, counters)."""
+        return self._state(list(self.replay))
+
     def _state(self, pending_prompts: list[int]) -> dict[str, Any]:
         return {
             "step": self.step,
@@ -143,6 +176,7 @@ class RunCoordinator:
             workers = spawn_workers(self.cfg, self.task)
             self.workers = workers
             self.n_params = workers.n_params
+            self.trainer_nodes = workers.trainer.num_nodes
             if self.resumed_from is not None:
                 workers.load_trainer(self.ckpt.path_for(self.step))
             self.clock = acc.Clock(self.counters, acc.devices_held(self.cfg))
@@ -167,136 +201,183 @@ class RunCoordinator:
         return summary
 
     def _loop(self, w, deadline: float) -> None:
-        cfg = self.cfg
-        alg, k = cfg.recipe.off_policy.algorithm, cfg.recipe.off_policy.k
-        per_step = cfg.train.prompts_per_step
-        groups = GroupBuffer()  # generated, not yet trained
-        gen_refs: dict[Any, tuple[int, list[int], int]] = {}  # ref -> (rank, prompts, chunk_id)
-        eval_refs: dict[Any, tuple[int, dict]] = {}
-        # Up to two trainer steps are queued, so the trainer never idles for a round trip while
-        # the next batch travels; never across a checkpoint, whose state must match the trainer's.
-        train_q: collections.deque[tuple[Any, Any, dict]] = collections.deque()
-        idle_since: Optional[float] = None
-        t_trainer_start: Optional[float] = None
-        gen_stats = {"gen_seconds": 0.0, "swaps": 0, "chunks": 0}
-        ckpt_every = cfg.checkpoint.every_steps
-        last_ckpt = self.step
-
-        def snapshot() -> dict:
-            self.clock.tick()
-            return acc.compute_metrics(self.counters, self.n_params)
-
-        if self.step == 0 and cfg.eval.at_start:
-            eval_refs[w.evaluate(None, 0, cfg.seed)] = (0, snapshot())
+        """Phases, until the last step is trained: dispatch generation, queue train steps, collect
+        whatever finished. A dead trainer worker restarts the group from the last checkpoint."""
+        self.loop = LoopState(last_ckpt=self.step)
+        if self.step == 0 and self.cfg.eval.at_start:
+            self.loop.eval_refs[w.evaluate(None, 0, self.cfg.seed)] = (0, self._snapshot())
         self.clock.start()
-
-        def in_flight_groups() -> int:
-            return len(groups) + sum(len(p) for _, p, _ in gen_refs.values())
-
-        def dispatch(prompts: list[int]) -> None:
-            rank = w.least_busy(gen_refs)
-            cid = self.chunk_counter
-            self.chunk_counter += 1
-            gen_refs[w.generate(rank, cid, prompts, cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
-
-        def draw(n: int) -> list[int]:
-            take, self.replay = self.replay[:n], self.replay[n:]
-            return take + (self.sampler.next_prompts(n - len(take)) if n > len(take) else [])
-
         while True:
             stopping = self._stop.is_set() or time.monotonic() > deadline
-            submitted = self.step + len(train_q)  # steps done or queued
-            if (self.step >= self.max_steps or stopping) and not train_q and not eval_refs:
+            if (self.step >= self.max_steps or stopping) and not self.loop.train_q and not self.loop.eval_refs:
                 break
-            if self._paused.is_set() and not train_q:
-                self.clock.pause()
-                while self._paused.is_set() and not self._stop.is_set():
-                    time.sleep(0.05)
-                self.clock.start()
+            if self._paused.is_set() and not self.loop.train_q:
+                self._wait_while_paused()
                 continue
-            # 1. dispatch generation
-            steps_needed = self.max_steps - submitted
-            if not stopping and steps_needed > 0 and not self._paused.is_set():
-                split = w.split_sizes(per_step)
-                if alg == "pipeline":
-                    ahead = min(k, max(1, cfg.generation.max_ahead_steps))
-                    # the step the trainer is running does not count; one queued behind it does
-                    lag_steps = math.ceil(in_flight_groups() / per_step) + max(0, len(train_q) - 1)
-                    while (
-                        lag_steps < ahead
-                        and math.ceil(in_flight_groups() / per_step) < steps_needed
-                        and len(gen_refs) < 2 * w.num_generators
-                    ):
-                        for n in split:
-                            dispatch(draw(n))
-                        lag_steps += 1
-                elif not gen_refs and not groups and not train_q:
-                    for _ in range(1 if alg == "sync" else min(k, steps_needed)):
-                        for n in split:
-                            dispatch(draw(n))
-            # 2. queue a train step when a full step of groups is buffered
+            try:
+                if not stopping and not self._paused.is_set():
+                    self._dispatch_generation(w)
+                self._queue_train_steps(w, stopping)
+                self._collect(w, deadline)
+            except TrainerDied as e:
+                self._restart_trainer(w, str(e))
+        if self.loop.last_ckpt != self.step:
+            self._checkpoint(w, self.loop.groups.prompt_ids(), self.loop.gen_refs)
+
+    # -- loop phases ---------------------------------------------------------------------
+    def _snapshot(self) -> dict:
+        self.clock.tick()
+        return acc.compute_metrics(self.counters, self.n_params)
+
+    def _wait_while_paused(self) -> None:
+        self.clock.pause()
+        while self._paused.is_set() and not self._stop.is_set():
+            time.sleep(0.05)
+        self.clock.start()
+
+    def _in_flight_groups(self) -> int:
+        return len(self.loop.groups) + sum(len(p) for _, p, _ in self.loop.gen_refs.values())
+
+    def _draw(self, n: int) -> list[int]:
+        take, self.replay = self.replay[:n], self.replay[n:]
+        return take + (self.sampler.next_prompts(n - len(take)) if n > len(take) else [])
+
+    def _dispatch(self, w, prompts: list[int]) -> None:
+        rank = w.least_busy(self.loop.gen_refs)
+        cid = self.chunk_counter
+        self.chunk_counter += 1
+        self.loop.gen_refs[w.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
+
+    def _dispatch_generation(self, w) -> None:
+        """Pipeline: keep up to `max_ahead_steps` (<= k) steps of rollouts buffered or in flight.
+        Otherwise: a new round (1 step for sync, k for ppo-off-policy) once the last is trained."""
+        cfg, lp = self.cfg, self.loop
+        alg, k = cfg.recipe.off_policy.algorithm, cfg.recipe.off_policy.k
+        per_step = cfg.train.prompts_per_step
+        steps_needed = self.max_steps - (self.step + len(lp.train_q))
+        if steps_needed <= 0:
+            return
+        split = w.split_sizes(per_step)
+        if alg == "pipeline":
+            ahead = min(k, max(1, cfg.generation.max_ahead_steps))
+            # the step the trainer is running does not count; one queued behind it does
+            lag_steps = math.ceil(self._in_flight_groups() / per_step) + max(0, len(lp.train_q) - 1)
             while (
-                len(groups) >= per_step
-                and not stopping
-                and self.step + len(train_q) < self.max_steps
-                and (not train_q or (len(train_q) < 2 and (self.step + 1) % ckpt_every != 0))
+                lag_steps < ahead
+                and math.ceil(self._in_flight_groups() / per_step) < steps_needed
+                and len(lp.gen_refs) < 2 * w.num_generators
             ):
-                batch = groups.take(per_step)
-                now = time.monotonic()
-                if t_trainer_start is None:
-                    t_trainer_start = now
-                elif not train_q and idle_since is not None:
-                    self.counters.trainer_wait_seconds += now - idle_since
-                stats_ref, weights_ref = w.train(batch, self.step + len(train_q))
-                train_q.append((stats_ref, weights_ref, {"gen": dict(gen_stats)}))
-                gen_stats = {"gen_seconds": 0.0, "swaps": 0, "chunks": 0}
-            # 3. wait for anything to finish
-            pending = list(gen_refs) + list(eval_refs) + ([train_q[0][0]] if train_q else [])
-            if not pending:
-                time.sleep(0.01)
-                continue
-            ready, _ = ray.wait(pending, num_returns=1, timeout=0.5)
-            for ref in ready:
-                if ref in gen_refs:
-                    rank, prompts, cid = gen_refs.pop(ref)
-                    try:
-                        chunk: Chunk = ray.get(ref)
-                    except ray.exceptions.RayActorError as e:
-                        # the actor died: Ray restarts it; give it the current weights, redo the chunk
-                        self._log_event(f"generator {rank} died ({type(e).__name__}); regenerating chunk {cid}")
-                        w.resync_generator(rank)
-                        gen_refs[w.generate(rank, cid, prompts, cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
-                        continue
-                    for prompt_id, correct in chunk.packed.group_results():
-                        self.sampler.update(prompt_id, correct)
-                    self._check_prompt_pool(per_step)
-                    groups.add(chunk.packed)
-                    acc.add_generated(self.counters, chunk.tokens_generated, self.n_params)
-                    self.counters.gen_seconds += chunk.gen_seconds
-                    gen_stats["gen_seconds"] += chunk.gen_seconds
-                    gen_stats["swaps"] += chunk.weight_swaps
-                    gen_stats["chunks"] += 1
-                elif ref in eval_refs:
-                    step, stamp = eval_refs.pop(ref)
-                    self._log({**ray.get(ref), **stamp}, step)
-                else:
-                    stats_ref, weights_ref, meta = train_q.popleft()
-                    stats = ray.get(stats_ref)
-                    if not train_q:
-                        idle_since = time.monotonic()
-                    if t_trainer_start is not None:
-                        self.counters.trainer_wall_seconds = time.monotonic() - t_trainer_start
-                    round_done = not gen_refs and not groups and not train_q
-                    self._finish_step(w, stats, None if stats.get("train/skipped") else weights_ref, meta, alg, round_done)
-                    stamp = snapshot()
-                    last = self.step >= self.max_steps or self._stop.is_set() or time.monotonic() > deadline
-                    if self.step % cfg.eval.every_steps == 0 or last:
-                        eval_refs[w.evaluate(w.latest_weights, w.version, cfg.seed + self.step)] = (self.step, stamp)
-                    if not train_q and (self.step % ckpt_every == 0 or last):
-                        self._checkpoint(w, groups.prompt_ids(), gen_refs)
-                        last_ckpt = self.step
-        if last_ckpt != self.step:
-            self._checkpoint(w, groups.prompt_ids(), gen_refs)
+                for n in split:
+                    self._dispatch(w, self._draw(n))
+                lag_steps += 1
+        elif not lp.gen_refs and not lp.groups and not lp.train_q:
+            for _ in range(1 if alg == "sync" else min(k, steps_needed)):
+                for n in split:
+                    self._dispatch(w, self._draw(n))
+
+    def _queue_train_steps(self, w, stopping: bool) -> None:
+        """Up to two trainer steps are queued, so the trainer never idles for a round trip while
+        the next batch travels; never across a checkpoint, whose state must match the trainer's."""
+        lp, per_step = self.loop, self.cfg.train.prompts_per_step
+        while (
+            len(lp.groups) >= per_step
+            and not stopping
+            and self.step + len(lp.train_q) < self.max_steps
+            and (not lp.train_q or (len(lp.train_q) < 2 and (self.step + 1) % self.cfg.checkpoint.every_steps != 0))
+        ):
+            batch = lp.groups.take(per_step)
+            now = time.monotonic()
+            if lp.t_trainer_start is None:
+                lp.t_trainer_start = now
+            elif not lp.train_q and lp.idle_since is not None:
+                self.counters.trainer_wait_seconds += now - lp.idle_since
+            lp.train_q.append((w.train(batch, self.step + len(lp.train_q)), {"gen": dict(lp.gen_stats)}))
+            lp.gen_stats = _fresh_gen_stats()
+
+    def _collect(self, w, deadline: float) -> None:
+        """Wait for anything to finish (every rank of the head train step is watched: a dead rank
+        leaves the others blocked) and handle it."""
+        lp = self.loop
+        head = lp.train_q[0][0].all_stats if lp.train_q else []
+        pending = list(lp.gen_refs) + list(lp.eval_refs) + head
+        if not pending:
+            time.sleep(0.01)
+            return
+        ready, _ = ray.wait(pending, num_returns=1, timeout=0.5)
+        for ref in ready:
+            if ref in lp.gen_refs:
+                self._on_generated(w, ref)
+            elif ref in lp.eval_refs:
+                step, stamp = lp.eval_refs.pop(ref)
+                self._log({**ray.get(ref), **stamp}, step)
+        if head and any(r in head for r in ready):
+            try:
+                ray.get([r for r in ready if r in head])
+            except ray.exceptions.RayActorError as e:
+                raise TrainerDied(f"a trainer worker died ({type(e).__name__})") from None
+            done, _ = ray.wait(head, num_returns=len(head), timeout=0)
+            if len(done) == len(head):
+                self._on_trained(w, deadline)
+
+    def _on_generated(self, w, ref) -> None:
+        lp = self.loop
+        rank, prompts, cid = lp.gen_refs.pop(ref)
+        try:
+            chunk: Chunk = ray.get(ref)
+        except ray.exceptions.RayActorError as e:
+            # the actor died: Ray restarts it; give it the current weights, redo the chunk
+            self._log_event(f"generator {rank} died ({type(e).__name__}); regenerating chunk {cid}")
+            w.resync_generator(rank)
+            lp.gen_refs[w.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
+            return
+        for prompt_id, correct in chunk.packed.group_results():
+            self.sampler.update(prompt_id, correct)
+        self._check_prompt_pool(self.cfg.train.prompts_per_step)
+        lp.groups.add(chunk.packed)
+        acc.add_generated(self.counters, chunk.tokens_generated, self.n_params)
+        self.counters.gen_seconds += chunk.gen_seconds
+        lp.gen_stats["gen_seconds"] += chunk.gen_seconds
+        lp.gen_stats["swaps"] += chunk.weight_swaps
+        lp.gen_stats["chunks"] += 1
+
+    def _on_trained(self, w, deadline: float) -> None:
+        cfg, lp = self.cfg, self.loop
+        call, meta = lp.train_q.popleft()
+        stats = ray.get(call.stats)
+        if not lp.train_q:
+            lp.idle_since = time.monotonic()
+        if lp.t_trainer_start is not None:
+            self.counters.trainer_wall_seconds = time.monotonic() - lp.t_trainer_start
+        round_done = not lp.gen_refs and not lp.groups and not lp.train_q
+        alg = cfg.recipe.off_policy.algorithm
+        self._finish_step(w, stats, None if stats.get("train/skipped") else call.weights, meta, alg, round_done)
+        stamp = self._snapshot()
+        last = self.step >= self.max_steps or self._stop.is_set() or time.monotonic() > deadline
+        if self.step % cfg.eval.every_steps == 0 or last:
+            lp.eval_refs[w.evaluate(w.latest_weights, w.version, cfg.seed + self.step)] = (self.step, stamp)
+        if not lp.train_q and (self.step % cfg.checkpoint.every_steps == 0 or last):
+            self._checkpoint(w, lp.groups.prompt_ids(), lp.gen_refs)
+            lp.last_ckpt = self.step
+
+    def _restart_trainer(self, w, reason: str) -> None:
+        """Back to the last checkpoint (or the start) with a fresh trainer group; the steps after
+        it are redone, so each step is still logged once. In-flight rollouts are dropped."""
+        limit = self.cfg.resources.max_restarts
+        self.restarts += 1
+        if self.restarts > limit:
+            raise RunFailed(f"{reason} at step {self.step + 1}; gave up after {limit} trainer restarts (resources.max_restarts)")
+        died_at, ck, resumed_from = self.step + 1, self.ckpt.latest_step(), self.resumed_from
+        self._restore(self.ckpt.latest_state() if ck is not None else self._start_state)
+        self.resumed_from = resumed_from
+        self.rows = [r for r in self.rows if r["step"] <= self.step]
+        self.clock = acc.Clock(self.counters, acc.devices_held(self.cfg))
+        self.loop = LoopState(last_ckpt=self.step)
+        version = w.restart_trainer(str(self.ckpt.path_for(ck)) if ck is not None else None)
+        self.clock.start()
+        self._log_event(
+            f"{reason} during step {died_at}; restarted the trainer group from step {self.step} "
+            f"(restart {self.restarts} of {limit}); the generators reloaded the weights (policy version {version})"
+        )
 
     def _finish_step(self, w, stats: dict, weights_ref, meta: dict, alg: str, round_done: bool) -> None:
         if stats.get("train/nonfinite", 0.0) and stats.get("train/nonfinite_in_a_row", 0) >= self.cfg.train.max_nonfinite_in_a_row:
@@ -381,6 +462,9 @@ class RunCoordinator:
             "trainer_utilisation": c.train_seconds / max(c.trainer_wall_seconds, 1e-9),
             "trainer_wall_seconds": c.trainer_wall_seconds,
             "trainer_wait_seconds": c.trainer_wait_seconds,
+            "trainer_workers": self.cfg.resources.trainer_workers,
+            "trainer_nodes": self.trainer_nodes,
+            "trainer_restarts": self.restarts,
             "staleness_max": max((r.get("train/staleness_max", 0.0) for r in self.rows), default=0.0),
             "events": list(self.events),
             **acc.compute_metrics(c, self.n_params),

@@ -47,9 +47,10 @@ def absolute_paths(cfg: RunConfig) -> RunConfig:
 def required_resources(cfg: RunConfig) -> dict[str, float]:
     r = cfg.resources
     n = cfg.generation.num_generators
+    t = r.trainer_workers
     return {
-        "CPU": n * r.generator_cpus + r.trainer_cpus + r.evaluator_cpus,
-        "GPU": n * r.generator_gpus + r.trainer_gpus + r.evaluator_gpus,
+        "CPU": n * r.generator_cpus + t * r.trainer_cpus + r.evaluator_cpus,
+        "GPU": n * r.generator_gpus + t * r.trainer_gpus + r.evaluator_gpus,
     }
 
 
@@ -105,13 +106,19 @@ def _auth_failure(error: BaseException) -> bool:
 def check_resources(cfg: RunConfig) -> None:
     total = ray.cluster_resources()
     need = required_resources(cfg)
+    r = cfg.resources
+    if r.trainer_gpus > 0 and r.trainer_workers > 1 and r.trainer_workers > float(total.get("GPU", 0.0)) + 1e-9:
+        raise UserError(
+            f"resources.trainer_workers={r.trainer_workers} needs one GPU per worker but the Ray cluster "
+            f"has {float(total.get('GPU', 0.0)):g} GPUs: lower resources.trainer_workers"
+        )
     for kind in ("GPU", "CPU"):
         have = float(total.get(kind, 0.0))
         if need[kind] > have + 1e-9:
             raise UserError(
                 f"the run asks for {need[kind]:g} {kind}s ({cfg.generation.num_generators} generators x "
                 f"{getattr(cfg.resources, 'generator_' + kind.lower() + 's'):g} + trainer "
-                f"{getattr(cfg.resources, 'trainer_' + kind.lower() + 's'):g} + evaluator "
+                f"{cfg.resources.trainer_workers} x {getattr(cfg.resources, 'trainer_' + kind.lower() + 's'):g} + evaluator "
                 f"{getattr(cfg.resources, 'evaluator_' + kind.lower() + 's'):g}) but the Ray cluster has {have:g}"
             )
 
@@ -149,7 +156,7 @@ class Coordinator:
 
     def checkpoint_state(self) -> dict[str, Any]:
         """The loop state a checkpoint would hold now (step, sampler, counters)."""
-        return self.core._state(list(self.core.replay))
+        return self.core.checkpoint_state()
 
     def pause(self) -> None:
         self.core.pause()
@@ -218,8 +225,13 @@ def actor_name(name: str) -> str:
 def launch(cfg: RunConfig, *, detached: bool = False, resume: bool = True, build_model: bool = True) -> RunHandle:
     cfg = absolute_paths(cfg)
     preflight(cfg, build_model=build_model)
-    init_ray(cfg)
-    check_resources(cfg)
+    started = init_ray(cfg)
+    try:
+        check_resources(cfg)
+    except UserError:
+        if started:  # a cluster this call started for a run it refuses: leave nothing behind
+            ray.shutdown()
+        raise
     opts: dict[str, Any] = dict(num_cpus=0, max_concurrency=8, max_restarts=0)
     if detached:
         try:

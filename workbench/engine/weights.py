@@ -5,7 +5,7 @@ buffer travels through Ray's object store in a single copy and is read back with
 (`tensors()` returns views into it). bf16 works too: tensors are stored as raw bytes and
 reinterpreted with `Tensor.view(dtype)`.
 
-    flat = FlatWeights.from_module(model)        # trainer side (any device)
+    flat = FlatWeights.from_module(model)        # trainer side (any device; dtype= to cast, e.g. bf16)
     model.load_state_dict(as_state_dict(flat))   # generator side (copies into the params)
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 import torch
@@ -27,10 +27,13 @@ class FlatWeights:
     layout: list[tuple[str, str, tuple[int, ...], int, int]]  # name, dtype, shape, offset, nbytes
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, torch.Tensor]) -> "FlatWeights":
+    def from_state_dict(cls, state: dict[str, torch.Tensor], dtype: Optional[torch.dtype] = None) -> "FlatWeights":
+        """`dtype`: cast floating-point tensors to it (the trainer sends its compute dtype)."""
         layout, parts, offset = [], [], 0
         device = next(iter(state.values())).device if state else torch.device("cpu")
         for name, t in state.items():
+            if dtype is not None and t.is_floating_point() and t.dtype != dtype:
+                t = t.to(dtype)
             raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
             layout.append((name, str(t.dtype).removeprefix("torch."), tuple(t.shape), offset, raw.numel()))
             pad = (-raw.numel()) % _ALIGN
@@ -42,8 +45,8 @@ class FlatWeights:
         return cls(flat.numpy(), layout)
 
     @classmethod
-    def from_module(cls, model: torch.nn.Module) -> "FlatWeights":
-        return cls.from_state_dict(model.state_dict())
+    def from_module(cls, model: torch.nn.Module, dtype: Optional[torch.dtype] = None) -> "FlatWeights":
+        return cls.from_state_dict(model.state_dict(), dtype=dtype)
 
     @property
     def nbytes(self) -> int:

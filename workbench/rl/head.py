@@ -28,16 +28,22 @@ def lm_head_logits(model: Any, hidden: torch.Tensor, fp32_head: bool) -> torch.T
 
     The matmul is done from the head's own weight cast on the fly, so a model with tied
     input/output embeddings keeps its embedding in the body's dtype (casting the shared module
-    in place would silently change the embedding too).
+    in place would silently change the embedding too). It runs with autocast disabled: under
+    `torch.autocast(dtype=bf16)` a plain F.linear would be computed in bf16.
     """
     head = model.get_output_embeddings()
     if head is None:
         raise ValueError(f"{type(model).__name__} has no output embeddings (LM head)")
     if not fp32_head:
         return head(hidden)
-    weight = head.weight.float()
-    bias = head.bias.float() if getattr(head, "bias", None) is not None else None
-    return F.linear(hidden.float(), weight, bias)
+    # autocast (bf16 compute over fp32 master weights) would downcast this matmul: keep it fp32
+    with torch.autocast(device_type=hidden.device.type, enabled=False):
+        if head.weight.dtype == torch.float32 and (getattr(head, "bias", None) is None or head.bias.dtype == torch.float32):
+            # call the module itself, so hooks on it (an FSDP2 unit holding the head) run
+            return head(hidden.float())
+        weight = head.weight.float()
+        bias = head.bias.float() if getattr(head, "bias", None) is not None else None
+        return F.linear(hidden.float(), weight, bias)
 
 
 def causal_lm_forward(
