@@ -28,19 +28,24 @@ def _ray_pids(temp_dir: str) -> list[int]:
     return [int(p) for p in out if int(p) != os.getpid()]
 
 
+def _ray_start(args: list[str], env: dict) -> None:
+    proc = subprocess.run([RAY, "start", *args], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"ray start {' '.join(args[:2])} failed:\n{(proc.stdout + proc.stderr)[-3000:]}"
+
+
 @pytest.fixture
 def two_nodes(tmp_path):
     temp_dir = f"/tmp/rmn{uuid.uuid4().hex[:8]}"  # short: Ray's socket paths must stay short
     port = free_port()
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    # Token authentication, as a user's cluster has it: both nodes and the driver send the token.
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
     common = ["--disable-usage-stats", f"--temp-dir={temp_dir}"]
+    subprocess.run([RAY, "get-auth-token", "--generate"], env=env, capture_output=True, timeout=60)
     try:
-        subprocess.run([RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=2",
-                        "--resources={\"node_a\": 1}", "--include-dashboard=false", *common],
-                       check=True, env=env, capture_output=True, timeout=180)
-        subprocess.run([RAY, "start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
-                        "--resources={\"node_b\": 1}", "--disable-usage-stats"],  # inherits the head's temp dir
-                       check=True, env=env, capture_output=True, timeout=180)
+        _ray_start(["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=2",
+                    "--resources={\"node_a\": 1}", "--include-dashboard=false", *common], env)
+        _ray_start([f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                    "--resources={\"node_b\": 1}", "--disable-usage-stats"], env)  # inherits the head's temp dir
         yield f"127.0.0.1:{port}", env
     finally:
         for pid in _ray_pids(temp_dir):
@@ -51,7 +56,6 @@ def two_nodes(tmp_path):
         assert not _ray_pids(temp_dir), "a Ray process of this test's cluster is still alive"
 
 
-@pytest.mark.skip(reason="not working yet: the second `ray start --address=...` on this machine exits 1 (undiagnosed)")
 def test_one_trainer_worker_per_node_and_the_run_learns(two_nodes, tmp_path, model_cache):
     address, env = two_nodes
     out = tmp_path / "mn"
