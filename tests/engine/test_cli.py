@@ -97,29 +97,26 @@ def test_malformed_dataset_line_names_file_and_line(tmp_path, model_cache):
     assert_one_line_error(proc, 2, "data.jsonl:2", "malformed JSON")
 
 
-def ray_worker_pids() -> set[int]:
-    pids = set()
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if (p / "cmdline").read_bytes().startswith(b"ray::"):
-                    pids.add(int(p.name))
-            except OSError:
-                pass
-    return pids
+def wait_until_gone(mark: str, seconds: float = 20.0) -> set[int]:
+    """The processes carrying `mark` that are still alive after up to `seconds`."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while marked_pids(mark) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return marked_pids(mark)
 
 
 @pytest.mark.slow
 def test_raising_checker_stops_cleanly_without_orphans(tmp_path, model_cache):
-    before = ray_worker_pids()
-    path = write_config(tmp_path, model_cache, task={"checker": "bad_checkers:raising_in_workers"})
-    proc = run_cli("run", "--config", str(path), "--out", str(tmp_path / "o"), "--quiet")
-    assert_one_line_error(proc, 1, "run failed", "verifier crashed", "example")
-    import time
+    import uuid
 
-    time.sleep(2.0)
-    orphans = ray_worker_pids() - before
-    assert not orphans, f"Ray worker processes left behind: {orphans}"
+    mark = uuid.uuid4().hex  # only this run's processes count: other Ray clusters may share the machine
+    path = write_config(tmp_path, model_cache, task={"checker": "bad_checkers:raising_in_workers"})
+    proc = run_cli("run", "--config", str(path), "--out", str(tmp_path / "o"), "--quiet", mark=mark)
+    assert_one_line_error(proc, 1, "run failed", "verifier crashed", "example")
+    orphans = wait_until_gone(mark)
+    assert not orphans, f"Ray processes left behind: {orphans}"
 
 
 @pytest.mark.slow
@@ -132,12 +129,8 @@ def test_run_writes_metrics_and_summary(tmp_path, model_cache):
     proc = run_cli("run", "--config", str(path), "--out", str(out), "--max-steps", "3", mark=mark)
     assert proc.returncode == 0, proc.stderr
     # batch work leaves no Ray process behind: none of the processes it started (GCS, raylet, workers) lives on
-    import time
-
-    deadline = time.monotonic() + 20
-    while marked_pids(mark) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not marked_pids(mark), f"processes of `workbench run` left behind: {marked_pids(mark)}"
+    left = wait_until_gone(mark)
+    assert not left, f"processes of `workbench run` left behind: {left}"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["status"] == "finished"
     assert "of its wall time in forward/backward/optimizer" in proc.stdout  # the engine's own account
