@@ -88,8 +88,27 @@ def init_ray(cfg: RunConfig) -> bool:
         # CPU slots are logical: give the local cluster at least what the run asks for.
         num_cpus = cfg.resources.num_cpus or max(os.cpu_count() or 1, math.ceil(need["CPU"]))
         # address="local": a new cluster of our own, even when `ray start` left one recorded
-        ray.init(address="local", num_cpus=num_cpus, num_gpus=cfg.resources.num_gpus, include_dashboard=False, **kwargs)
+        _start_local(dict(address="local", num_cpus=num_cpus, num_gpus=cfg.resources.num_gpus,
+                          include_dashboard=False, **kwargs))
     return True
+
+
+LOCAL_START_ATTEMPTS = 3
+
+
+def _start_local(kwargs: dict[str, Any]) -> None:
+    """Start a local cluster; on a loaded machine its node can time out during start-up, so retry."""
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        try:
+            ray.init(**kwargs)
+            return
+        except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception for a start-up time-out
+            ray.shutdown()  # a half-started node leaves no process behind
+            if attempt == LOCAL_START_ATTEMPTS:
+                raise UserError(
+                    f"could not start a local Ray cluster ({LOCAL_START_ATTEMPTS} tries): {str(e).splitlines()[0]} "
+                    "(is the machine overloaded? try again, or start one with `ray start --head` and set RAY_ADDRESS)"
+                ) from None
 
 
 def _auth_failure(error: BaseException) -> bool:
