@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -104,3 +108,30 @@ def test_eval_curve_is_sorted_by_compute_and_keeps_the_last_evaluation_at_a_comp
     rows = [{X: 0.2, "val/pass_rate": 0.5}, {X: 0.0, "val/pass_rate": 0.1}, {X: 0.2, "val/pass_rate": 0.6}, {X: 0.1}]
     c, s = eval_curve(rows)
     assert c.tolist() == [0.0, 0.2] and s.tolist() == [0.1, 0.6]
+
+
+@pytest.mark.slow
+def test_the_demo_config_learns_and_backtests_itself(tmp_path):
+    """configs/quickstart.yaml as `make demo` runs it, cut to a third of its steps: the pass rate
+    rises, and the report prints the fit and the backtest line and draws the prefix forecast.
+    (The full run's targets are checked by benchmarks/bench_learning.py, 3 seeds.)"""
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    config = repo / "configs" / "quickstart.yaml"
+    steps = yaml.safe_load(config.read_text())["train"]["max_steps"] // 3
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "workbench.cli", "run", "--config", str(config), "--out", str(out), "--fresh", "--quiet",
+         "--max-steps", str(steps), "--set", f"model.cache_dir={tmp_path / 'models'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == steps
+    assert summary["val_pass_rate_last"] >= summary["val_pass_rate_first"] + 0.1  # it learns
+    assert "sigmoid fit: A = " in proc.stdout
+    assert "backtest: fit on the first 40% of compute (" in proc.stdout
+    assert "forecast from the start of the run" in (out / "fit.html").read_text()
