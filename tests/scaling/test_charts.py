@@ -78,3 +78,24 @@ def test_scaling_imports_no_altair_torch_or_ray_until_charts_are_asked_for():
         "assert 'altair' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_no_gain_fit_draws_its_flat_forecast_not_a_collapse(tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    c = np.r_[0.0, np.geomspace(50, 5000, 40)]
+    y = np.r_[0.5, 0.5 + rng.normal(0, 0.02, 40)]
+    flat = fit_sigmoid(c, y, n_boot=50)
+    assert flat.no_gain
+    chart = charts.chart_fit(flat, extend=10.0)
+    spec = chart.to_dict()
+    curve = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "line")["data"]["values"]
+    assert {round(d["fit"], 12) for d in curve} == {round(flat.A, 12)}  # flat to 10x the data
+    assert min(d["lo"] for d in curve) > y.min() - 0.05  # the band stays at the data's level
+    text = str(spec)
+    assert "no gain detected" in text and "NO GAIN DETECTED" in text and "C_mid" not in text
+    assert "NaN" not in chart.to_json()  # valid JSON for Vega
+    overlay = charts.chart_overlay({"flat": flat, "rising": fit_sigmoid(*synth(n=30, noise=0.01), n_boot=50)})
+    assert "NaN" not in overlay.to_json()
+    charts.save_chart(chart, tmp_path / "flat.html")

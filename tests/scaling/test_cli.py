@@ -98,3 +98,22 @@ def test_more_user_errors_through_the_dispatcher(tmp_path, capsys, args, fragmen
 def test_argparse_errors_exit_2():
     p = wb(str(curve_path(QWEN_VAL)), "--r0", "abc")
     assert p.returncode == 2 and "must be a number or 'first'" in p.stderr
+
+
+def test_flat_curve_says_no_gain_in_text_and_json(tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    path = tmp_path / "flat.csv"
+    rows = ["gpu_hours,val_pass_rate", "0,0.51"] + [f"{c:.4f},{0.51 + e:.4f}" for c, e in zip(np.geomspace(0.1, 8, 30), rng.normal(0, 0.02, 30))]
+    path.write_text("\n".join(rows) + "\n")
+    p = wb(str(path), "--until", "4", "--n-boot", "50")
+    assert p.returncode == 0, p.stderr
+    assert "NO GAIN DETECTED" in p.stdout and "forecast (flat: no gain detected) at 10x" in p.stdout
+    assert "naive forecasts on the same points" in p.stdout
+    p = wb(str(path), "--until", "4", "--n-boot", "50", "--json")
+    assert "NaN" not in p.stdout  # strict JSON
+    d = json.loads(p.stdout)
+    assert d["no_gain"] is True and d["reason"].startswith("no gain detected") and d["B"] == d["C_mid"] == "nan"
+    assert d["forecast"]["10x"]["score"] == pytest.approx(d["A"]) and d["forecast"]["10x"]["lo"] < d["A"] < d["forecast"]["10x"]["hi"]
+    assert d["backtest_rmse"] <= min(d["backtest_naive_last_rmse"], d["backtest_naive_mean_rmse"]) + 0.02

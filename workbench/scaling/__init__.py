@@ -9,7 +9,9 @@
 
 numpy/scipy only: no torch, Ray or notebooks here. Altair is loaded lazily by the chart functions.
 Modules: data (validation, CSV), engine (grid + LM + bootstrap numerics), result (SigmoidFit),
-sigmoid (fit functions), powerlaw, backtest, compare, decision, charts, cli (`workbench fit`).
+sigmoid (fit functions), powerlaw, backtest, compare, decision, early_stop, charts, cli (`workbench fit`).
+MIN_POINTS (the fewest fitted points any fit accepts) is the one constant sessions and reports import.
+Flat, falling-to-nothing or noisy data give a no-gain fit (`fit.no_gain`): a flat forecast, see sigmoid.py.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from workbench.scaling.data import Curve, check_curve
 from workbench.scaling.decision import ScalingGain, scaling_gain
 from workbench.scaling.powerlaw import PowerLawFit, fit_power_law
 from workbench.scaling.result import Reach, SigmoidFit
-from workbench.scaling.sigmoid import fit_sigmoid, fit_sigmoid_multi, refit_at_shared_A
+from workbench.scaling.sigmoid import MIN_POINTS, fit_sigmoid, fit_sigmoid_multi, refit_at_shared_A
 
 _CHARTS = ("chart_fit", "chart_overlay", "save_chart")
 
 __all__ = [
+    "MIN_POINTS",
     "BacktestResult",
     "BacktestRow",
     "Comparison",

@@ -12,6 +12,11 @@ Each row: the prefix (fraction of the final compute), the number of points fitte
 the held-out RMSE, the error at the final point (forecast - measured), and the share of held-out
 points inside the prediction band (kind="prediction"), which should be near `level` when the
 band is honest. A prefix with too few points to fit gets a row with `error` set.
+
+Beside the fit, every row scores two naive forecasts on the same held-out points: the prefix's
+last value (`naive_last_rmse`) and the mean of the prefix's fitted points (`naive_mean_rmse`). A
+forecast method earns its keep only where it beats them; `no_gain` marks prefixes where the fit
+found no rise and forecast flat (see sigmoid.py).
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ class BacktestRow:
     B: float
     C_mid: float
     error: str = ""  # why this prefix could not be fitted
+    naive_last_rmse: float = math.nan  # held-out RMSE of forecasting the prefix's last value
+    naive_mean_rmse: float = math.nan  # ... of forecasting the mean of the prefix's fitted points
+    no_gain: bool = False  # the prefix fit found no rise: its forecast is flat
 
 
 @dataclass
@@ -58,7 +66,8 @@ class BacktestResult:
         return pd.DataFrame(self.to_records())
 
     def __str__(self) -> str:
-        head = f"{'prefix':>6} {'until':>10} {'n_fit':>5} {'n_test':>6} {'rmse':>8} {'final_err':>9} {'cover':>6} {'A':>7} {'B':>6} {'C_mid':>10}"
+        head = (f"{'prefix':>6} {'until':>10} {'n_fit':>5} {'n_test':>6} {'rmse':>8} {'final_err':>9} {'cover':>6} {'A':>7} {'B':>6} {'C_mid':>10}"
+                f" {'naive:last':>10} {'mean':>7}")
         lines = [head]
         for r in self.rows:
             if r.error:
@@ -66,9 +75,10 @@ class BacktestResult:
             else:
                 lines.append(
                     f"{r.fraction:>6.2f} {r.until:>10.4g} {r.n_fit:>5d} {r.n_test:>6d} {r.rmse:>8.4f} {r.final_error:>+9.4f}"
-                    f" {r.coverage:>6.0%} {r.A:>7.4f} {r.B:>6.3f} {r.C_mid:>10.4g}"
+                    f" {r.coverage:>6.0%} {r.A:>7.4f} {r.B:>6.3f} {r.C_mid:>10.4g} {r.naive_last_rmse:>10.4f} {r.naive_mean_rmse:>7.4f}"
+                    + ("  no gain: flat" if r.no_gain else "")
                 )
-        lines.append(f"(coverage: held-out points inside the {self.level:.0%} prediction band)")
+        lines.append(f"(coverage: held-out points inside the {self.level:.0%} prediction band; naive: held-out rmse of the prefix's last value / mean)")
         return "\n".join(lines)
 
 
@@ -83,6 +93,20 @@ def score_holdout(fit: SigmoidFit, compute: np.ndarray, score: np.ndarray) -> tu
         lo, hi = fit.band(compute, level=fit.level, kind="prediction")
         cover = float(np.mean((score >= lo) & (score <= hi)))
     return float(np.sqrt(np.mean(err**2))), float(err[-1]), cover
+
+
+def naive_rmse(compute: np.ndarray, score: np.ndarray, until: float, fit_from: float | None = None) -> tuple[float, float]:
+    """Held-out RMSE (points past `until`) of the two naive forecasts: the last value at or before
+    `until`, and the mean of the points a fit would use (0 < C <= until, C >= fit_from)."""
+    c, s = np.asarray(compute, dtype=float), np.asarray(score, dtype=float)
+    test = c > until
+    prefix = ~test
+    used = prefix & (c > 0) & (c >= (fit_from or 0.0))
+    if not test.any() or not prefix.any():
+        return math.nan, math.nan
+    last = s[prefix][-1]
+    mean = s[used].mean() if used.any() else last
+    return float(np.sqrt(np.mean((s[test] - last) ** 2))), float(np.sqrt(np.mean((s[test] - mean) ** 2)))
 
 
 def backtest(
@@ -108,13 +132,14 @@ def backtest(
     for f in sorted(fractions):
         until = f * c[-1]
         test = c > until
+        naive = naive_rmse(c, s, until, fit_from)
         try:
             fit = fit_sigmoid(c, s, r0=r0, fit_from=fit_from, fit_until=until, n_boot=n_boot, level=level, seed=seed)
         except UserError as e:
-            rows.append(BacktestRow(f, until, int((~test & (c > 0)).sum()), int(test.sum()), *([math.nan] * 6), error=str(e)))
+            rows.append(BacktestRow(f, until, int((~test & (c > 0)).sum()), int(test.sum()), *([math.nan] * 6), str(e), *naive))
             fits.append(None)
             continue
         rmse, final_err, cover = score_holdout(fit, c[test], s[test])
-        rows.append(BacktestRow(f, until, fit.n, int(test.sum()), rmse, final_err, cover, fit.A, fit.B, fit.C_mid))
+        rows.append(BacktestRow(f, until, fit.n, int(test.sum()), rmse, final_err, cover, fit.A, fit.B, fit.C_mid, "", *naive, fit.no_gain))
         fits.append(fit)
     return BacktestResult(rows, level, fits)

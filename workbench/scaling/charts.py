@@ -8,6 +8,8 @@
 Compute is on a log axis (the sigmoid is symmetric in log C), so compute-0 points are not drawn;
 R0 appears as a dotted line instead. Point colours: fitted points, excluded early points (grey,
 inside the greyed `fit_from` region), and held-out points past `fit_until` (a backtest).
+A no-gain fit (`fit.no_gain`) is drawn as what it forecasts: a flat line at its level with the
+level's band, labelled "no gain detected", and no C_mid marker (there is no sigmoid).
 Altair is imported here only, and `workbench.scaling` imports this module lazily.
 """
 
@@ -101,8 +103,9 @@ def chart_fit(
             tooltip=["compute:Q", "score:Q", "status:N", "run:N"],
         )
     )
+    a_name = "level (no gain detected)" if fit.no_gain else "A"
     marks = [
-        {"y": fit.A, "label": f"A = {fit.A:.3f} [{fit.A_ci[0]:.3f}, {fit.A_ci[1]:.3f}]", "dash": "asymptote"},
+        {"y": fit.A, "label": f"{a_name} = {fit.A:.3f} [{fit.A_ci[0]:.3f}, {fit.A_ci[1]:.3f}]", "dash": "asymptote"},
         {"y": fit.R0, "label": f"R0 = {fit.R0:.3f}", "dash": "R0"},
     ]
     rules = alt.Data(values=marks)
@@ -110,12 +113,16 @@ def chart_fit(
         alt.Chart(rules).mark_rule(strokeDash=[6, 4], color="#d62728").encode(y="y:Q", opacity=alt.condition("datum.dash == 'R0'", alt.value(0.4), alt.value(0.9)))
     )
     layers.append(alt.Chart(rules).mark_text(align="left", dx=4, dy=-6, color="#d62728").encode(x=alt.value(4), y="y:Q", text="label:N"))
-    mid = {"compute": fit.C_mid, "score": (fit.A + fit.R0) / 2, "label": f"C_mid = {fit.C_mid:.3g}"}
-    cm = alt.Data(values=[mid])
-    layers.append(alt.Chart(cm).mark_rule(strokeDash=[2, 3], color="#555").encode(x=x))
-    layers.append(alt.Chart(cm).mark_point(shape="diamond", size=90, filled=True, color="#555").encode(x=x, y="score:Q"))
-    layers.append(alt.Chart(cm).mark_text(align="left", dx=6, dy=10, color="#555").encode(x=x, y="score:Q", text="label:N"))
-    subtitle = f"B = {fit.B:.2f} [{fit.B_ci[0]:.2f}, {fit.B_ci[1]:.2f}], R² = {fit.r2:.3f}, n = {fit.n}" + ("" if fit.converged else " - NOT CONVERGED")
+    if not fit.no_gain:  # a flat forecast has no C_mid (and NaN is not valid chart JSON)
+        mid = {"compute": fit.C_mid, "score": (fit.A + fit.R0) / 2, "label": f"C_mid = {fit.C_mid:.3g}"}
+        cm = alt.Data(values=[mid])
+        layers.append(alt.Chart(cm).mark_rule(strokeDash=[2, 3], color="#555").encode(x=x))
+        layers.append(alt.Chart(cm).mark_point(shape="diamond", size=90, filled=True, color="#555").encode(x=x, y="score:Q"))
+        layers.append(alt.Chart(cm).mark_text(align="left", dx=6, dy=10, color="#555").encode(x=x, y="score:Q", text="label:N"))
+    if fit.no_gain:
+        subtitle = f"NO GAIN DETECTED: flat forecast at the level, rmse = {fit.rmse:.3f}, n = {fit.n}"
+    else:
+        subtitle = f"B = {fit.B:.2f} [{fit.B_ci[0]:.2f}, {fit.B_ci[1]:.2f}], R² = {fit.r2:.3f}, n = {fit.n}" + ("" if fit.converged else " - NOT CONVERGED")
     return clip_marks(alt.layer(*layers)).properties(
         title=alt.TitleParams(title or "scaling fit", subtitle=subtitle), width=width, height=height
     )

@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 from workbench.errors import UserError
-from workbench.scaling.backtest import score_holdout
+from workbench.scaling.backtest import naive_rmse, score_holdout
 from workbench.scaling.data import Curve
 from workbench.scaling.sigmoid import fit_sigmoid
 
@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
         "x": curve.x_label,
         "y": curve.y_label,
         "A": fit.A,
-        "B": fit.B,
-        "C_mid": fit.C_mid,
+        "B": _num(fit.B),  # NaN for a no-gain fit: "nan", as JSON has no NaN
+        "C_mid": _num(fit.C_mid),
         "R0": fit.R0,
         "r0_source": fit.r0_source,
         "A_ci": [_num(v) for v in fit.A_ci],
@@ -87,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         "rmse": fit.rmse,
         "n": fit.n,
         "converged": fit.converged,
+        "no_gain": fit.no_gain,
+        "gain_p": _num(fit.gain_p),
         "reason": fit.reason,
         "warnings": fit.warnings,
         "last_compute": last,
@@ -97,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
         if not test.any():
             raise UserError(f"--until {args.until:g}: no points after it to score the forecast on")
         rmse, final_err, cover = score_holdout(fit, curve.compute[test], curve.score[test])
-        out.update(backtest_rmse=rmse, backtest_final_error=final_err, backtest_coverage=_num(cover), backtest_n=int(test.sum()))
+        last_rmse, mean_rmse = naive_rmse(curve.compute, curve.score, args.until, args.fit_from)
+        out.update(backtest_rmse=rmse, backtest_final_error=final_err, backtest_coverage=_num(cover), backtest_n=int(test.sum()),
+                   backtest_naive_last_rmse=_num(last_rmse), backtest_naive_mean_rmse=_num(mean_rmse))
     if args.plot:
         from workbench.scaling.charts import chart_fit, save_chart
 
@@ -113,14 +117,19 @@ def run(args: argparse.Namespace) -> int:
 def _text(fit: Any, curve: Curve, out: dict[str, Any]) -> str:
     lines = [f"{curve.name}: {curve.y_label} vs {curve.x_label}", fit.summary()]
     pct = f"{fit.level:.0%}"
+    flat = " (flat: no gain detected)" if fit.no_gain else ""
     for k, f in out["forecast"].items():
-        lines.append(f"  forecast at {k} the last fitted compute ({f['compute']:.4g}): {f['score']:.4f}   {pct} band [{f['lo']:.4f}, {f['hi']:.4f}]")
+        lines.append(f"  forecast{flat} at {k} the last fitted compute ({f['compute']:.4g}): {f['score']:.4f}   {pct} band [{f['lo']:.4f}, {f['hi']:.4f}]")
     if "backtest_rmse" in out:
         cov = out["backtest_coverage"]
         cov_txt = f"{cov:.0%}" if isinstance(cov, float) else "n/a"
         lines.append(
             f"  backtest on {out['backtest_n']} later points: rmse {out['backtest_rmse']:.4f}, "
             f"error at the last point {out['backtest_final_error']:+.4f}, {cov_txt} inside the {pct} prediction band"
+        )
+        lines.append(
+            f"  naive forecasts on the same points: rmse {out['backtest_naive_last_rmse']:.4f} (last fitted value), "
+            f"{out['backtest_naive_mean_rmse']:.4f} (mean of the fitted points)"
         )
     if "plot" in out:
         lines.append(f"  chart written to {out['plot']}")

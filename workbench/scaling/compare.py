@@ -13,6 +13,10 @@ A difference counts as real only when it clears the margin AND the bootstrap int
 difference (replicates of independent fits paired at random) excludes 0; otherwise it is reported
 as not distinguishable. Tie groups are formed top-down: a group holds every recipe whose A lies
 within `margin` of the group's best A.
+
+A no-gain fit (flat forecast, `SigmoidFit.no_gain`) ranks by its level (its A, with the level's
+interval); it has no B, so it is never refit at a shared A, sorts after the rising recipes of its
+tie group, and a tie on A with it has no winner on B ("B not comparable").
 """
 
 from __future__ import annotations
@@ -106,7 +110,7 @@ def compare(
         if not isinstance(f, SigmoidFit):
             raise UserError(f"compare: {name!r} is a {type(f).__name__}, not a SigmoidFit")
     rng = np.random.default_rng(seed)
-    names = sorted(fits, key=lambda n: (-fits[n].A, -fits[n].B))
+    names = sorted(fits, key=lambda n: (-fits[n].A, _neg_b(fits[n])))
     groups: list[list[str]] = []
     for n in names:  # top-down: a group holds all A within margin of its best
         if groups and fits[groups[-1][0]].A - fits[n].A <= margin:
@@ -120,10 +124,12 @@ def compare(
             continue
         a_shared = float(np.mean([fits[n].A for n in g]))
         for n in g:
+            if fits[n].no_gain:
+                continue  # no B to refit: the tie is reported as not comparable on B
             shared[n] = _refit(fits[n], a_shared, None if curves is None else curves.get(n))
 
     def b_key(n: str) -> float:
-        return shared[n].B if n in shared else fits[n].B
+        return -_neg_b(shared[n] if n in shared else fits[n])
 
     ordered = [n for g in groups for n in sorted(g, key=lambda n: -b_key(n))]
     group_of = {n: i + 1 for i, g in enumerate(groups) for n in g}
@@ -144,6 +150,11 @@ def compare(
     return Comparison(rows, margin, _winner(ordered, fits, shared, group_of, margin, level, rng))
 
 
+def _neg_b(f: SigmoidFit) -> float:
+    """Sort key: -B, with no-gain fits (B is NaN) after every rising one."""
+    return math.inf if f.no_gain or not math.isfinite(f.B) else -f.B
+
+
 def _refit(fit: SigmoidFit, a: float, raw: Any) -> SigmoidFit:
     if raw is None:
         return refit_at_shared_A(fit, a)
@@ -156,14 +167,18 @@ def _b_samples(n: str, fits: Mapping[str, SigmoidFit], shared: dict[str, Sigmoid
 
 
 def _verdict(n, ordered, fits, shared, group_of, margin, level, rng) -> str:
+    flat = "no gain detected, ranked by its level; " if fits[n].no_gain else ""
     i = ordered.index(n)
     if i + 1 >= len(ordered):
-        return "last" if len(ordered) > 1 else "only recipe"
+        return flat + ("last" if len(ordered) > 1 else "only recipe")
     m = ordered[i + 1]
     if group_of[n] != group_of[m]:
         dA = fits[n].A - fits[m].A
         real = _diff_excludes_zero(fits[n].samples[:, 0], fits[m].samples[:, 0], level, rng)
-        return f"A above {m} by {dA:.3f}: " + ("real" if real else "beyond the margin but within the noise")
+        return flat + f"A above {m} by {dA:.3f}: " + ("real" if real else "beyond the margin but within the noise")
+    if fits[n].no_gain or fits[m].no_gain:
+        who = n if fits[n].no_gain else m
+        return flat + f"ties {m} on A (|dA| <= {margin:g}); B not comparable: no gain detected in {who}"
     diff = shared[n].B - shared[m].B
     real = _diff_excludes_zero(_b_samples(n, fits, shared), _b_samples(m, fits, shared), level, rng)
     return f"ties {m} on A (|dA| <= {margin:g}); B at shared A higher by {diff:.2f}: " + ("real" if real else "not distinguishable")
@@ -175,4 +190,6 @@ def _winner(ordered, fits, shared, group_of, margin, level, rng) -> str | None:
     a, b = ordered[0], ordered[1]
     if group_of[a] != group_of[b]:
         return a
+    if fits[a].no_gain or fits[b].no_gain:
+        return None  # tied on A, and one of them has no B to compare
     return a if _diff_excludes_zero(_b_samples(a, fits, shared), _b_samples(b, fits, shared), level, rng) else None

@@ -9,7 +9,8 @@ interval pushes every bootstrap replicate through the same difference (so the co
 the two forecasts is kept; it is narrower than differencing two bands). The verdict is "worth it"
 when even the low end of the interval clears `min_gain`, "not worth it" when the high end does
 not, and "uncertain" otherwise. Extrapolation far past the data trusts the sigmoid's shape; the
-backtests (backtest.py) tell how far that held on real curves.
+backtests (backtest.py) tell how far that held on real curves. A no-gain fit (flat forecast) gets
+gain 0 and the verdict "no gain detected: ... not worth it".
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from workbench.errors import UserError
-from workbench.scaling.result import SigmoidFit, _ci, _curve
+from workbench.scaling.result import SigmoidFit, _ci
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,7 @@ def scaling_gain(
     now, then = fit.predict(current), fit.predict(budget)
     gain = then - now
     if len(fit.samples):
-        s = fit.samples
-        c = np.array([current, budget])
-        curves = _curve(c[None, :], fit.R0, s[:, :1], s[:, 1:2], s[:, 2:3])
+        curves = fit.sample_curves(np.array([current, budget]))
         lo, hi = _ci(curves[:, 1], level)
         g_lo, g_hi = _ci(curves[:, 1] - curves[:, 0], level)
     else:
@@ -95,6 +94,13 @@ def scaling_gain(
     else:
         worth, word = None, "uncertain"
     pct = f"{level:.0%}"
+    if fit.no_gain:
+        # a flat forecast: nothing to gain at any budget (the level's interval says where it sits)
+        verdict = (
+            f"no gain detected: the data show no rise, so scaling {current:.4g} -> {budget:.4g} ({budget / current:.3g}x) "
+            f"is forecast to leave the score at its level {now:.4f} ({pct} CI [{lo:.4f}, {hi:.4f}]); not worth it"
+        )
+        return ScalingGain(current, float(budget), now, then, lo, hi, 0.0, 0.0, 0.0, 0.0, math.nan, level, min_gain, False, verdict)
     verdict = (
         f"{word}: scaling {current:.4g} -> {budget:.4g} ({budget / current:.3g}x) is expected to move the score "
         f"{now:.4f} -> {then:.4f}, gain {gain:+.4f} ({pct} CI [{g_lo:+.4f}, {g_hi:+.4f}]) against a minimum of {min_gain:g}; "

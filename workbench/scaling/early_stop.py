@@ -10,9 +10,18 @@ points to stop. Two rules, in order:
    (0.02, `compare.A_MARGIN`).
 
 The best point is the one forecast highest at the sweep's budget (ties broken by A): the point
-the sweep would spend its budget on. Neither rule can stop a point whose ceiling is clearly
-above the best point's, so the winner `compare` would pick by A is never stopped by rule 1. The best point never stops. Fits that did not converge still take part (their intervals are
-wide, so rule 1 rarely fires on them); a point without a fit (too few evaluations) continues.
+the sweep would spend its budget on. The best point never stops. Neither rule can stop a point
+whose ceiling is clearly above the best point's, so the winner `compare` would pick by A is never
+stopped by rule 1.
+
+Fits that did not converge still take part (their intervals are wide, so rule 1 rarely fires on
+them); a point without a fit (too few evaluations) continues. A no-gain fit (flat data, e.g. a
+crippled point that does not learn; `SigmoidFit.no_gain`) takes part with its level: its A and A
+interval are the level's and its forecast at any budget is the level, so a flat point far below
+the best's ceiling stops by rule 1. Rule 2 judges it by the upper end of its level's interval
+rather than the level itself: with 4-8 evaluations a real but slow rise is often not yet
+distinguishable from noise (the fit then says "no gain detected"), and two such points must not
+stop each other over a noise-sized difference in level.
 
     decisions = rung_decisions({"lr=2e-4": fit1, "lr=1e-6": fit2}, budget=1.5)
     decisions["lr=1e-6"].stop, decisions["lr=1e-6"].reason
@@ -57,12 +66,12 @@ def rung_decisions(
             out[name] = StopDecision(name, False, "", forecasts.get(name, float("nan")), best)
             continue
         hi = float(fit.A_ci[1])
-        gap = forecasts[best] - forecasts[name]
+        gap = forecasts[best] - (hi if fit.no_gain else forecasts[name])
         if hi < best_lo:
             reason = f"A's 95% interval ends at {hi:.3f}, below {best}'s lower end {best_lo:.3f}"
         elif gap > margin:
-            reason = (f"forecast at budget {budget:.3g} is {forecasts[name]:.3f}, "
-                      f"{gap:.3f} below {best}'s {forecasts[best]:.3f} (margin {margin:g})")
+            what = f"flat forecast (no gain detected) at most {hi:.3f}" if fit.no_gain else f"forecast at budget {budget:.3g} is {forecasts[name]:.3f}"
+            reason = f"{what}, {gap:.3f} below {best}'s {forecasts[best]:.3f} (margin {margin:g})"
         else:
             reason = ""
         out[name] = StopDecision(name, bool(reason), reason, forecasts[name], best)

@@ -226,6 +226,24 @@ def block_resample(resid: np.ndarray, length: int, L: int, n_rep: int, rng: np.r
     return resid[idx]
 
 
+def resample_residuals(resid: np.ndarray, run: np.ndarray, p: int, n_rep: int, L: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_rep, n) residual series for bootstrap replicates: centred, inflated by sqrt(n / (n - p)),
+    moving-block resampled; with several runs each run's slot takes the series of a run drawn
+    with replacement (a whole-run resample)."""
+    n = len(resid)
+    r = (resid - resid.mean()) * np.sqrt(n / max(n - p, 1))
+    runs = np.unique(run)
+    out = np.zeros((n_rep, n))
+    src = rng.integers(0, len(runs), size=(n_rep, len(runs))) if len(runs) > 1 else np.zeros((n_rep, 1), int)
+    for i, ri in enumerate(runs):
+        slot = np.flatnonzero(run == ri)
+        for j, rj in enumerate(runs):
+            reps = np.flatnonzero(src[:, i] == j)
+            if len(reps):
+                out[np.ix_(reps, slot)] = block_resample(r[run == rj], len(slot), L, len(reps), rng)
+    return out
+
+
 def bootstrap(
     x: np.ndarray,
     fitted: np.ndarray,
@@ -246,19 +264,8 @@ def bootstrap(
     run drawn with replacement (a whole-run resample) and block-resamples it, so a seed that sits
     systematically high or low moves whole replicates and the seed spread widens the intervals.
     """
-    n = len(x)
     p = 2 if fixed_a is not None else 3
-    r = (resid - resid.mean()) * np.sqrt(n / max(n - p, 1))
-    runs = np.unique(run)
-    Ystar = np.repeat(fitted[None, :], n_boot, 0)
-    src = rng.integers(0, len(runs), size=(n_boot, len(runs))) if len(runs) > 1 else np.zeros((n_boot, 1), int)
-    for i, ri in enumerate(runs):
-        slot = np.flatnonzero(run == ri)
-        for j, rj in enumerate(runs):
-            reps = np.flatnonzero(src[:, i] == j)
-            if len(reps):
-                Ystar[np.ix_(reps, slot)] += block_resample(r[run == rj], len(slot), L, len(reps), rng)
-    Ystar = np.clip(Ystar, 0.0, 1.0)  # scores are pass rates
+    Ystar = np.clip(fitted[None, :] + resample_residuals(resid, run, p, n_boot, L, rng), 0.0, 1.0)  # scores are pass rates
     # Start each replicate from the better of its coarse-grid optimum and the point estimate.
     g, g_sse = grid_search(x, Ystar, r0, bounds, 48, 32, fixed_a, 1)
     hat = np.repeat(theta_hat[None, :], n_boot, 0)
@@ -268,3 +275,66 @@ def bootstrap(
     tol = 1e-6
     at_bound = (theta[:, 1] <= bounds.m_lo + tol) | (theta[:, 1] >= bounds.m_hi - tol) | (theta[:, 2] <= bounds.lb_lo + tol) | (theta[:, 2] >= bounds.lb_hi - tol)
     return theta, at_bound
+
+
+def gain_test(
+    x: np.ndarray,
+    y: np.ndarray,
+    run: np.ndarray,
+    r0: float,
+    bounds: Bounds,
+    sse_fit: float,
+    resid: np.ndarray,
+    rho: float,
+    L: int,
+    n_null: int,
+    rng: np.random.Generator,
+) -> float:
+    """p-value of "the sigmoid beats a flat line only as much as it does on flat noise".
+
+    Statistic T = 1 - SSE_sigmoid / SSE_flat (the share of the variance around the mean that the
+    sigmoid explains). Its null distribution comes from replicates y* = mean(y) + the sigmoid's
+    residuals block-resampled as in `bootstrap` (so autocorrelated noise, which lets a sigmoid
+    chase a slow wander, is calibrated for), each fitted on the coarse grid; the observed T is
+    taken on the same grid. A grid search is a change-point search, so a plain F-test would call
+    noise a gain far too often. Shortcut: when the F-test p-value, with the sample size shrunk by
+    the residual autocorrelation, is below 1e-6 (a clear rise: every rising curve), that p is
+    returned and no replicates are fitted. The same replicates also calibrate a straight line in
+    log-compute (its share of the variance); the p-value returned is the smaller of the two, as
+    with 4-8 points a steady early rise is far clearer to a line than to a 3-parameter sigmoid.
+    """
+    from scipy.stats import f as f_dist
+
+    n = len(y)
+    sse_flat = float(((y - y.mean()) ** 2).sum())
+    if sse_flat <= 0:
+        return 1.0
+    t_fit = max(0.0, 1.0 - sse_fit / sse_flat)
+    rho = min(max(rho, 0.0), 0.95)
+    n_eff = max(4.0, n * (1 - rho) / (1 + rho))
+    dof = n_eff - 3
+    f_stat = (t_fit / 2) / max((1 - t_fit) / dof, 1e-300)
+    p_f = float(f_dist.sf(f_stat, 2, dof))
+    if p_f < 1e-6:
+        return p_f
+    _, g_obs = grid_search(x, y[None, :], r0, bounds, 48, 32, None, 1)
+    t_obs = 1.0 - float(g_obs[0, 0]) / sse_flat
+    xc = x - x.mean()
+    sxx = float(xc @ xc)
+    lin_obs = float(((y - y.mean()) @ xc) ** 2 / sxx / sse_flat) if sxx > 0 else 0.0
+    # Block length: the larger of the sigmoid's and the flat line's residual rule, since a sigmoid
+    # that chased a wander has whitened its residuals (a rise only makes the test stricter).
+    flat_rho = float(np.mean([lag1_autocorr((y - y.mean())[run == i]) for i in np.unique(run)]))
+    L = max(L, block_length(flat_rho, int(np.median(np.bincount(run)[np.unique(run)]))))
+    Ystar = np.clip(y.mean() + resample_residuals(resid, run, 3, n_null, L, rng), 0.0, 1.0)
+    _, g = grid_search(x, Ystar, r0, bounds, 48, 32, None, 1)
+    flat = ((Ystar - Ystar.mean(1, keepdims=True)) ** 2).sum(1)
+    t_null = 1.0 - g[:, 0] / np.maximum(flat, 1e-300)
+    p_sig = (1 + np.sum(t_null >= t_obs - 1e-12)) / (n_null + 1)
+    if sxx <= 0:
+        return float(p_sig)
+    # A straight line in log-compute: far more power than the 3-parameter sigmoid against the
+    # slow, steady rise of a run's first evaluations; same replicates, same calibration.
+    lin_null = ((Ystar - Ystar.mean(1, keepdims=True)) @ xc) ** 2 / sxx / np.maximum(flat, 1e-300)
+    p_lin = (1 + np.sum(lin_null >= lin_obs - 1e-12)) / (n_null + 1)
+    return float(min(p_sig, p_lin))

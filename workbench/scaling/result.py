@@ -6,6 +6,12 @@ The intervals come from bootstrap replicates kept in `samples` (columns A, B, C_
 derived quantity (a forecast, a band, the compute to reach a target) gets an interval by pushing
 each replicate through the same formula and taking percentiles.
 
+No gain: when the data show no rise (see sigmoid.py), `no_gain` is True and the fit is a flat
+forecast. A is then the level (with its bootstrap interval in A_ci and the level replicates in
+samples[:, 0]), B and C_mid are NaN (not identified), converged is False and `reason` starts with
+"no gain detected". predict, band, compute_to_reach and the decision/compare/chart functions all
+use the flat level.
+
     fit.predict([1e4, 5e4])                      # array of fitted scores
     lo, hi = fit.band(c, level=0.95, kind="mean") # or kind="prediction" (adds point noise)
     r = fit.compute_to_reach(0.6)                 # Reach(compute, lo, hi, reachable, p_reachable)
@@ -44,6 +50,7 @@ class Reach:
     hi: float
     reachable: bool
     p_reachable: float
+    note: str = ""  # why the target is out of reach, when the fit says more than `reachable` does
 
 
 def _ci(values: np.ndarray, level: float) -> Interval:
@@ -79,7 +86,7 @@ class SigmoidFit:
     n: int  # number of fitted points
     sigma: float  # residual standard deviation, sqrt(SSE / (n - p))
     converged: bool
-    reason: str = ""  # why not converged (empty when converged)
+    reason: str = ""  # why not converged, or why no sigmoid was kept ("no gain detected: ..."); empty when converged
     warnings: list[str] = field(default_factory=list)
     r0_source: str = "measured"  # "measured" (score at compute 0), "given" or "first"
     fit_from: float | None = None
@@ -94,13 +101,26 @@ class SigmoidFit:
     run: np.ndarray = field(default_factory=lambda: np.zeros(0, int))  # run index of each point
     run_names: list[str] = field(default_factory=lambda: ["curve"])
     samples: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))  # bootstrap (A, B, C_mid)
+    no_gain: bool = False  # the data show no rise: a flat forecast at the level A (B, C_mid are NaN)
+    gain_p: float = math.nan  # p-value of the gain test (nan when A was held fixed)
 
     # ---------------------------------------------------------------- predictions
     def predict(self, c: Any) -> Any:
         """Fitted score at compute c (scalar -> float, array -> array). C = 0 gives R0."""
         arr = self._compute_arg(c)
-        out = _curve(arr, self.R0, self.A, self.B, self.C_mid)
+        if self.no_gain:
+            out = np.where(arr > 0, self.A, self.R0)
+        else:
+            out = _curve(arr, self.R0, self.A, self.B, self.C_mid)
         return float(out) if np.ndim(c) == 0 else out
+
+    def sample_curves(self, c: Any) -> np.ndarray:
+        """(n_samples, len(c)) curves of the bootstrap replicates at compute c (flat ones when no_gain)."""
+        arr = np.atleast_1d(self._compute_arg(c))
+        s = self.samples
+        if self.no_gain:
+            return np.where(arr[None, :] > 0, s[:, :1], self.R0)
+        return _curve(arr[None, :], self.R0, s[:, :1], s[:, 1:2], s[:, 2:3])
 
     def band(self, c: Any, level: float = 0.95, kind: Literal["mean", "prediction"] = "mean") -> tuple[np.ndarray, np.ndarray]:
         """(lo, hi) arrays of a pointwise band at compute c.
@@ -116,11 +136,11 @@ class SigmoidFit:
         arr = np.atleast_1d(self._compute_arg(c))
         if len(self.samples) == 0:
             raise UserError("this fit has no bootstrap samples (n_boot=0): no band available")
-        curves = _curve(arr[None, :], self.R0, self.samples[:, :1], self.samples[:, 1:2], self.samples[:, 2:3])
+        curves = self.sample_curves(arr)
         a = (1 - level) / 2
         lo, hi = np.quantile(curves, [a, 1 - a], axis=0)
         if kind == "prediction":
-            mid = _curve(arr, self.R0, self.A, self.B, self.C_mid)
+            mid = np.asarray(self.predict(arr))
             z = norm.ppf(1 - a) * self.sigma
             lo = mid - np.hypot(np.maximum(mid - lo, 0), z)
             hi = mid + np.hypot(np.maximum(hi - mid, 0), z)
@@ -131,6 +151,8 @@ class SigmoidFit:
         if not 0 <= target <= 1:
             raise UserError(f"target must be a score in [0, 1], got {target}")
         level = self.level if level is None else level
+        if self.no_gain:
+            return self._reach_flat(float(target), level)
         point = _reach(target, self.R0, np.array([self.A]), np.array([self.B]), np.array([self.C_mid]))[0]
         if len(self.samples):
             each = _reach(target, self.R0, self.samples[:, 0], self.samples[:, 1], self.samples[:, 2])
@@ -141,6 +163,23 @@ class SigmoidFit:
             p = float(np.isfinite(point))
         return Reach(float(target), float(point), lo, hi, bool(np.isfinite(point)), p)
 
+    def _reach_flat(self, target: float, level: float) -> Reach:
+        # flat forecast: met now (at the first fitted compute) if the level meets it, else never
+        now = float(self.compute[self.used].min()) if self.used.any() else 0.0
+
+        def at(v: Any) -> Any:
+            return np.where(self.R0 >= target, 0.0, np.where(v >= target, now, np.inf))
+
+        point = float(at(np.array(self.A)))
+        lo = hi = math.nan
+        p = float(np.isfinite(point))
+        if len(self.samples):
+            each = at(self.samples[:, 0])
+            lo, hi = _ci(each, level)
+            p = float(np.mean(np.isfinite(each)))
+        note = "" if np.isfinite(point) else f"no gain detected: the forecast is flat at {self.A:.4f}, so {target:g} is not reached at any compute"
+        return Reach(target, point, lo, hi, bool(np.isfinite(point)), p, note)
+
     @property
     def D(self) -> float:
         """Power-law coefficient of the high-compute limit R ~ A - D / C^B (D = (A - R0) C_mid^B)."""
@@ -148,7 +187,7 @@ class SigmoidFit:
 
     @property
     def rising(self) -> bool:
-        return self.A >= self.R0
+        return not self.no_gain and self.A >= self.R0
 
     @property
     def residuals(self) -> np.ndarray:
@@ -168,6 +207,15 @@ class SigmoidFit:
         def row(name: str, v: float, ci: Interval, fmt: str) -> str:
             return f"  {name:<6}= {v:{fmt}}   {pct} CI [{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
 
+        if self.no_gain:
+            lines = [
+                f"flat fit on {self.n} points: NO GAIN DETECTED (R0 = {self.R0:.4g}, {self.r0_source})",
+                row("A", self.A, self.A_ci, ".4f") + "   (the flat level forecast at any compute)",
+                "  B, C_mid: not identified (no rise in the data)",
+                f"  rmse = {self.rmse:.4g}   sigma = {self.sigma:.4g}   residual lag-1 autocorr = {self.autocorr:.2f} (block {self.block})",
+                f"  {self.reason}",
+            ]
+            return "\n".join(lines + [f"  warning: {w}" for w in self.warnings])
         lines = [
             f"sigmoid fit on {self.n} points (R0 = {self.R0:.4g}, {self.r0_source})",
             row("A", self.A, self.A_ci, ".4f"),
@@ -189,6 +237,8 @@ class SigmoidFit:
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, np.ndarray):
+                if v.dtype.kind == "f" and np.isnan(v).any():
+                    v = np.where(np.isnan(v), None, v.astype(object))  # JSON has no NaN: null (read back as NaN)
                 v = v.tolist()
             elif isinstance(v, tuple):
                 v = [_num_out(x) for x in v]
@@ -207,7 +257,7 @@ class SigmoidFit:
         for k in ("A_ci", "B_ci", "C_mid_ci"):
             if k in kw:
                 kw[k] = tuple(_num_in(x) for x in kw[k])
-        for k in ("A", "B", "C_mid", "R0", "level", "rmse", "r2", "sigma", "autocorr"):
+        for k in ("A", "B", "C_mid", "R0", "level", "rmse", "r2", "sigma", "autocorr", "gain_p"):
             if k in kw:
                 kw[k] = _num_in(kw[k])
         for k, dt in (("compute", float), ("score", float), ("used", bool), ("run", int)):

@@ -12,10 +12,33 @@ then the best local minima are polished. Intervals: a residual moving-block boot
 length from the residual autocorrelation; 1 = the plain residual bootstrap) that, with several
 runs, also resamples whole runs. Compute-0 points only define R0 (their residual does not depend
 on A, B, C_mid), so they are not counted among fitted points.
+
+No gain (never forecast nonsense). A sigmoid fitted to flat, noisy or wandering data chases the
+noise: a step (B = 20) just past the data, then a forecast that collapses to 0 or jumps to 1.
+After the fit, three rules decide whether the sigmoid is kept; if any fires, the result is a
+no-gain fit (`no_gain=True`, converged=False, reason "no gain detected: ..."):
+1. Gain test (engine.gain_test): T = the share of the variance around the mean the sigmoid
+   explains, against T on flat replicates (the mean plus the fit's residuals, block-resampled
+   as in the bootstrap, so autocorrelated noise is calibrated for; 200 replicates, coarse grid),
+   and the same for a straight line in log-compute (more power on a run's first, steady
+   evaluations); p is the smaller of the two. The sigmoid is kept when p <= 0.05, or p <= 0.01 for a fit that did not converge (its
+   forecast extrapolates an unidentified shape). A clear rise skips the replicates (F-test
+   shortcut, see engine.gain_test), so rising curves cost no more.
+2. Step: B at its upper bound with fewer than MIN_POINTS fitted points on one side of C_mid
+   (a jump carried by a few points, e.g. C_mid just past the data).
+3. Collapse: A on its lower bound 0 while every fitted score is above 0.03.
+A significant, supported decline is kept as a falling sigmoid (A < R0): that is what the data
+show. The no-gain forecast is flat at the level: the mean of the latest max(4, n/8) fitted
+points (latest, so a slow drift is followed). Its interval (A_ci, samples[:, 0]): replicate
+series block-resampled from all fitted points' residuals around their mean, each replicate's
+level the mean of its latest points, so autocorrelated noise widens it; the prediction band adds
+sigma, the spread of those residuals. B and C_mid are NaN.
 """
+
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Mapping, Sequence
 
@@ -26,7 +49,10 @@ from workbench.scaling import engine
 from workbench.scaling.data import Curve, as_curve
 from workbench.scaling.result import SigmoidFit, _ci
 
-MIN_POINTS = 4
+MIN_POINTS = 4  # fewest fitted points for any fit (sessions, reports and sweeps import this one)
+GAIN_ALPHA = 0.05  # the sigmoid is kept only when the gain test's p-value is at most this...
+GAIN_ALPHA_UNIDENTIFIED = 0.01  # ...or this, for a fit that did not converge (its forecast extrapolates more)
+N_NULL = 200  # flat-noise replicates of the gain test
 
 
 def fit_sigmoid(
@@ -127,6 +153,19 @@ def fit_sigmoid_multi(
 
     converged, reason, warnings = _diagnose(theta, bounds, lm_ok, n, fixed_A, float(y.max()))
     rng = np.random.default_rng(seed)
+    common = dict(R0=R0, level=level, n=n, r0_source=r0_source, fit_from=fit_from, fit_until=fit_until, seed=seed,
+                  compute=compute, score=score, used=used, run=run, run_names=names)
+    if fixed_A is None:
+        # the gain test has its own random stream, so a rising curve's intervals do not depend on it
+        gain_p = engine.gain_test(x, y, run[used], R0, bounds, sse, resid, rho, L, N_NULL, np.random.default_rng([seed, 1]))
+        step_side = int(min((x < theta[1]).sum(), (x >= theta[1]).sum())) if theta[2] >= bounds.lb_hi - 1e-6 else n
+        collapse = theta[0] <= bounds.a_lo + 1e-6 and R0 > bounds.a_lo and float(y.min()) > 0.03
+        alpha = GAIN_ALPHA if converged else GAIN_ALPHA_UNIDENTIFIED
+        why = _no_gain_reason(theta, gain_p, alpha, 1 - sse / sst if sst > 0 else 0.0, step_side, collapse)
+        if why:
+            return _flat_fit(y, compute[used], run[used], why, gain_p, n_boot, rng, common)
+    else:
+        gain_p = math.nan
     samples = np.zeros((0, 3))
     if n_boot:
         th_b, at_bound = engine.bootstrap(x, fitted, resid, run[used], R0, theta, bounds, n_boot, L, rng, fixed_A)
@@ -139,31 +178,81 @@ def fit_sigmoid_multi(
         A=A,
         B=B,
         C_mid=C_mid,
-        R0=R0,
         A_ci=(A, A) if fixed_A is not None else (_ci(samples[:, 0], level) if n_boot else nan),
         B_ci=_ci(samples[:, 1], level) if n_boot else nan,
         C_mid_ci=_ci(samples[:, 2], level) if n_boot else nan,
-        level=level,
         rmse=float(math.sqrt(sse / n)),
         r2=float(1 - sse / sst) if sst > 0 else math.nan,
-        n=n,
         sigma=float(math.sqrt(sse / max(n - p, 1))),
         converged=converged,
         reason=reason,
         warnings=warnings,
-        r0_source=r0_source,
-        fit_from=fit_from,
-        fit_until=fit_until,
         fixed_A=fixed_A is not None,
         autocorr=rho,
         block=L,
-        seed=seed,
-        compute=compute,
-        score=score,
-        used=used,
-        run=run,
-        run_names=names,
         samples=samples,
+        gain_p=gain_p,
+        **common,
+    )
+
+
+def _no_gain_reason(theta: np.ndarray, gain_p: float, alpha: float, explained: float, step_side: int, collapse: bool) -> str:
+    """Why the sigmoid is not kept ("" when it is): no significant change, a step resting on a few
+    points, or a collapse to A = 0. step_side: fitted points on the thinner side of C_mid when B is
+    at its upper bound (a step), else n."""
+    A, C_mid, B = float(theta[0]), math.exp(theta[1]), math.exp(theta[2])
+    curve = f"the sigmoid (A = {A:.3f}, B = {B:.3g}, C_mid = {C_mid:.4g})"
+    if gain_p > alpha:
+        return (f"{curve} explains {explained:.0%} of the variance around the mean, no more than it explains on flat noise "
+                f"with these residuals (gain test p = {gain_p:.3f} > {alpha:g})")
+    if step_side < MIN_POINTS:
+        return (f"{curve} is a step at C_mid with only {step_side} fitted point(s) on one side of it: "
+                f"a jump carried by {step_side} point(s), not a rise the data show")
+    if collapse:
+        return f"{curve} falls to its lower bound A = 0, below every fitted score: a collapse the data do not show"
+    return ""
+
+
+def _flat_fit(y: np.ndarray, c: np.ndarray, run: np.ndarray, why: str, gain_p: float, n_boot: int, rng: np.random.Generator, common: dict[str, Any]) -> SigmoidFit:
+    """The no-gain result: a flat forecast at the level of the later fitted points, with a block-bootstrap band."""
+    n = len(y)
+    k = max(min(n, MIN_POINTS), math.ceil(n / 8))
+    sel = np.sort(np.argsort(c, kind="stable")[-k:])  # the latest points by compute, in data order
+    lvl = float(y[sel].mean())
+    # Noise: the residuals of all fitted points around their mean (a few latest points are too
+    # few to see autocorrelation); replicate series are block-resampled from them and each
+    # replicate's level is the mean of its latest k points, so a wander widens the interval.
+    r = y - y.mean()
+    rho = float(np.mean([engine.lag1_autocorr(r[run == i]) for i in np.unique(run)]))
+    L = engine.block_length(rho, int(np.median(np.bincount(run)[np.unique(run)])))
+    level = common["level"]
+    samples = np.zeros((0, 3))
+    if n_boot:
+        lv = lvl + engine.resample_residuals(r, run, 1, n_boot, L, rng)[:, sel].mean(1)
+        samples = np.column_stack([np.clip(lv, 0.0, 1.0), np.full(n_boot, math.nan), np.full(n_boot, math.nan)])
+    sse_all = float(((y - lvl) ** 2).sum())
+    sst = float(((y - y.mean()) ** 2).sum())
+    warnings = [f"only {n} fitted points: intervals are rough"] if n < 8 else []
+    nan = (math.nan, math.nan)
+    return SigmoidFit(
+        A=lvl,
+        B=math.nan,
+        C_mid=math.nan,
+        A_ci=_ci(samples[:, 0], level) if n_boot else nan,
+        B_ci=nan,
+        C_mid_ci=nan,
+        rmse=math.sqrt(sse_all / n),
+        r2=1 - sse_all / sst if sst > 0 else math.nan,
+        sigma=float(math.sqrt((r @ r) / max(n - 1, 1))),
+        converged=False,
+        reason=f"no gain detected: {why}; forecast flat at {lvl:.4f}, the mean of the last {k} fitted points",
+        warnings=warnings,
+        autocorr=rho,
+        block=L,
+        samples=samples,
+        no_gain=True,
+        gain_p=gain_p,
+        **common,
     )
 
 
@@ -213,9 +302,12 @@ def _diagnose(theta: np.ndarray, b: engine.Bounds, lm_ok: bool, n: int, fixed_A:
 
 
 def refit_at_shared_A(fit: SigmoidFit, A: float, *, n_boot: int | None = None) -> SigmoidFit:
-    """Refit a fit's own data with A held at `A` (the paper's way to compare B when A ties)."""
+    """Refit a fit's own data with A held at `A` (the paper's way to compare B when A ties).
+
+    A no-gain fit can be refit too (a sigmoid through flat data with A held), but its B means
+    nothing: the result has converged=False and a reason that says so."""
     runs = {name: (fit.compute[fit.run == i], fit.score[fit.run == i]) for i, name in enumerate(fit.run_names)}
-    return fit_sigmoid_multi(
+    out = fit_sigmoid_multi(
         runs,
         r0=fit.R0,
         fit_from=fit.fit_from,
@@ -226,4 +318,8 @@ def refit_at_shared_A(fit: SigmoidFit, A: float, *, n_boot: int | None = None) -
         level=fit.level,
         seed=fit.seed,
     )
+    if fit.no_gain:
+        why = f"no gain detected in these data (level {fit.A:.4f}): B at a shared A = {A:g} is not identified"
+        out = dataclasses.replace(out, converged=False, reason=why + (f"; {out.reason}" if out.reason else ""))
+    return out
 
