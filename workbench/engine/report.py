@@ -2,18 +2,29 @@
 
     curve = eval_curve(rows, x="compute/device_hours")   # (compute, pass rate) from metric rows
     fit = fit_run(rows)                                  # SigmoidFit, R0 = the step-0 evaluation
-    write_report(out_dir)                                # fit.json + fit.html/png next to metrics.jsonl
+    bt, prefix = backtest_run(rows)                      # fit the first 40% of compute, score the rest
+    print(print_report(write_report(out_dir)))           # fit.json, backtest.json, fit.html/png
+
+The backtest is the run checking its own forecast: the sigmoid fitted to the evaluations within
+the first `BACKTEST_FRACTION` of the run's compute forecasts the later ones; the report gives the
+held-out RMSE and the share of them inside the 95% prediction band (the paper's way to trust a fit).
+`workbench run` prints the report at the end of a run.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 
 from workbench.errors import UserError
+from workbench.scaling.sigmoid import MIN_POINTS
 from workbench.tracking.sink import read_jsonl
+
+# Fit on the evaluations up to this share of the run's final compute, forecast the rest.
+BACKTEST_FRACTION = 0.4
 
 
 def eval_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -37,38 +48,104 @@ def fit_run(rows: list[dict[str, Any]], x: str = "compute/device_hours", fit_fro
     from workbench.scaling import fit_sigmoid
 
     compute, score = eval_curve(rows, x)
-    if len(compute) < 4:
-        raise UserError(f"only {len(compute)} evaluations so far; the sigmoid fit needs at least 4")
+    if len(compute) < MIN_POINTS:
+        raise UserError(f"only {len(compute)} evaluations so far; the sigmoid fit needs at least {MIN_POINTS}")
     return fit_sigmoid(compute, score, fit_from=fit_from, **kw)
 
 
-def write_fit_artifacts(fit: Any, folder: Path, *, title: str, x: str) -> list[Path]:
+def backtest_run(
+    rows: list[dict[str, Any]],
+    x: str = "compute/device_hours",
+    *,
+    fraction: float = BACKTEST_FRACTION,
+    fit_from: Optional[float] = None,
+    n_boot: int = 200,
+    level: float = 0.95,
+) -> tuple[dict[str, Any], Any]:
+    """Fit the evaluations with compute <= fraction x the last compute; forecast the later ones.
+
+    Returns (summary, prefix fit). The summary holds the prefix (`until`, `n_fit` fitted points),
+    the `n_test` later evaluations, their forecast `rmse`, `coverage` (share inside the `level`
+    prediction band) and `final_error` (forecast - measured at the last evaluation). A prefix too
+    short to fit gives a summary with `error` set and no fit (None)."""
+    from workbench.scaling import backtest
+
+    compute, score = eval_curve(rows, x)
+    if len(compute) == 0:
+        raise UserError(f"no evaluations with {x!r} to backtest")
+    bt = backtest((compute, score), fractions=(fraction,), fit_from=fit_from, n_boot=n_boot, level=level)
+    row, fit = bt.rows[0], bt.fits[0]
+    summary = {
+        "fraction": fraction,
+        "until": float(row.until),
+        "n_fit": int(row.n_fit),
+        "n_test": int(row.n_test),
+        "rmse": float(row.rmse),
+        "coverage": float(row.coverage),
+        "final_error": float(row.final_error),
+        "level": level,
+        "A": float(row.A),
+        "error": row.error,
+    }
+    return summary, fit
+
+
+def backtest_line(bt: dict[str, Any]) -> str:
+    """One line: how well the fit on the first part of the run forecast the rest."""
+    head = f"backtest: fit on the first {bt['fraction']:.0%} of compute"
+    if bt.get("error"):
+        return f"{head}: not fitted: {bt['error']}"
+    if bt["n_test"] == 0:
+        return f"{head} ({bt['n_fit']} evals) leaves no later evaluation to forecast"
+    return (
+        f"{head} ({bt['n_fit']} evals) forecasts the remaining {bt['n_test']} with RMSE {bt['rmse']:.3f}, "
+        f"{bt['level']:.0%} band covers {bt['coverage']:.0%}"
+    )
+
+
+def write_fit_artifacts(fit: Any, folder: Path, *, title: str, x: str, prefix_fit: Any = None) -> list[Path]:
     """fit.json (reloadable with SigmoidFit.from_json), fit.html (offline) and fit.png in `folder`.
 
-    A chart that cannot be drawn leaves chart_error.txt instead: the fit itself is never lost."""
+    With `prefix_fit` (a backtest's fit on the start of the curve), the chart shows its forecast
+    against the later points beside the final fit. A chart that cannot be drawn leaves
+    chart_error.txt instead: the fit itself is never lost."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / "fit.json"]
     paths[0].write_text(fit.to_json(indent=1))
     try:
-        from workbench.scaling.charts import chart_fit, save_chart
+        from workbench.scaling.charts import chart_backtest, chart_fit, save_chart
 
-        chart = chart_fit(fit, title=title, x_title=x, y_title="val/pass_rate")
+        if prefix_fit is None:
+            chart = chart_fit(fit, title=title, x_title=x, y_title="val/pass_rate")
+        else:
+            chart = chart_backtest(fit, prefix_fit, title=title, x_title=x, y_title="val/pass_rate")
         paths += [save_chart(chart, folder / "fit.html"), save_chart(chart, folder / "fit.png")]
+        (folder / "chart_error.txt").unlink(missing_ok=True)  # from an earlier attempt
     except Exception as e:  # noqa: BLE001 - see docstring
         (folder / "chart_error.txt").write_text(f"{type(e).__name__}: {e}")
     return paths
 
 
-def write_report(out_dir: str | Path, x: str = "compute/device_hours", charts: bool = True) -> dict[str, Any]:
-    """Fit the run in `out_dir`; write fit.json (and fit.html / fit.png) there. Returns a summary."""
+def write_report(
+    out_dir: str | Path,
+    x: str = "compute/device_hours",
+    charts: bool = True,
+    backtest_fraction: Optional[float] = BACKTEST_FRACTION,
+) -> dict[str, Any]:
+    """Fit the run in `out_dir` and backtest the fit (None: no backtest); write fit.json,
+    backtest.json (and fit.html / fit.png) there. Returns a summary."""
     out = Path(out_dir)
     rows = read_jsonl(out / "metrics.jsonl")
     fit = fit_run(rows, x)
+    bt, prefix = (None, None) if backtest_fraction is None else backtest_run(rows, x, fraction=backtest_fraction)
     if charts:
-        files = write_fit_artifacts(fit, out, title=f"{out.name}: validation pass rate vs {x}", x=x)
+        files = write_fit_artifacts(fit, out, title=f"{out.name}: validation pass rate vs {x}", x=x, prefix_fit=prefix)
     else:
         (out / "fit.json").write_text(fit.to_json(indent=1))
         files = [out / "fit.json"]
+    if bt is not None:
+        (out / "backtest.json").write_text(json.dumps(bt, indent=1))
+        files.insert(1, out / "backtest.json")
     compute, score = eval_curve(rows, x)
     return {
         "A": fit.A,
@@ -82,6 +159,7 @@ def write_report(out_dir: str | Path, x: str = "compute/device_hours", charts: b
         "converged": fit.converged,
         "reason": fit.reason,
         "gain": float(score[-1] - score[0]),
+        "backtest": bt,
         "files": [str(f) for f in files],
     }
 
@@ -97,6 +175,8 @@ def print_report(report: dict[str, Any]) -> str:
     ]
     if not report["converged"]:
         lines.append(f"warning: the fit did not converge cleanly: {report['reason']}")
+    if report.get("backtest"):
+        lines.append(backtest_line(report["backtest"]))
     lines += [f"wrote {f}" for f in report["files"]]
     return "\n".join(lines)
 

@@ -199,3 +199,71 @@ def clip_marks(chart: Any) -> Any:
         else:
             layer.mark.clip = True
     return chart
+
+
+def chart_backtest(
+    fit: SigmoidFit,
+    prefix: SigmoidFit,
+    *,
+    title: str | None = None,
+    level: float = 0.95,
+    x_title: str = "compute",
+    y_title: str = "score",
+    width: int = 480,
+    height: int = 320,
+) -> alt.HConcatChart:
+    """The final fit (chart_fit) beside a backtest panel: the forecast of `prefix`, a fit on the
+    start of the same curve (fit_until set), with its prediction band, against the later points.
+
+        prefix = backtest(curve, fractions=(0.4,)).fits[0]
+        save_chart(chart_backtest(fit, prefix, title="run"), "fit.html")
+
+    Self-contained on purpose: it reads the fits' public data and methods only."""
+    from workbench.scaling.backtest import score_holdout
+
+    if prefix.fit_until is None:
+        raise UserError("chart_backtest needs a prefix fit (fit_until set): see workbench.scaling.backtest")
+    pos = fit.compute > 0
+    if not pos.any():
+        raise UserError("nothing to draw: no point with compute > 0")
+    grid = np.geomspace(fit.compute[pos].min(), fit.compute[pos].max() * 1.05, 240)
+    xs = alt.Scale(type="log", domain=[float(grid[0]), float(grid[-1])], nice=False)
+    x = alt.X("compute:Q", scale=xs, title=x_title)
+    ys = alt.Scale(zero=False)
+    pred = prefix.predict(grid)
+    lo, hi = prefix.band(grid, level=level, kind="prediction") if len(prefix.samples) else (pred, pred)
+    rows = [
+        {"compute": float(c), "forecast": float(p), "lo": float(a), "hi": float(b), "final": float(f)}
+        for c, p, a, b, f in zip(grid, pred, lo, hi, fit.predict(grid))
+    ]
+    held = prefix.compute > prefix.fit_until
+    pts = [
+        {"compute": float(c), "score": float(s), "point": "held out (forecast)" if h else "fitted (prefix)"}
+        for c, s, h in zip(prefix.compute, prefix.score, held)
+        if c > 0
+    ]
+    colors = {"fitted (prefix)": "#1f77b4", "held out (forecast)": "#ff7f0e"}
+    data = alt.Data(values=rows)
+    layers = [
+        alt.Chart(data).mark_area(opacity=0.2, color="#ff7f0e").encode(x=x, y=alt.Y("lo:Q", scale=ys, title=y_title), y2="hi:Q"),
+        alt.Chart(data).mark_line(color="#9e9e9e", strokeDash=[4, 3], strokeWidth=1.5).encode(x=x, y=alt.Y("final:Q", scale=ys, title=y_title)),
+        alt.Chart(data).mark_line(color="#ff7f0e", strokeWidth=2).encode(x=x, y=alt.Y("forecast:Q", scale=ys, title=y_title)),
+        alt.Chart(alt.Data(values=[{"compute": float(prefix.fit_until)}]))
+        .mark_rule(strokeDash=[2, 3], color="#555")
+        .encode(x=x),
+        alt.Chart(alt.Data(values=pts))
+        .mark_circle(size=36, opacity=0.85)
+        .encode(
+            x=x,
+            y=alt.Y("score:Q", scale=ys, title=y_title),
+            color=alt.Color("point:N", scale=alt.Scale(domain=list(colors), range=list(colors.values())), title="point"),
+            tooltip=["compute:Q", "score:Q", "point:N"],
+        ),
+    ]
+    rmse, _, cover = score_holdout(prefix, prefix.compute[held], prefix.score[held])
+    sub = f"fit on {prefix.n} points up to {prefix.fit_until:.3g}; forecast band {level:.0%} (prediction); grey: the final fit"
+    if held.any():
+        sub = f"{int(held.sum())} later points: RMSE {rmse:.3f}, band covers {cover:.0%}. " + sub
+    panel = clip_marks(alt.layer(*layers)).properties(title=alt.TitleParams("forecast from the start of the run", subtitle=sub), width=width, height=height)
+    final = chart_fit(fit, level=level, title="final fit", x_title=x_title, y_title=y_title, width=width, height=height)
+    return alt.hconcat(final, panel).properties(title=title or "scaling fit and backtest").resolve_scale(color="independent")
