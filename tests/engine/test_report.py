@@ -104,10 +104,14 @@ def test_no_backtest_when_asked_and_too_few_evaluations_is_one_clear_error(tmp_p
         write_report(short)
 
 
-def test_eval_curve_is_sorted_by_compute_and_keeps_the_last_evaluation_at_a_compute():
-    rows = [{X: 0.2, "val/pass_rate": 0.5}, {X: 0.0, "val/pass_rate": 0.1}, {X: 0.2, "val/pass_rate": 0.6}, {X: 0.1}]
+def test_eval_curve_is_in_step_order_and_keeps_the_last_evaluation_of_a_step():
+    # evaluations can finish out of order; a step evaluated twice (around a resume) keeps the last
+    rows = [{"step": 4, X: 0.2, "val/pass_rate": 0.5}, {"step": 0, X: 0.0, "val/pass_rate": 0.1},
+            {"step": 4, X: 0.21, "val/pass_rate": 0.6}, {"step": 2, X: 0.1}]
     c, s = eval_curve(rows)
-    assert c.tolist() == [0.0, 0.2] and s.tolist() == [0.1, 0.6]
+    assert c.tolist() == [0.0, 0.21] and s.tolist() == [0.1, 0.6]
+    steps, _ = eval_curve(rows, x="step")
+    assert steps.tolist() == [0.0, 4.0]
 
 
 @pytest.mark.slow
