@@ -29,7 +29,7 @@ browser:
 	  else echo "warning: chromium missing and not root; install Debian's chromium package"; fi; }
 
 demo: setup
-	$(VENV)/bin/workbench run --config configs/quickstart.yaml --out runs/quickstart --fresh
+	$(VENV)/bin/workbench run --config configs/demo.yaml --out runs/demo --fresh
 
 test: setup browser
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -1,6 +1,6 @@
-"""Does the CPU quickstart learn, bend and forecast itself? Runs `make demo`'s command per seed.
+"""Does the CPU demo learn, bend and forecast itself? Runs `make demo`'s command per seed.
 
-    .venv/bin/python benchmarks/bench_learning.py [--config configs/quickstart.yaml] [--seeds 0 1 2]
+    .venv/bin/python benchmarks/bench_learning.py [--config configs/demo.yaml] [--seeds 0 1 2]
         [--out runs/bench-learning] [--set key=value ...]
 
 Each seed runs exactly what `make demo` runs (`workbench run --config ... --fresh`, with
@@ -69,7 +69,7 @@ def run_seed(config: str, seed: int, out: Path, overrides: list[str]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="configs/quickstart.yaml")
+    ap.add_argument("--config", default="configs/demo.yaml")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--out", default="runs/bench-learning", help="run folders go to OUT/seed<N> (kept: fit.html per seed)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")

@@ -116,13 +116,13 @@ def test_eval_curve_is_in_step_order_and_keeps_the_last_evaluation_of_a_step():
 
 @pytest.mark.slow
 def test_the_demo_config_learns_and_backtests_itself(tmp_path):
-    """configs/quickstart.yaml as `make demo` runs it, cut to half of its steps: the pass rate
+    """configs/demo.yaml as `make demo` runs it, cut to half of its steps: the pass rate
     rises, and the report prints the fit and the backtest line and draws the prefix forecast.
     (The full run's targets are checked by benchmarks/bench_learning.py, 3 seeds.)"""
     import yaml
 
     repo = Path(__file__).resolve().parents[2]
-    config = repo / "configs" / "quickstart.yaml"
+    config = repo / "configs" / "demo.yaml"
     steps = yaml.safe_load(config.read_text())["train"]["max_steps"] // 2
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}

@@ -44,9 +44,10 @@ def forecast_from_fit(fit: Any, budget: float, *, x: str = "compute/device_hours
 
 
 def fit_metrics(fit: Any) -> dict[str, float]:
-    """fit/A, fit/B, fit/C_mid with fit/*_lo and fit/*_hi, fit/r2, fit/n, fit/converged (finite only)."""
+    """fit/A, fit/B, fit/C_mid with fit/*_lo and fit/*_hi, fit/r2, fit/n, fit/converged, fit/no_gain
+    (finite only: a no-gain fit has no B or C_mid, its A is the flat level)."""
     m = {"fit/A": fit.A, "fit/B": fit.B, "fit/C_mid": fit.C_mid, "fit/r2": fit.r2, "fit/n": float(fit.n),
-         "fit/converged": float(fit.converged)}
+         "fit/converged": float(fit.converged), "fit/no_gain": float(getattr(fit, "no_gain", False))}
     for k, ci in (("A", fit.A_ci), ("B", fit.B_ci), ("C_mid", fit.C_mid_ci)):
         m[f"fit/{k}_lo"], m[f"fit/{k}_hi"] = ci
     return {k: float(v) for k, v in m.items() if v is not None and math.isfinite(v)}
