@@ -108,7 +108,7 @@ def _start_head(num_cpus: Optional[int] = None, num_gpus: Optional[int] = None) 
     # token authentication on (the services listen on the node's address, not only loopback)
     env = dict(os.environ, RAY_AUTH_MODE="token", **{CLUSTER_ENV: str(port)})
     env.setdefault("RAY_agent_register_timeout_ms", "120000")  # agents start slowly on a loaded machine
-    subprocess.run([_ray_executable(), "get-auth-token", "--generate"], capture_output=True, env=env, timeout=60)
+    subprocess.run([_ray_executable(), "get-auth-token", "--generate"], capture_output=True, env=env, timeout=180)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
     except subprocess.TimeoutExpired:
