@@ -125,3 +125,20 @@ def test_unknown_dtype_is_one_clear_line(tiny_config):
     bad.model.dtype = "int8"  # type: ignore[assignment]
     with pytest.raises(UserError, match="unknown dtype 'int8'"):
         trainer_precision(bad.model.dtype, "cpu")
+
+
+def test_gradient_checkpointing_trains_the_same_step_with_activations_recomputed(tiny_config):
+    # train.gradient_checkpointing trades compute for memory; it must not change what is learned.
+    base = {"train.lr": 1e-3, "train.warmup_steps": 1}
+    cfg, cfg_ckpt = tiny_config(base), tiny_config({**base, "train.gradient_checkpointing": True})
+    groups = mixed_groups(cfg)
+    plain, ckpt = Trainer(cfg), Trainer(cfg_ckpt)
+    assert ckpt.model.is_gradient_checkpointing and not plain.model.is_gradient_checkpointing
+    ckpt.model.load_state_dict(plain.model.state_dict())
+    s_plain, _ = plain.train_step(groups, 0)
+    s_ckpt, _ = ckpt.train_step(groups, 0)
+    assert s_plain["train/skipped"] == 0.0 and s_ckpt["train/skipped"] == 0.0
+    assert s_ckpt["train/loss"] == pytest.approx(s_plain["train/loss"], abs=1e-6)
+    a, b = plain.model.state_dict(), ckpt.model.state_dict()
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], atol=1e-6, rtol=0)
