@@ -1,7 +1,8 @@
 """workbench: predictable RL on LLMs from a notebook.
 
 Science (`workbench.scaling`, `workbench.rl`) imports neither Ray nor notebooks; the engine
-(`workbench.engine`) runs on Ray; `workbench.Session` is the notebook face.
+(`workbench.engine`) runs on Ray; `workbench.Session` is the notebook face (live-run control); `workbench.RunView` is a read-only
+view of a run folder (curve, fit, forecast, chart).
 """
 
 from __future__ import annotations
@@ -15,4 +16,8 @@ def __getattr__(name: str):
         from workbench.session import Session
 
         return Session
+    if name == "RunView":
+        from workbench.runview import RunView
+
+        return RunView
     raise AttributeError(name)
