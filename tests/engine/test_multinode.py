@@ -48,11 +48,16 @@ def two_nodes(tmp_path):
                     "--resources={\"node_b\": 1}", "--disable-usage-stats"], env)  # inherits the head's temp dir
         yield f"127.0.0.1:{port}", env
     finally:
-        for pid in _ray_pids(temp_dir):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        import time
+
+        deadline = time.monotonic() + 15  # a killed process takes a moment to go; Ray may still be spawning
+        while _ray_pids(temp_dir) and time.monotonic() < deadline:
+            for pid in _ray_pids(temp_dir):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.5)
         assert not _ray_pids(temp_dir), "a Ray process of this test's cluster is still alive"
 
 
