@@ -131,7 +131,7 @@ def started_addresses() -> list[str]:
     return path.read_text().split() if path.is_file() else []
 
 
-def _use_token_auth() -> None:
+def use_token_auth() -> None:
     """Send the cluster token (~/.ray/auth_token) from this driver, even if Ray is imported already."""
     os.environ["RAY_AUTH_MODE"] = "token"
     try:  # Ray reads its config once at import; this refreshes it (Ray >= 2.52)
@@ -154,11 +154,6 @@ def token_available() -> bool:
         return False
 
 
-def use_token_auth() -> None:
-    """Public form of `_use_token_auth` for `launch.init_ray`: send this driver's token."""
-    _use_token_auth()
-
-
 def connect(
     num_cpus: Optional[int] = None,
     num_gpus: Optional[int] = None,
@@ -175,7 +170,7 @@ def connect(
     if address is None:
         address = recorded_address()
         if address is not None:
-            _use_token_auth()  # our clusters require the token
+            use_token_auth()  # our clusters require the token
     if address is None or (address != "auto" and not _reachable(address)):
         if not start_if_missing:
             raise UserError(
@@ -183,7 +178,7 @@ def connect(
                 f"{state_dir() / 'ray_address'} and RAY_ADDRESS is not set)"
             )
         address = start(num_cpus, num_gpus)
-        _use_token_auth()
+        use_token_auth()
     try:
         ray.init(address=address, namespace=NAMESPACE, logging_level="ERROR", log_to_driver=False)
     except (ConnectionError, RuntimeError) as e:
@@ -332,7 +327,7 @@ def run(args) -> int:
         if address is not None:
             (state_dir() / "ray_address").unlink(missing_ok=True)
         return 0
-    _use_token_auth()  # our clusters require the token
+    use_token_auth()  # our clusters require the token
     connect(address=address, start_if_missing=False)
     runs = live_runs()
     if action == "status":
