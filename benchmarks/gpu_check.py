@@ -3,7 +3,7 @@
     make gpu-check                                  # = python benchmarks/gpu_check.py
     python benchmarks/gpu_check.py --steps 30 --model /data/Qwen2.5-0.5B-Instruct --chat-template
 
-1. `pytest -m gpu` (tests/rl/test_gpu.py, tests/engine/test_vllm_generator.py::TestOnGpu, ...).
+1. `pytest -m gpu` (tests/rl/test_gpu.py, tests/engine/rollout/test_vllm.py::TestOnGpu, ...).
 2. The torch generator and the GPU trainer on one GPU (generator 0.5 + trainer 0.5).
 3. The vLLM generator and the GPU trainer on one GPU (generator 0.5 with
    vllm_gpu_memory_utilization 0.35, trainer 0.5): fractional GPU shares.
@@ -52,7 +52,7 @@ def gpu_tests() -> bool:
 
 def short_run(label: str, overrides: dict, args: argparse.Namespace, out: str) -> dict:
     from workbench.config import load_run_config
-    from workbench.engine.launch import run_to_end
+    from workbench.engine.run.launch import run_to_end
 
     name = "gpu-check-" + overrides["generation.backend"]
     sets = {**SHARES, **overrides, "train.max_steps": args.steps, "eval.every_steps": args.steps, "eval.at_start": False,

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.run_folder import run_folder  # noqa: F401  (a fixture: a finished run folder without Ray)
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 HELPERS = Path(__file__).resolve().parent / "helpers"

@@ -17,7 +17,7 @@ def __getattr__(name: str):
 
         return Session
     if name == "RunView":
-        from workbench.runview import RunView
+        from workbench.runs.view import RunView
 
         return RunView
     raise AttributeError(name)

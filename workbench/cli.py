@@ -24,7 +24,7 @@ from workbench.errors import UserError
 # sub-command name -> module with `add_parser(subparsers)` and `run(args) -> int`
 COMMANDS = {
     "fit": "workbench.scaling.cli",
-    "run": "workbench.engine.cli",
+    "run": "workbench.engine.run.cli",
     "sweep": "workbench.sweep",
     "compare": "workbench.tracking.cli",
     "kernel": "workbench.kernel",

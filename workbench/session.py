@@ -6,7 +6,7 @@
     s.start(max_steps=200)          # creates the MLflow run, launches the engine on Ray, returns at once
     s.dashboard()                   # live widget: points, refitted sigmoid, band, progress, train metrics
     s.wait()                        # blocks (refreshing dashboards); raises RunFailed on failure
-    s.curve, s.fit(), s.forecast(budget=1.0), s.chart()      # the run's RunView (workbench.runview): read-only
+    s.curve, s.fit(), s.forecast(budget=1.0), s.chart()      # the run's RunView (workbench.runs.view): read-only
     s.pause(); s.resume(); s.stop() # stop() waits for the final checkpoint
     s = Session.attach("my-run")    # after a kernel restart (needs a Ray cluster outside the kernel)
     s = Session.resume_from("runs/my-run", max_steps=400)    # continue a stopped run from its checkpoint
@@ -15,14 +15,14 @@ Defaults: with neither `config` nor `recipe`, the project's configs/quickstart.y
 built-in dataclass defaults when that file is not found, e.g. a non-editable install); `recipe`
 alone means quickstart.yaml with that recipe preset. `recipe` swaps the preset but keeps the
 config file's own recipe adjustments where the new preset leaves them as the old one did (see
-`workbench.widgets.runs.swap_recipe`): `recipe="scalerl-loo-no-fp32"` on quickstart.yaml keeps its
+`workbench.runs.folder.swap_recipe`): `recipe="scalerl-loo-no-fp32"` on quickstart.yaml keeps its
 length_control. A run is named `<config name>-<time>-<4 hex>` unless `name` is given, and writes
 to `<project>/runs/<name>` (project = the folder holding pyproject.toml or .git, as for the
 MLflow store) unless the config sets `out_dir`. A fresh start refuses a folder that already holds
 checkpoints: `resume_from` continues it. `Session.open(folder)` views a finished run without Ray.
 
 Control and view are split: this class starts and steers the run and polls its rows into
-`session.view`, a `workbench.runview.RunView` that owns everything read-only (curve, history,
+`session.view`, a `workbench.runs.view.RunView` that owns everything read-only (curve, history,
 fit, forecast, chart, status); sweeps, `compare` and the dashboard read views. The step target
 is the config's `train.max_steps` (`start(max_steps=...)` writes it there). Stop requests: when
 the file named by $WORKBENCH_STOP_REQUEST appears (a sweep stopping a loser), the session stops
@@ -52,8 +52,8 @@ import pandas as pd
 
 from workbench.config import RunConfig, load_run_config
 from workbench.errors import UserError
-from workbench.runview import TERMINAL, RunView, check_x, folder_config
-from workbench.widgets.runs import (
+from workbench.runs.view import TERMINAL, RunView, check_x, folder_config
+from workbench.runs.folder import (
     default_config_path, open_mlflow_run, override_items, run_folder, saved_config, swap_recipe, unique_name,
 )  # fmt: skip
 
@@ -95,7 +95,7 @@ class Session:
     def _init_state(self, view: RunView, *, tracking: bool, experiment: str, parent_run_id: str | None) -> None:
         self.view = view
         self.tracking, self.experiment, self.parent_run_id = tracking, experiment, parent_run_id
-        self.handle: Any = None  # workbench.engine.launch.RunHandle once started
+        self.handle: Any = None  # workbench.engine.run.launch.RunHandle once started
         self._seen = 0  # rows already taken from the actor (its list restarts at a resume)
         self._resume = False
         self._error: Optional[str] = None
@@ -142,7 +142,7 @@ class Session:
     def start(self, max_steps: int | None = None, max_minutes: float | None = None) -> "Session":
         """Create the MLflow run, launch the engine (a detached, named Ray actor) and return at once."""
         from workbench.engine import cluster
-        from workbench.engine.launch import launch, required_resources
+        from workbench.engine.run.launch import launch, required_resources
 
         if self.started:
             raise UserError(
@@ -236,7 +236,7 @@ class Session:
                 self.handle.stop()
             return self.wait(timeout=timeout)
         if self._error:
-            from workbench.engine.coordinator import RunFailed
+            from workbench.engine.run.coordinator import RunFailed
 
             raise RunFailed(self._error)
         return dict(self.view.summary or {})
@@ -279,7 +279,7 @@ class Session:
             return []
         new = self._poll()
         if self._is_done():
-            from workbench.engine.coordinator import RunFailed
+            from workbench.engine.run.coordinator import RunFailed
 
             try:
                 self._finish()
@@ -337,7 +337,7 @@ class Session:
 
     def _finish(self) -> dict[str, Any]:
         """Once, when the run has ended: last rows, summary, fit logged to MLflow, actor released."""
-        from workbench.engine.coordinator import RunFailed
+        from workbench.engine.run.coordinator import RunFailed
 
         if not self._finished:
             self._poll()
@@ -361,7 +361,7 @@ class Session:
     def _result(self) -> dict[str, Any]:
         import json
 
-        from workbench.engine.coordinator import RunFailed
+        from workbench.engine.run.coordinator import RunFailed
 
         if self.handle.run_ref is not None:
             return self.handle.wait()
@@ -417,7 +417,7 @@ class Session:
 
     def _log_fit(self) -> None:
         """At run end: fit JSON/HTML/PNG into <out_dir>/fit/ and, with tracking, fit/* to MLflow."""
-        from workbench.widgets.report import log_fit, write_fit_artifacts
+        from workbench.runs.forecast import log_fit, write_fit_artifacts
 
         sink = None
         if self.tracking and self.run_id:
@@ -452,7 +452,7 @@ class Session:
         workbench.engine.cluster); attach finds it through its recorded address, or RAY_ADDRESS.
         """
         from workbench.engine import cluster
-        from workbench.engine import launch as L
+        from workbench.engine.run import launch as L
 
         cluster.hold(cluster.connect(start_if_missing=False))
         handle = L.attach(name)

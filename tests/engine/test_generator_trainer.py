@@ -8,9 +8,9 @@ import threading
 import pytest
 import torch
 
-from workbench.engine.generator import Evaluator, Generator
-from workbench.engine.rollouts import build_batch
-from workbench.engine.trainer import Trainer
+from workbench.engine.rollout.torch_backend import Evaluator, Generator
+from workbench.engine.batch import build_batch
+from workbench.engine.train.trainer import Trainer
 from workbench.rl.head import causal_lm_forward, token_logprobs
 
 
@@ -100,7 +100,7 @@ def test_evaluator_reports_mean_pass_rate_over_samples(cfg):
 def test_run_stops_after_too_many_nonfinite_updates_in_a_row(cfg):
     from workbench.config import run_config_from_dict
     from workbench.configtools import to_dict
-    from workbench.engine.coordinator import RunCoordinator, RunFailed
+    from workbench.engine.run.coordinator import RunCoordinator, RunFailed
 
     cfg = run_config_from_dict(to_dict(cfg), {"train.max_nonfinite_in_a_row": 2})
     coord = RunCoordinator(cfg, resume=False)

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from workbench.runview import X_COLUMNS  # noqa: E402  (one owner: the run view)
+from workbench.runs.view import X_COLUMNS  # noqa: E402  (one owner: the run view)
 FORECAST_COLOR = "#9467bd"  # not the orange of held-out points
 
 

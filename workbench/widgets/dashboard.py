@@ -1,7 +1,7 @@
 """`session.dashboard()`: a live ipywidgets panel for one run.
 
     d = session.dashboard(budget=0.05)    # show it (last expression of a cell)
-    d = Dashboard(RunView.open("runs/x")) # a finished run's view (workbench.runview), no Ray
+    d = Dashboard(RunView.open("runs/x")) # a finished run's view (workbench.runs.view), no Ray
     d.refresh()                           # what the update loop does every `poll` seconds
     d.close()                             # stop updating and remove it
 
@@ -29,7 +29,7 @@ from typing import Any, Optional
 import ipywidgets as widgets
 
 from workbench.errors import UserError
-from workbench.runview import X_COLUMNS
+from workbench.runs.view import X_COLUMNS
 from workbench.widgets.chart import default_budget, session_chart, to_svg
 
 WAITING = "Waiting for the first evaluation"
@@ -220,7 +220,7 @@ class Dashboard(widgets.VBox):
             text += f"<div style='color:#a60'>not converged: {html.escape(f.reason)}</div>"
         self.forecast = None
         if budget is not None:
-            from workbench.widgets.report import forecast_from_fit
+            from workbench.runs.forecast import forecast_from_fit
 
             self.forecast = forecast_from_fit(f, budget, x=self.view.x, level=f.level)
             fc = self.forecast

@@ -1,0 +1,144 @@
+"""Devices and precision of the trainer (CPU): every tensor on the trainer's device, fp32 master
+weights with bf16 compute, fp32 checkpoints; and the rules in engine/model/devices.py."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from workbench.config import run_config_from_dict
+from workbench.configtools import to_dict
+from workbench.engine.model.devices import Precision, move_to, trainer_precision, weights_dtype
+from workbench.engine.train.fsdp import decoder_layers
+from workbench.engine.rollout.torch_backend import Generator
+from workbench.engine.batch import PackedGroups
+from workbench.engine.train.trainer import Trainer
+
+
+def mixed_groups(cfg, seed: int = 1):
+    """A generated chunk with both rewards in every group (nothing filtered)."""
+    chunk = Generator(cfg, 0).generate(0, [0, 1, 2, 3], 4, seed=seed)
+    for g in chunk.groups:
+        g.rewards = [1.0] + [-1.0] * (len(g.rewards) - 1)
+    return chunk.groups
+
+
+class Reached(Exception):
+    """The model was called: the step got as far as its first forward."""
+
+
+def test_every_tensor_the_trainer_computes_with_is_on_its_device(tiny_config):
+    # The GPU crash ("index is on cpu, different from other tensors on cuda:0") came from a batch
+    # left on the host. Declare another device (meta) and check what reaches the model.
+    cfg = tiny_config()
+    groups = mixed_groups(cfg)
+    tr = Trainer(cfg)
+    tr.device = torch.device("meta")
+    _, rows, reason = tr.plan(PackedGroups.from_groups(groups))
+    assert rows is not None, reason
+    for name in ("input_ids", "attention_mask", "loss_mask", "gen_logp", "advantages", "weights"):
+        assert getattr(rows, name).device.type == "meta", name
+    seen: list[tuple[str, torch.device]] = []
+
+    def check(module, args, kwargs):
+        seen.extend((k, v.device) for k, v in kwargs.items() if isinstance(v, torch.Tensor))
+        seen.extend(("arg", a.device) for a in args if isinstance(a, torch.Tensor))
+        raise Reached
+
+    tr.model.base_model.register_forward_pre_hook(check, with_kwargs=True)
+    with pytest.raises(Reached):
+        tr.train_step(groups, 0)
+    names = {k for k, _ in seen}
+    assert {"input_ids", "attention_mask", "position_ids"} <= names
+    assert all(d.type == "meta" for _, d in seen), seen
+
+
+def test_bf16_compute_moves_fp32_master_weights_at_a_tiny_lr(tiny_config):
+    cfg = tiny_config({"model.dtype": "bfloat16", "train.lr": 5e-7, "train.warmup_steps": 1})
+    groups = mixed_groups(cfg)
+    tr = Trainer(cfg)
+    assert tr.precision == Precision(master=torch.float32, compute=torch.bfloat16)
+    body_dtypes = []
+    mlp = decoder_layers(tr.model)[0].mlp
+    mlp.register_forward_hook(lambda m, a, out: body_dtypes.append(out.dtype))
+    before = {k: v.detach().clone() for k, v in tr.model.named_parameters()}
+    for step in range(3):
+        stats, weights = tr.train_step(groups, step)
+        assert stats["train/skipped"] == 0.0, stats.get("_skip_reason")
+    assert set(body_dtypes) == {torch.bfloat16}  # the body computed in bf16 ...
+    assert all(p.dtype == torch.float32 for p in tr.model.parameters())  # ... over fp32 weights
+    assert all(s["exp_avg"].dtype == torch.float32 for s in tr.optimizer.state.values())
+    moved = sum(int((p.detach() != before[k]).sum()) for k, p in tr.model.named_parameters())
+    total = sum(p.numel() for p in tr.model.parameters())
+    assert moved / total > 0.5, f"only {moved / total:.1%} of the fp32 master weights moved"
+    # the generators get bf16 copies
+    assert {t.dtype for t in weights.tensors().values()} == {torch.bfloat16}
+
+    # The contrast: AdamW on bf16 parameters at the same lr leaves nearly every weight unchanged
+    # (an update of ~5e-7 is far below half a bf16 ulp of a weight ~0.02).
+    params = [before[k].to(torch.bfloat16).requires_grad_() for k in before]
+    start = [p.detach().clone() for p in params]
+    opt = torch.optim.AdamW(params, lr=5e-7)
+    for _ in range(3):
+        for p in params:
+            p.grad = torch.randn_like(p)
+        opt.step()
+    moved_bf16 = sum(int((p.detach() != s).sum()) for p, s in zip(params, start))
+    assert moved_bf16 / total < 0.05
+
+
+def test_checkpoint_holds_fp32_weights_and_optimizer_states(tiny_config, tmp_path):
+    cfg = tiny_config({"model.dtype": "bfloat16"})
+    tr = Trainer(cfg)
+    tr.train_step(mixed_groups(cfg), 0)
+    state = torch.load(tr.save(str(tmp_path / "ck")), weights_only=True)
+    assert {t.dtype for t in state["model"].values() if t.is_floating_point()} == {torch.float32}
+    for s in state["optimizer"]["state"].values():
+        assert s["exp_avg"].dtype == s["exp_avg_sq"].dtype == torch.float32
+
+
+def test_precision_rules():
+    assert trainer_precision("auto", "cpu") == Precision(torch.float32, torch.float32)
+    assert trainer_precision("bfloat16", "cpu").mixed
+    assert trainer_precision("float32", "cuda") == Precision(torch.float32, torch.float32)
+    assert weights_dtype("auto", "cpu") == torch.float32 and weights_dtype("auto", "cuda") == "auto"
+    assert weights_dtype("bfloat16", "cpu") == torch.bfloat16
+
+
+def test_move_to_moves_tensors_and_dataclass_fields():
+    from workbench.engine.train.trainer import StepRows
+
+    t = torch.ones(2, 3)
+    rows = StepRows(t, t.long(), t, t, t[:, 0], t, num_tokens=6)
+    moved = move_to(rows, "meta")
+    tensors = [getattr(moved, f) for f in rows.__dataclass_fields__ if f != "num_tokens"]
+    assert {x.device.type for x in tensors} == {"meta"} and moved.num_tokens == 6
+    with pytest.raises(TypeError, match="cannot move a list"):
+        move_to([t], "meta")
+
+
+def test_unknown_dtype_is_one_clear_line(tiny_config):
+    from workbench.errors import UserError
+
+    cfg = tiny_config()
+    bad = run_config_from_dict(to_dict(cfg))
+    bad.model.dtype = "int8"  # type: ignore[assignment]
+    with pytest.raises(UserError, match="unknown dtype 'int8'"):
+        trainer_precision(bad.model.dtype, "cpu")
+
+
+def test_gradient_checkpointing_trains_the_same_step_with_activations_recomputed(tiny_config):
+    # train.gradient_checkpointing trades compute for memory; it must not change what is learned.
+    base = {"train.lr": 1e-3, "train.warmup_steps": 1}
+    cfg, cfg_ckpt = tiny_config(base), tiny_config({**base, "train.gradient_checkpointing": True})
+    groups = mixed_groups(cfg)
+    plain, ckpt = Trainer(cfg), Trainer(cfg_ckpt)
+    assert ckpt.model.is_gradient_checkpointing and not plain.model.is_gradient_checkpointing
+    ckpt.model.load_state_dict(plain.model.state_dict())
+    s_plain, _ = plain.train_step(groups, 0)
+    s_ckpt, _ = ckpt.train_step(groups, 0)
+    assert s_plain["train/skipped"] == 0.0 and s_ckpt["train/skipped"] == 0.0
+    assert s_ckpt["train/loss"] == pytest.approx(s_plain["train/loss"], abs=1e-6)
+    a, b = plain.model.state_dict(), ckpt.model.state_dict()
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], atol=1e-6, rtol=0)

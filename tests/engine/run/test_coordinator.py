@@ -1,0 +1,188 @@
+"""The run loop on a real Ray local cluster (2 CPUs): algorithms, staleness, resume, faults."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from workbench.engine.run import launch as launch_module
+from workbench.engine.run.launch import launch
+from workbench.errors import UserError
+from workbench.tracking.sink import read_jsonl
+
+pytestmark = pytest.mark.slow
+
+
+def run_to_end(cfg, **kw):
+    return launch_module.run_to_end(cfg, timeout=300, **kw)
+
+
+def train_rows(out_dir):
+    return [r for r in read_jsonl(f"{out_dir}/metrics.jsonl") if "train/loss" in r or "train/skipped" in r]
+
+
+@pytest.mark.parametrize(
+    "algorithm,k,steps",
+    [("pipeline", 2, 6), ("ppo-off-policy", 3, 6), ("sync", 1, 3)],
+)
+def test_each_off_policy_algorithm_runs_and_bounds_staleness(ray_cluster, tiny_config, algorithm, k, steps):
+    cfg = tiny_config(
+        {"recipe.off_policy.algorithm": algorithm, "recipe.off_policy.k": k, "train.max_steps": steps},
+        name=f"alg-{algorithm}",
+    )
+    summary = run_to_end(cfg)
+    assert summary["status"] == "finished" and summary["steps"] == steps
+    rows = train_rows(cfg.out_dir)
+    assert [r["step"] for r in rows] == list(range(1, steps + 1))
+    assert max(r["train/staleness_max"] for r in rows) <= k
+    if algorithm == "sync":
+        assert all(r["train/staleness_max"] == 0 for r in rows)
+    if algorithm == "ppo-off-policy":
+        # one policy generates k steps' worth: within a round, staleness = updates applied so far
+        for start in range(0, steps, k):
+            round_rows = rows[start : start + k]
+            updates = [0.0] + [float(sum(1 - r["train/skipped"] for r in round_rows[:i])) for i in range(1, k)]
+            assert [r["train/staleness_max"] for r in round_rows] == updates[: len(round_rows)]
+    evals = [r for r in read_jsonl(f"{cfg.out_dir}/metrics.jsonl") if "val/pass_rate" in r]
+    assert [e["step"] for e in evals][0] == 0 and evals[-1]["step"] == steps
+    assert all(e["compute/device_hours"] >= 0 and "compute/flops" in e for e in evals)
+    assert evals[-1]["compute/flops"] > 0
+    summary_file = json.loads(open(f"{cfg.out_dir}/summary.json").read())
+    assert summary_file["steps"] == steps
+
+
+def test_pipeline_pushes_weights_in_flight(ray_cluster, tiny_config):
+    cfg = tiny_config(
+        {"recipe.off_policy.k": 4, "train.max_steps": 8, "generation.max_new_tokens": 6}, name="inflight"
+    )
+    run_to_end(cfg)
+    rows = train_rows(cfg.out_dir)
+    # generators picked up new weights while generating, and data trained on was off-policy
+    assert sum(r["gen/weight_swaps_in_flight"] for r in rows) > 0
+    assert max(r["train/staleness_max"] for r in rows) >= 1
+    assert all(0 <= r["util/trainer"] <= 1 for r in rows)
+
+
+def test_resume_after_kill_continues_the_same_curve(ray_cluster, tiny_config):
+    cfg = tiny_config({"train.max_steps": 8, "checkpoint.every_steps": 2}, name="resume")
+    handle = launch(cfg)
+    handle.start()
+    deadline = time.time() + 240
+    while handle.status()["step"] < 5 and time.time() < deadline:
+        time.sleep(0.05)
+    handle.kill()  # the coordinator dies mid-run; its actors go with it
+    time.sleep(1.0)
+    from workbench.runs.checkpoint import CheckpointStore
+
+    store = CheckpointStore(f"{cfg.out_dir}/checkpoints")
+    ck_step = store.latest_step()
+    assert ck_step is not None and ck_step >= 2 and ck_step % 2 == 0
+    saved = store.latest_state()
+    handle2 = launch(cfg, resume=True)
+    try:
+        st = handle2.status()
+        assert st["resumed_from"] == ck_step and st["step"] == ck_step
+        restored = handle2.actor.checkpoint_state.remote()
+        import ray
+
+        restored = ray.get(restored)
+        assert restored["sampler"] == saved["sampler"]
+        assert restored["counters"] == saved["counters"]
+        handle2.start()
+        summary = handle2.wait(timeout=300)
+    finally:
+        handle2.kill()
+    assert summary["steps"] == 8 and summary["resumed_from"] == ck_step
+    steps = [r["step"] for r in train_rows(cfg.out_dir)]
+    assert steps == list(range(1, 9)), "a step was lost or logged twice"
+    devh = [r["compute/device_hours"] for r in train_rows(cfg.out_dir)]
+    assert devh == sorted(devh), "compute must keep growing across the resume"
+
+
+def test_killed_generator_is_restarted_and_the_run_completes(ray_cluster, tiny_config):
+    import ray
+
+    cfg = tiny_config({"train.max_steps": 10, "recipe.off_policy.k": 2}, name="genkill")
+    handle = launch(cfg)
+    try:
+        handle.start()
+        deadline = time.time() + 240
+        while handle.status()["step"] < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        gen = ray.get_actor("genkill/Generator/0", namespace="workbench")
+        ray.kill(gen, no_restart=False)
+        summary = handle.wait(timeout=300)
+    finally:
+        handle.kill()
+    assert summary["status"] == "finished" and summary["steps"] == 10
+    assert [r["step"] for r in train_rows(cfg.out_dir)] == list(range(1, 11))
+    assert any("generator 0 died" in e for e in summary["events"]), summary["events"]
+
+
+def test_nearly_exhausted_prompt_pool_is_reported_once(tiny_config):
+    from workbench.engine.run.coordinator import RunCoordinator
+
+    cfg = tiny_config({"task.num_train": 80, "train.prompts_per_step": 4}, name="pool")
+    coord = RunCoordinator(cfg, resume=False)  # no actors: the loop's bookkeeping only
+    coord.sampler.retired = set(range(60))  # 20 left = 5 steps' worth: still fine
+    coord._check_prompt_pool(4)
+    assert coord.events == []
+    coord.sampler.retired = set(range(70))  # 10 left: fewer than 4 steps' worth
+    coord._check_prompt_pool(4)
+    coord._check_prompt_pool(4)
+    assert len(coord.events) == 1 and "retired 70 of 80 training prompts" in coord.events[0]
+    assert "only 10 remain" in (cfg.output_dir() / "events.log").read_text()
+    assert coord.status_dict()["events"] == coord.events
+
+
+def test_impossible_resources_are_refused_clearly(ray_cluster, tiny_config):
+    cfg = tiny_config({"resources.trainer_gpus": 4}, name="nogpu")
+    with pytest.raises(UserError, match=r"asks for 4 GPUs .* the Ray cluster has 0"):
+        launch(cfg)
+
+
+def test_two_trainer_workers_run_resume_and_survive_a_killed_worker(ray_cluster, tiny_config):
+    import os
+    import signal
+
+    import ray
+
+    over = {"resources.trainer_workers": 2, "train.max_steps": 8, "checkpoint.every_steps": 2, "recipe.off_policy.k": 2}
+    cfg = tiny_config(over, name="tw2")
+    handle = launch(cfg)
+    try:
+        handle.start()
+        deadline = time.time() + 300
+        while handle.status()["step"] < 3 and time.time() < deadline:
+            time.sleep(0.05)
+        worker = ray.get_actor("tw2/Trainer/1", namespace="workbench")
+        os.kill(ray.get(worker.pid.remote()), signal.SIGKILL)  # as an operator's kill -9 would
+        summary = handle.wait(timeout=400)
+    finally:
+        handle.kill()
+    assert summary["status"] == "finished" and summary["steps"] == 8
+    assert [r["step"] for r in train_rows(cfg.out_dir)] == list(range(1, 9)), "a step was lost or logged twice"
+    restarts = [e for e in summary["events"] if "restarted the trainer group" in e]
+    assert len(restarts) == 1 and "restart 1 of 3" in restarts[0], summary["events"]
+    assert "restarted the trainer group" in (cfg.output_dir() / "events.log").read_text()
+    gathers = [r["time/weight_gather"] for r in train_rows(cfg.out_dir) if "time/weight_gather" in r]
+    assert gathers and all(g >= 0 for g in gathers)
+    # resume the finished run with more steps: the 2-worker sharded checkpoint loads
+    more = tiny_config({**over, "train.max_steps": 10}, name="tw2")
+    summary = run_to_end(more)
+    assert summary["resumed_from"] == 8 and summary["steps"] == 10
+    assert [r["step"] for r in train_rows(cfg.out_dir)] == list(range(1, 11))
+
+
+def test_bad_trainer_worker_counts_are_refused_in_one_line(ray_cluster, tiny_config):
+    from workbench.configtools import ConfigError
+
+    with pytest.raises(ConfigError, match=r"resources.trainer_workers must be >= 1 \(got 0\)"):
+        tiny_config({"resources.trainer_workers": 0})
+    with pytest.raises(ConfigError, match="needs one whole GPU per worker"):
+        tiny_config({"resources.trainer_workers": 2, "resources.trainer_gpus": 0.5})
+    cfg = tiny_config({"resources.trainer_workers": 2, "resources.trainer_gpus": 1}, name="twgpu")
+    with pytest.raises(UserError, match=r"trainer_workers=2 needs one GPU per worker but the Ray cluster has 0 GPUs"):
+        launch(cfg)

@@ -1,0 +1,45 @@
+"""A finished run folder (config.json, metrics.jsonl, summary.json) with a known sigmoid curve, written
+the way the engine writes it, so the notebook face and the run record can be tested without Ray."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench.config import load_run_config
+from workbench.configtools import to_dict
+from workbench.runs.folder import default_config_path
+
+TRUE = {"A": 0.62, "B": 1.8, "C_mid": 0.01, "R0": 0.10}
+
+
+def write_run(folder: Path, n_evals: int, *, every: int = 10, seed: int = 0, status: str = "finished") -> Path:
+    """Evaluations at steps 0, every, 2*every, ... on R(C) with C = 0.0005 device-hours per step."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = load_run_config(default_config_path(), {"name": folder.name, "eval.every_steps": every})
+    (folder / "config.json").write_text(json.dumps(to_dict(cfg), default=str))
+    rng = np.random.default_rng(seed)
+    rows = []
+    last = max(0, (n_evals - 1) * every)
+    for step in range(0, last + 1):
+        C = step * 5e-4
+        if step:
+            rows.append({"step": step, "train/reward_mean": -0.5 + step / 1000, "train/pass_rate": 0.2, "train/entropy": 0.9,
+                         "train/staleness_mean": 3.0, "train/staleness_max": 7.0, "train/truncation_rate": 0.0,
+                         "compute/device_hours": C, "compute/flops": C * 1e12})
+        if step % every == 0 and step // every < n_evals:
+            t = TRUE
+            R = t["R0"] + (t["A"] - t["R0"]) / (1 + (t["C_mid"] / C) ** t["B"]) if C > 0 else t["R0"]
+            rows.append({"step": step, "val/pass_rate": float(R + rng.normal(0, 0.004)) if C > 0 else t["R0"],
+                         "val/pass_rate_se": 0.01, "compute/device_hours": C, "compute/flops": C * 1e12})
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "summary.json").write_text(json.dumps({"status": status, "steps": last}))
+    return folder
+
+
+@pytest.fixture
+def run_folder(tmp_path):
+    return lambda n_evals, **kw: write_run(tmp_path / f"run{n_evals}", n_evals, **kw)

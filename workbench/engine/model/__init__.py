@@ -1,0 +1,1 @@
+"""workbench.engine.model: model folders, loading, sampling, devices and dtypes."""

@@ -1,0 +1,104 @@
+"""Devices and dtypes: the one place that decides where each worker runs and in which precision.
+
+Three rules, each owned here and imported everywhere else:
+
+- `resolve_device(gpus)`: an actor given a GPU share runs on CUDA when CUDA is there, else CPU.
+- `weights_dtype(name, device)`: the dtype a *rollout* worker (generator, evaluator) loads the
+  model in. `model.dtype: auto` is fp32 on CPU and the checkpoint's own dtype on GPU.
+- `trainer_precision(name, device)`: the trainer always keeps fp32 master weights and fp32
+  AdamW states (at lr 5e-7 a bf16 weight does not move); `model.dtype` picks the *compute* dtype:
+  `auto` is bf16 on a CUDA device that supports it, else fp32. Generators receive bf16 copies
+  when they compute in bf16 (`FlatWeights.from_module(model, dtype=...)`).
+
+`move_to(obj, device)` moves a tensor, or every tensor field of a dataclass, to `device`: every
+tensor a worker computes with must live on that worker's device.
+
+    python -c "from workbench.engine.model.devices import trainer_precision; print(trainer_precision('auto', 'cpu'))"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import torch
+
+from workbench.errors import UserError
+
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPE_NAMES = ("auto", *DTYPES)
+
+T = TypeVar("T")
+
+
+def resolve_device(gpus: float) -> str:
+    """'cuda' for an actor given a GPU share on a machine with CUDA, else 'cpu'."""
+    return "cuda" if gpus > 0 and torch.cuda.is_available() else "cpu"
+
+
+def _named(name: Any) -> torch.dtype | None:
+    """A torch dtype for an explicit name (or dtype); None for 'auto'; UserError for anything else."""
+    if isinstance(name, torch.dtype):
+        return name
+    if name in (None, "auto"):
+        return None
+    if name not in DTYPES:
+        raise UserError(f"model.dtype: unknown dtype {name!r} (choose {', '.join(DTYPE_NAMES)})")
+    return DTYPES[name]
+
+
+def weights_dtype(name: Any, device: str) -> torch.dtype | str:
+    """Rollout workers' load dtype; 'auto' is float32 on CPU, else the checkpoint's own ('auto')."""
+    dtype = _named(name)
+    if dtype is not None:
+        return dtype
+    return torch.float32 if str(device).startswith("cpu") else "auto"
+
+
+def bf16_supported(device: str) -> bool:
+    if str(device).startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return True  # CPU autocast supports bf16
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How the trainer holds and computes: fp32 master weights, `compute` for forward/backward."""
+
+    master: torch.dtype
+    compute: torch.dtype
+
+    @property
+    def mixed(self) -> bool:
+        return self.compute != self.master
+
+
+def trainer_precision(name: Any, device: str) -> Precision:
+    """Master weights are always fp32; `model.dtype` picks the compute dtype ('auto': bf16 on CUDA)."""
+    dtype = _named(name)
+    if dtype is None:
+        cuda_bf16 = str(device).startswith("cuda") and bf16_supported(device)
+        dtype = torch.bfloat16 if cuda_bf16 else torch.float32
+    return Precision(master=torch.float32, compute=dtype)
+
+
+def move_to(obj: T, device: str | torch.device) -> T:
+    """`obj` with every tensor (itself, or each tensor field of a dataclass) on `device`."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device, non_blocking=True)  # type: ignore[return-value]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changes = {
+            f.name: getattr(obj, f.name).to(device, non_blocking=True)
+            for f in dataclasses.fields(obj)
+            if isinstance(getattr(obj, f.name), torch.Tensor)
+        }
+        return dataclasses.replace(obj, **changes)
+    raise TypeError(f"move_to: cannot move a {type(obj).__name__}")
+
+
+def module_device(module: torch.nn.Module) -> torch.device:
+    """The device of a module's first parameter (CPU for a module without parameters)."""
+    for p in module.parameters():
+        return p.device
+    return torch.device("cpu")

@@ -1,0 +1,1 @@
+"""workbench.engine.rollout: rollout workers (generators, evaluator) and their torch and vLLM backends."""

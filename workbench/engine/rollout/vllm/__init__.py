@@ -1,0 +1,1 @@
+"""workbench.engine.rollout.vllm: the vLLM rollout backend."""

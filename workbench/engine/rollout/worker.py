@@ -1,0 +1,236 @@
+"""The backend-neutral rollout worker: what every generator and evaluator does, whatever samples.
+
+`RolloutWorker` owns the task, the tokenizer's ids, the weight slot (a push lands there and is
+taken between two decode steps: PipelineRL), prompt encoding (one owner: `hf_dir.prompt_ids`,
+with the chat template when `task.chat_template`), forced-interruption budgets, scoring, the
+chunk (`_make_chunk`) and validation (`evaluate`). A backend is a subclass that supplies three
+things and nothing else:
+
+    def _start(self, gpus) -> None            # set self.device, self.tokenizer; load model/engine
+    def _load_weights(self, state) -> None    # copy a state dict (any float dtype) into the policy
+    def _decode(self, prompts, *, seed, budgets, on_step) -> list[Completion]
+
+and may override `_prompts_per_call(n)` (how many prompts one `_decode` call takes), `_describe()`
+(extra `ping` facts, chunk meta) and `_release()`. The torch backend is `generator.Generator`,
+the vLLM one `vllm_generator.VllmGenerator`. Methods the coordinator calls over Ray: `generate`,
+`evaluate` ("compute" concurrency group), `set_weights`, `ping` ("io" group), `shutdown`.
+
+    gen = Generator(cfg, rank=0)                                  # a backend; no Ray needed
+    chunk = gen.generate(chunk_id=0, prompt_ids=[0, 1], n_per_prompt=4, seed=1)
+    gen.set_weights(trainer.get_weights(), version=1)
+    gen.evaluate(None, 1, num_prompts=20, k=2, seed=0)
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from workbench.config import RunConfig
+from workbench.engine.model.hf_dir import prompt_ids as encode_prompt
+from workbench.engine.model.logs import quiet_hf
+from workbench.engine.batch import Chunk, Group
+from workbench.engine.model.sampling import Completion
+from workbench.engine.weights import Weights, as_state_dict
+
+try:  # concurrency groups are a Ray feature; the classes stay usable without Ray (tests)
+    import ray
+
+    io_group = ray.method(concurrency_group="io")
+    compute_group = ray.method(concurrency_group="compute")
+except ImportError:  # pragma: no cover
+    io_group = compute_group = lambda f: f  # noqa: E731
+
+# One generate/evaluate call at a time; weight pushes and pings answered meanwhile.
+CONCURRENCY_GROUPS = {"io": 1, "compute": 1}
+
+
+def reward_for(correct: bool) -> float:
+    """ScaleRL rewards: +1 correct, -1 incorrect."""
+    return 1.0 if correct else -1.0
+
+
+class RolloutWorker:
+    """Sampling, scoring and validation over a backend; see the module docstring."""
+
+    device: str
+    tokenizer: Any
+
+    def __init__(self, cfg: RunConfig, rank: int = 0, gpus: Optional[float] = None):
+        from workbench.tasks.base import load_task
+
+        quiet_hf()
+        self.cfg, self.rank = cfg, rank
+        torch.set_num_threads(cfg.resources.torch_threads)
+        self.task = load_task(cfg.task)
+        self.version = 0
+        self._pending: Optional[tuple[Weights, int]] = None
+        self._lock = threading.Lock()
+        self._swaps = 0
+        self._prompt_cache: dict[tuple[str, int], list[int]] = {}
+        self._start(cfg.resources.generator_gpus if gpus is None else gpus)
+        self.eos_id = self.tokenizer.eos_token_id
+        self.pad_id = self.tokenizer.pad_token_id
+        self._interruption = None
+        lc = cfg.recipe.length_control
+        if lc.type == "interrupt":
+            from workbench.rl.length import ForcedInterruption
+
+            self._interruption = ForcedInterruption.from_config(lc, cfg.generation.max_new_tokens, self.tokenizer)
+
+    # -- backend hooks ---------------------------------------------------------------------
+    def _start(self, gpus: float) -> None:
+        """Set self.device and self.tokenizer; load the model or start the engine."""
+        raise NotImplementedError
+
+    def _load_weights(self, state: dict[str, torch.Tensor]) -> None:
+        """Copy `state` into the policy (cast to the backend's own dtype)."""
+        raise NotImplementedError
+
+    def _decode(self, prompts: list[list[int]], *, seed: int, budgets: Optional[list[int]], on_step: Any) -> list[Completion]:
+        """One completion per prompt; `budgets`: thinking budgets (forced interruption) or None;
+        `on_step()` between decode steps takes a pending push and returns the version in force."""
+        raise NotImplementedError
+
+    def _prompts_per_call(self, n_per_prompt: int) -> int:
+        """Prompts per `_decode` call (each with `n_per_prompt` samples)."""
+        return max(1, self.cfg.generation.max_batch_sequences // n_per_prompt)
+
+    def _describe(self) -> dict[str, Any]:
+        """Backend facts for `ping` and each chunk's meta."""
+        return {}
+
+    def _release(self) -> None:
+        """Free the model / engine (and its device memory)."""
+
+    # -- weights (io group: runs while a generate call is decoding) ------------------------
+    @io_group
+    def set_weights(self, weights: Weights, version: int) -> int:
+        with self._lock:
+            if self._pending is None or version > self._pending[1]:
+                self._pending = (weights, version)
+        return version
+
+    @io_group
+    def ping(self) -> dict[str, Any]:
+        return {"rank": self.rank, "version": self.version, "pid": os.getpid(), **self._describe()}
+
+    def _apply_pending(self) -> int:
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is not None and pending[1] > self.version:
+            self._load_weights(as_state_dict(pending[0]))
+            self.version = pending[1]
+            self._swaps += 1
+        return self.version
+
+    # -- prompts, sampling, scoring ----------------------------------------------------------
+    def _examples(self, split: str) -> list:
+        return self.task.train if split == "train" else self.task.val
+
+    def _prompt_ids(self, split: str, prompt_id: int) -> list[int]:
+        key = (split, prompt_id)
+        if key not in self._prompt_cache:
+            text = self._examples(split)[prompt_id].prompt
+            self._prompt_cache[key] = encode_prompt(self.tokenizer, text, chat_template=self.task.chat_template)
+        return self._prompt_cache[key]
+
+    def _score(self, split: str, prompt_id: int, completion_tokens: list[int]) -> bool:
+        from workbench.tasks.base import safe_check
+
+        ex = self._examples(split)[prompt_id]
+        if completion_tokens and completion_tokens[-1] == self.eos_id:
+            completion_tokens = completion_tokens[:-1]
+        text = self.tokenizer.decode(completion_tokens, skip_special_tokens=True)
+        return bool(safe_check(self.task.checker, text, ex.answer, example_id=ex.id))
+
+    def _sample(self, split: str, prompt_ids: list[int], n: int, seed: int, in_flight: bool) -> list[Completion]:
+        """`n` completions per prompt (prompt-major); interruption budgets on training prompts only."""
+        prompts = [self._prompt_ids(split, p) for p in prompt_ids for _ in range(n)]
+        budgets = None
+        if self._interruption is not None and split == "train":
+            rng = torch.Generator().manual_seed(seed + 1)
+            budgets = [self._interruption.draw_budget(rng) for _ in prompts]
+        if in_flight:
+            self._apply_pending()
+        return self._decode(prompts, seed=seed, budgets=budgets, on_step=self._apply_pending if in_flight else None)
+
+    # -- the calls the coordinator makes -----------------------------------------------------
+    @compute_group
+    def generate(
+        self, chunk_id: int, prompt_ids: list[int], n_per_prompt: int, seed: int, in_flight: bool = True
+    ) -> Chunk:
+        """Sample `n_per_prompt` completions for each training prompt.
+
+        in_flight=True (PipelineRL): weights pushed meanwhile are taken between decode steps.
+        in_flight=False: the whole chunk uses the weights in force when it starts.
+        """
+        t0 = time.perf_counter()
+        swaps0 = self._swaps
+        self._apply_pending()
+        outs: list[Completion] = []
+        step = self._prompts_per_call(n_per_prompt)
+        for s in range(0, len(prompt_ids), step):
+            outs += self._sample("train", prompt_ids[s : s + step], n_per_prompt, seed + s, in_flight=in_flight)
+        return self._make_chunk(chunk_id, prompt_ids, n_per_prompt, outs, t0, swaps0, self._describe())
+
+    def _make_chunk(
+        self, chunk_id: int, prompt_ids: list[int], n_per_prompt: int, outs: list, t0: float, swaps0: int,
+        meta: Optional[dict] = None,
+    ) -> Chunk:  # fmt: skip
+        """Score the completions (prompt-major order) into groups."""
+        groups = []
+        for gi, pid in enumerate(prompt_ids):
+            comps = outs[gi * n_per_prompt : (gi + 1) * n_per_prompt]
+            correct = [self._score("train", pid, c.tokens) for c in comps]
+            groups.append(Group(pid, chunk_id, comps, correct, [reward_for(c) for c in correct]))
+        return Chunk(
+            chunk_id=chunk_id,
+            groups=groups,
+            generator_rank=self.rank,
+            gen_seconds=time.perf_counter() - t0,
+            tokens_generated=sum(len(c.tokens) for c in outs),
+            prompt_tokens=sum(len(c.prompt_tokens) for c in outs),
+            weight_swaps=self._swaps - swaps0,
+            meta=meta or {},
+        )
+
+    @compute_group
+    def evaluate(self, weights: Optional[Weights], version: int, num_prompts: int, k: int, seed: int) -> dict[str, float]:
+        """Sampled mean pass rate over `k` generations per held-out prompt (weights loaded first)."""
+        t0 = time.perf_counter()
+        if weights is not None:
+            self._load_weights(as_state_dict(weights))
+            self.version = version
+        ids = list(range(min(num_prompts, len(self.task.val))))
+        per_prompt = []
+        tokens = 0
+        step = self._prompts_per_call(k)
+        for s in range(0, len(ids), step):
+            batch = ids[s : s + step]
+            outs = self._sample("val", batch, k, seed + s, in_flight=False)
+            tokens += sum(len(c.tokens) for c in outs)
+            for gi, pid in enumerate(batch):
+                comps = outs[gi * k : (gi + 1) * k]
+                per_prompt.append(np.mean([self._score("val", pid, c.tokens) for c in comps]))
+        rates = np.asarray(per_prompt)
+        return {
+            "val/pass_rate": float(rates.mean()),
+            # standard error over prompts: the noise a curve fit should expect at this point
+            "val/pass_rate_se": float(rates.std(ddof=1) / np.sqrt(len(rates))) if len(rates) > 1 else 0.0,
+            "val/pass_at_k": float((rates > 0).mean()),
+            "val/prompts": float(len(rates)),
+            "val/samples_per_prompt": float(k),
+            "val/tokens": float(tokens),
+            "time/eval": time.perf_counter() - t0,
+            "policy/version": float(version),
+        }
+
+    def shutdown(self) -> None:
+        """Release the model / engine and its device memory (tests; a Ray actor just exits)."""
+        self._release()

@@ -1,0 +1,81 @@
+"""`workbench run`: train a policy with a config file, with a progress bar; resumable.
+
+    workbench run --config configs/quickstart.yaml --out runs/quickstart
+    workbench run --config configs/quickstart.yaml --set recipe=qwen-dapo --set train.lr=3e-4
+    workbench run --config ... --out runs/x          # again: resumes from the last checkpoint
+
+Writes OUT/metrics.jsonl (one object per step and per evaluation), OUT/summary.json and
+checkpoints. Ctrl-C stops after the step in flight and writes a checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from workbench.errors import UserError
+
+
+def add_parser(sub, name: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help="train a policy (async RL on Ray) and log its curve")
+    p.add_argument("--config", required=True, help="run config YAML (see configs/)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. train.lr=1e-4 or recipe=qwen-dapo (repeatable)")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after this many trainer steps")
+    p.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
+    p.add_argument("--out", default=None, help="output folder (default: runs/<name>)")
+    p.add_argument("--fresh", action="store_true", help="ignore checkpoints in --out and start over")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--no-report", action="store_true", help="skip the sigmoid fit and chart at the end")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    import ray
+
+    from workbench.config import load_run_config
+    from workbench.engine.run.coordinator import RunFailed
+    from workbench.engine.run.launch import launch, wait_with_progress
+
+    overrides = list(args.overrides)
+    if args.out:
+        overrides.append(f"out_dir={args.out}")
+    if args.max_steps is not None:
+        if args.max_steps < 1:
+            raise UserError("--max-steps must be >= 1")
+        overrides.append(f"train.max_steps={args.max_steps}")
+    cfg = load_run_config(args.config, overrides)
+    handle = None
+    try:
+        handle = launch(cfg, resume=not args.fresh)
+        st = handle.status()
+        if st.get("resumed_from") is not None:
+            print(f"resuming {cfg.name} from step {st['resumed_from']}", file=sys.stderr)
+        handle.start(max_minutes=args.max_minutes)
+        try:
+            summary = wait_with_progress(handle, cfg.train.max_steps, quiet=args.quiet)
+        except KeyboardInterrupt:
+            print("stopping after the step in flight (checkpointing)...", file=sys.stderr)
+            handle.stop()
+            summary = handle.wait(timeout=120)
+    except RunFailed as e:
+        print(f"workbench run: run failed: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if handle is not None:
+            handle.kill()
+        if ray.is_initialized():
+            ray.shutdown()
+    print(json.dumps(summary, indent=2, default=float))
+    from workbench.runs.report import engine_summary_line
+
+    print(engine_summary_line(summary))
+    if not args.no_report:
+        from workbench.runs.report import print_report, write_report
+
+        try:
+            print(print_report(write_report(cfg.output_dir())))
+        except UserError as e:
+            print(f"no sigmoid fit: {e}", file=sys.stderr)
+    return 0

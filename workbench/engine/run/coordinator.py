@@ -1,0 +1,482 @@
+"""The run loop: schedules generators, trainer and evaluator by the recipe's off-policy algorithm.
+
+- `pipeline` (PipelineRL-k): generators are kept busy; after every trainer step the new weights
+  are pushed at once and picked up by sequences in flight. New generation is dispatched only
+  while the data already buffered or in flight would be trained on within k policy versions,
+  and the trainer drops any group whose oldest token is more than k versions behind.
+- `ppo-off-policy` (k): one policy generates k steps' worth of prompts; k optimizer steps follow;
+  then the weights are pushed.
+- `sync`: generate one step, train it, push, repeat.
+
+`RunCoordinator` is plain Python; launch.py runs it inside the Ray actor `Coordinator` so a
+notebook can detach from it. Checkpoints (every N steps and at the end) hold the trainer state
+and this loop's state (step, sampler, counters, prompts in flight); resuming truncates
+metrics.jsonl to the checkpoint so no step is lost or logged twice. A trainer worker that dies
+mid-run restarts the trainer group from the last checkpoint the same way, up to
+`resources.max_restarts` times (a run event: events.log, status, summary).
+
+The loop is a sequence of phase methods over a `LoopState`: `_dispatch_generation`,
+`_queue_train_steps`, `_collect` (-> `_on_generated`, `_on_trained`), `_restart_trainer`.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import ray
+
+from workbench.config import RunConfig
+from workbench.configtools import to_dict
+from workbench.engine.run import accounting as acc
+from workbench.runs.checkpoint import CheckpointStore
+from workbench.engine.batch import Chunk, GroupBuffer
+from workbench.engine.train.group import TrainerDied
+from workbench.engine.run.actors import spawn_workers
+from workbench.errors import UserError
+from workbench.tracking.sink import JsonlSink, MetricSink
+
+
+class RunFailed(RuntimeError):
+    """The run stopped on an error it cannot recover from; the message says which."""
+
+
+def _fresh_gen_stats() -> dict[str, float]:
+    return {"gen_seconds": 0.0, "swaps": 0, "chunks": 0}
+
+
+@dataclass
+class LoopState:
+    """What the loop holds between phases; dropped as a whole when the trainer restarts."""
+
+    last_ckpt: int = 0
+    groups: GroupBuffer = field(default_factory=GroupBuffer)  # generated, not yet trained
+    gen_refs: dict = field(default_factory=dict)  # ref -> (generator rank, prompts, chunk id)
+    eval_refs: dict = field(default_factory=dict)  # ref -> (step, compute stamp)
+    train_q: collections.deque = field(default_factory=collections.deque)  # (TrainCall, meta)
+    idle_since: Optional[float] = None
+    t_trainer_start: Optional[float] = None
+    gen_stats: dict = field(default_factory=_fresh_gen_stats)
+
+
+class RunCoordinator:
+    def __init__(self, cfg: RunConfig, *, resume: bool = True, sinks: Optional[list[MetricSink]] = None):
+        from workbench.rl.sampler import CurriculumSampler
+        from workbench.tasks.base import load_task
+
+        self.cfg = cfg
+        self.out = cfg.output_dir()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.task = load_task(cfg.task)
+        r = cfg.recipe
+        self.sampler = CurriculumSampler(
+            len(self.task.train), seed=cfg.seed, retire_threshold=r.resample_threshold, enabled=r.no_positive_resampling
+        )
+        self.ckpt = CheckpointStore(self.out / "checkpoints", keep=cfg.checkpoint.keep)
+        self.counters = acc.Counters()
+        self.step = 0
+        self.chunk_counter = 0
+        self.replay: list[int] = []  # prompts drawn before a checkpoint but not yet trained
+        self.resumed_from: Optional[int] = None
+        state = self.ckpt.latest_state() if resume else None
+        if state is not None:
+            self._restore(state)
+        elif (self.out / "metrics.jsonl").exists():
+            (self.out / "metrics.jsonl").unlink()  # a fresh run in an old folder starts clean
+        self.sinks: list[MetricSink] = [JsonlSink(self.out / "metrics.jsonl")] + list(sinks or [])
+        self.rows: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._paused = threading.Event()
+        self.status = "created"
+        self.error: Optional[str] = None
+        self.events: list[str] = []  # things an operator must hear about (also in events.log)
+        self._warned_pool = False
+        self.n_params = 0
+        self.restarts = 0  # trainer-group restarts so far
+        self.trainer_nodes = 0  # Ray nodes the trainer workers run on
+        # where a trainer restart without any checkpoint goes back to (a copy: the sampler moves on)
+        self._start_state = json.loads(json.dumps(self._state(list(self.replay)), default=float))
+
+    # -- control (called from other threads) ---------------------------------------------
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def pause(self) -> None:
+        self._paused.set()
+
+    def resume(self) -> None:
+        self._paused.clear()
+
+    def metrics_since(self, index: int) -> list[dict[str, Any]]:
+        return self.rows[index:]
+
+    def status_dict(self) -> dict[str, Any]:
+        return {
+            "status": "paused" if self._paused.is_set() and self.status == "running" else self.status,
+            "step": self.step,
+            "max_steps": self.max_steps if hasattr(self, "max_steps") else self.cfg.train.max_steps,
+            "error": self.error,
+            "resumed_from": self.resumed_from,
+            "out_dir": str(self.out),
+            "events": list(self.events),
+            **acc.compute_metrics(self.counters, self.n_params),
+        }
+
+    # -- checkpoint state ----------------------------------------------------------------
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The loop state a checkpoint would hold now (step, sampler, counters)."""
+        return self._state(list(self.replay))
+
+    def _state(self, pending_prompts: list[int]) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "chunk_counter": self.chunk_counter,
+            "sampler": self.sampler.state_dict(),
+            "counters": self.counters.to_dict(),
+            "replay": pending_prompts,
+            "config": to_dict(self.cfg),
+        }
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.step = int(state["step"])
+        self.chunk_counter = int(state["chunk_counter"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.counters = acc.Counters(**state["counters"])
+        self.replay = list(state.get("replay", []))
+        self.resumed_from = self.step
+        # steps logged after this checkpoint will be redone: drop them so none is logged twice
+        path = self.out / "metrics.jsonl"
+        if path.exists():
+            from workbench.tracking.sink import read_jsonl
+
+            rows = [r for r in read_jsonl(path) if r.get("step", 0) <= self.step]
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    # -- logging -------------------------------------------------------------------------
+    def _log(self, metrics: dict[str, Any], step: int) -> None:
+        row = {"step": step, **{k: v for k, v in metrics.items() if not k.startswith("_")}}
+        self.rows.append(row)
+        for s in self.sinks:
+            s.log_metrics({k: v for k, v in row.items() if k != "step"}, step)
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self, max_steps: Optional[int] = None, max_minutes: Optional[float] = None) -> dict[str, Any]:
+        self.max_steps = max_steps or self.cfg.train.max_steps
+        deadline = time.monotonic() + 60 * max_minutes if max_minutes else math.inf
+        self.status = "starting"
+        for s in self.sinks:
+            s.log_config(to_dict(self.cfg))
+        workers = None
+        try:
+            workers = spawn_workers(self.cfg, self.task)
+            self.workers = workers
+            self.n_params = workers.n_params
+            self.trainer_nodes = workers.trainer.num_nodes
+            if self.resumed_from is not None:
+                workers.load_trainer(self.ckpt.path_for(self.step))
+            self.clock = acc.Clock(self.counters, acc.devices_held(self.cfg))
+            self.status = "running"
+            self._loop(workers, deadline)
+            status = "stopped" if self._stop.is_set() and self.step < self.max_steps else "finished"
+            self.status = status
+        except Exception as e:  # noqa: BLE001 - recorded, then re-raised with context
+            self.status = "failed"
+            self.error = _describe(e)
+            for s in self.sinks:
+                s.close("FAILED")
+            if workers is not None:
+                workers.shutdown()
+            raise RunFailed(self.error) from None
+        summary = self._summary()
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+        for s in self.sinks:
+            s.log_artifact(self.out / "summary.json")
+            s.close("FINISHED" if self.status == "finished" else "KILLED")
+        workers.shutdown()
+        return summary
+
+    def _loop(self, w, deadline: float) -> None:
+        """Phases, until the last step is trained: dispatch generation, queue train steps, collect
+        whatever finished. A dead trainer worker restarts the group from the last checkpoint."""
+        self.loop = LoopState(last_ckpt=self.step)
+        if self.step == 0 and self.cfg.eval.at_start:
+            self.loop.eval_refs[w.evaluate(None, 0, self.cfg.seed)] = (0, self._snapshot())
+        self.clock.start()
+        while True:
+            stopping = self._stop.is_set() or time.monotonic() > deadline
+            if (self.step >= self.max_steps or stopping) and not self.loop.train_q and not self.loop.eval_refs:
+                break
+            if self._paused.is_set() and not self.loop.train_q:
+                self._wait_while_paused()
+                continue
+            try:
+                if not stopping and not self._paused.is_set():
+                    self._dispatch_generation(w)
+                self._queue_train_steps(w, stopping)
+                self._collect(w, deadline)
+            except TrainerDied as e:
+                self._restart_trainer(w, str(e))
+        if self.loop.last_ckpt != self.step:
+            self._checkpoint(w, self.loop.groups.prompt_ids(), self.loop.gen_refs)
+
+    # -- loop phases ---------------------------------------------------------------------
+    def _snapshot(self) -> dict:
+        self.clock.tick()
+        return acc.compute_metrics(self.counters, self.n_params)
+
+    def _wait_while_paused(self) -> None:
+        self.clock.pause()
+        while self._paused.is_set() and not self._stop.is_set():
+            time.sleep(0.05)
+        self.clock.start()
+
+    def _in_flight_groups(self) -> int:
+        return len(self.loop.groups) + sum(len(p) for _, p, _ in self.loop.gen_refs.values())
+
+    def _draw(self, n: int) -> list[int]:
+        take, self.replay = self.replay[:n], self.replay[n:]
+        return take + (self.sampler.next_prompts(n - len(take)) if n > len(take) else [])
+
+    def _dispatch(self, w, prompts: list[int]) -> None:
+        rank = w.least_busy(self.loop.gen_refs)
+        cid = self.chunk_counter
+        self.chunk_counter += 1
+        self.loop.gen_refs[w.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
+
+    def _dispatch_generation(self, w) -> None:
+        """Pipeline: keep up to `max_ahead_steps` (<= k) steps of rollouts buffered or in flight.
+        Otherwise: a new round (1 step for sync, k for ppo-off-policy) once the last is trained."""
+        cfg, lp = self.cfg, self.loop
+        alg, k = cfg.recipe.off_policy.algorithm, cfg.recipe.off_policy.k
+        per_step = cfg.train.prompts_per_step
+        steps_needed = self.max_steps - (self.step + len(lp.train_q))
+        if steps_needed <= 0:
+            return
+        split = w.split_sizes(per_step)
+        if alg == "pipeline":
+            ahead = min(k, max(1, cfg.generation.max_ahead_steps))
+            # the step the trainer is running does not count; one queued behind it does
+            lag_steps = math.ceil(self._in_flight_groups() / per_step) + max(0, len(lp.train_q) - 1)
+            while (
+                lag_steps < ahead
+                and math.ceil(self._in_flight_groups() / per_step) < steps_needed
+                and len(lp.gen_refs) < 2 * w.num_generators
+            ):
+                for n in split:
+                    self._dispatch(w, self._draw(n))
+                lag_steps += 1
+        elif not lp.gen_refs and not lp.groups and not lp.train_q:
+            for _ in range(1 if alg == "sync" else min(k, steps_needed)):
+                for n in split:
+                    self._dispatch(w, self._draw(n))
+
+    def _queue_train_steps(self, w, stopping: bool) -> None:
+        """Up to two trainer steps are queued, so the trainer never idles for a round trip while
+        the next batch travels; never across a checkpoint, whose state must match the trainer's."""
+        lp, per_step = self.loop, self.cfg.train.prompts_per_step
+        while (
+            len(lp.groups) >= per_step
+            and not stopping
+            and self.step + len(lp.train_q) < self.max_steps
+            and (not lp.train_q or (len(lp.train_q) < 2 and (self.step + 1) % self.cfg.checkpoint.every_steps != 0))
+        ):
+            batch = lp.groups.take(per_step)
+            now = time.monotonic()
+            if lp.t_trainer_start is None:
+                lp.t_trainer_start = now
+            elif not lp.train_q and lp.idle_since is not None:
+                self.counters.trainer_wait_seconds += now - lp.idle_since
+            lp.train_q.append((w.train(batch, self.step + len(lp.train_q)), {"gen": dict(lp.gen_stats)}))
+            lp.gen_stats = _fresh_gen_stats()
+
+    def _collect(self, w, deadline: float) -> None:
+        """Wait for anything to finish (every rank of the head train step is watched: a dead rank
+        leaves the others blocked) and handle it."""
+        lp = self.loop
+        head = lp.train_q[0][0].all_stats if lp.train_q else []
+        pending = list(lp.gen_refs) + list(lp.eval_refs) + head
+        if not pending:
+            time.sleep(0.01)
+            return
+        ready, _ = ray.wait(pending, num_returns=1, timeout=0.5)
+        for ref in ready:
+            if ref in lp.gen_refs:
+                self._on_generated(w, ref)
+            elif ref in lp.eval_refs:
+                step, stamp = lp.eval_refs.pop(ref)
+                self._log({**ray.get(ref), **stamp}, step)
+        if head and any(r in head for r in ready):
+            try:
+                ray.get([r for r in ready if r in head])
+            except ray.exceptions.RayActorError as e:
+                raise TrainerDied(f"a trainer worker died ({type(e).__name__})") from None
+            done, _ = ray.wait(head, num_returns=len(head), timeout=0)
+            if len(done) == len(head):
+                self._on_trained(w, deadline)
+
+    def _on_generated(self, w, ref) -> None:
+        lp = self.loop
+        rank, prompts, cid = lp.gen_refs.pop(ref)
+        try:
+            chunk: Chunk = ray.get(ref)
+        except ray.exceptions.RayActorError as e:
+            # the actor died: Ray restarts it; give it the current weights, redo the chunk
+            self._log_event(f"generator {rank} died ({type(e).__name__}); regenerating chunk {cid}")
+            w.resync_generator(rank)
+            lp.gen_refs[w.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
+            return
+        for prompt_id, correct in chunk.packed.group_results():
+            self.sampler.update(prompt_id, correct)
+        self._check_prompt_pool(self.cfg.train.prompts_per_step)
+        lp.groups.add(chunk.packed)
+        acc.add_generated(self.counters, chunk.tokens_generated, self.n_params)
+        self.counters.gen_seconds += chunk.gen_seconds
+        lp.gen_stats["gen_seconds"] += chunk.gen_seconds
+        lp.gen_stats["swaps"] += chunk.weight_swaps
+        lp.gen_stats["chunks"] += 1
+
+    def _on_trained(self, w, deadline: float) -> None:
+        cfg, lp = self.cfg, self.loop
+        call, meta = lp.train_q.popleft()
+        stats = ray.get(call.stats)
+        if not lp.train_q:
+            lp.idle_since = time.monotonic()
+        if lp.t_trainer_start is not None:
+            self.counters.trainer_wall_seconds = time.monotonic() - lp.t_trainer_start
+        round_done = not lp.gen_refs and not lp.groups and not lp.train_q
+        alg = cfg.recipe.off_policy.algorithm
+        self._finish_step(w, stats, None if stats.get("train/skipped") else call.weights, meta, alg, round_done)
+        stamp = self._snapshot()
+        last = self.step >= self.max_steps or self._stop.is_set() or time.monotonic() > deadline
+        if self.step % cfg.eval.every_steps == 0 or last:
+            lp.eval_refs[w.evaluate(w.latest_weights, w.version, cfg.seed + self.step)] = (self.step, stamp)
+        if not lp.train_q and (self.step % cfg.checkpoint.every_steps == 0 or last):
+            self._checkpoint(w, lp.groups.prompt_ids(), lp.gen_refs)
+            lp.last_ckpt = self.step
+
+    def _restart_trainer(self, w, reason: str) -> None:
+        """Back to the last checkpoint (or the start) with a fresh trainer group; the steps after
+        it are redone, so each step is still logged once. In-flight rollouts are dropped."""
+        limit = self.cfg.resources.max_restarts
+        self.restarts += 1
+        if self.restarts > limit:
+            raise RunFailed(f"{reason} at step {self.step + 1}; gave up after {limit} trainer restarts (resources.max_restarts)")
+        died_at, ck, resumed_from = self.step + 1, self.ckpt.latest_step(), self.resumed_from
+        self._restore(self.ckpt.latest_state() if ck is not None else self._start_state)
+        self.resumed_from = resumed_from
+        self.rows = [r for r in self.rows if r["step"] <= self.step]
+        self.clock = acc.Clock(self.counters, acc.devices_held(self.cfg))
+        self.loop = LoopState(last_ckpt=self.step)
+        version = w.restart_trainer(str(self.ckpt.path_for(ck)) if ck is not None else None)
+        self.clock.start()
+        self._log_event(
+            f"{reason} during step {died_at}; restarted the trainer group from step {self.step} "
+            f"(restart {self.restarts} of {limit}); the generators reloaded the weights (policy version {version})"
+        )
+
+    def _finish_step(self, w, stats: dict, weights_ref, meta: dict, alg: str, round_done: bool) -> None:
+        if stats.get("train/nonfinite", 0.0) and stats.get("train/nonfinite_in_a_row", 0) >= self.cfg.train.max_nonfinite_in_a_row:
+            raise RunFailed(
+                f"{int(stats['train/nonfinite_in_a_row'])} non-finite losses in a row at step {self.step + 1} "
+                f"(limit train.max_nonfinite_in_a_row={self.cfg.train.max_nonfinite_in_a_row}); "
+                "lower train.lr or check the rewards"
+            )
+        self.step += 1
+        t_sync = time.monotonic()
+        if weights_ref is not None:  # None: the update was skipped
+            w.version += 1
+            w.latest_weights = weights_ref
+        # pipeline and sync push after every step; ppo-off-policy only once its round is trained
+        if w.version > w.pushed_version and (alg != "ppo-off-policy" or round_done):
+            w.push_weights(w.latest_weights, w.version)
+        sync_s = time.monotonic() - t_sync
+        self.counters.weight_sync_seconds += sync_s
+        acc.add_trained(
+            self.counters, int(stats.get("train/tokens_trained", 0)), int(stats.get("train/sequences_trained", 0)), self.n_params
+        )
+        self.counters.train_seconds += stats.get("time/train_compute", 0.0)
+        wall = max(self.counters.trainer_wall_seconds, 1e-9)
+        c = self.counters
+        row = dict(stats)
+        row.update(
+            {
+                "time/generate": meta["gen"]["gen_seconds"],
+                "time/train": stats.get("time/train_compute", 0.0) + stats.get("time/train_prep", 0.0),
+                "time/weight_sync": sync_s,
+                "time/trainer_wait": c.trainer_wait_seconds,
+                "util/trainer": min(1.0, c.train_seconds / wall) if c.trainer_wall_seconds > 0 else 0.0,
+                "util/generator": min(1.0, c.gen_seconds / max(c.wall_seconds * w.num_generators, 1e-9)),
+                "gen/weight_swaps_in_flight": float(meta["gen"]["swaps"]),
+                "sampler/retired": float(self.sampler.stats().get("retired", 0)),
+                "throughput/samples_per_second": c.samples_trained / max(c.wall_seconds, 1e-9),
+            }
+        )
+        self.clock.tick()
+        row.update(acc.compute_metrics(c, self.n_params))
+        self._log(row, self.step)
+
+    def _checkpoint(self, w, buffered: list[int], gen_refs) -> None:
+        pending = buffered + [p for _, ps, _ in gen_refs.values() for p in ps]
+        path = self.ckpt.begin(self.step)
+        w.save_trainer(path)
+        self.ckpt.commit(self.step, self._state(pending))
+
+    def _check_prompt_pool(self, per_step: int) -> None:
+        """Warn once when No-Positive-Resampling has retired nearly every training prompt: the
+        few left are then drawn over and over, and the policy tends to overfit them and collapse
+        (seen here: 2-digit addition with 4,000 prompts collapsed after ~1,700 steps of 64)."""
+        active = self.sampler.num_prompts - len(self.sampler.retired)
+        if self._warned_pool or active >= 4 * per_step:
+            return
+        self._warned_pool = True
+        self._log_event(
+            f"warning: No-Positive-Resampling has retired {len(self.sampler.retired)} of "
+            f"{self.sampler.num_prompts} training prompts at step {self.step}; only {active} remain "
+            f"({active / per_step:.1f} steps' worth), so later steps repeat them. Add training prompts "
+            "(task.num_train or a bigger dataset), raise recipe.resample_threshold, or stop here."
+        )
+
+    def _log_event(self, text: str) -> None:
+        self.events.append(text)
+        with open(self.out / "events.log", "a") as fh:
+            fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+
+    def _summary(self) -> dict[str, Any]:
+        evals = [r for r in self.rows if "val/pass_rate" in r]
+        c = self.counters
+        summary: dict[str, Any] = {
+            "status": self.status,
+            "steps": self.step,
+            "resumed_from": self.resumed_from,
+            "recipe": self.cfg.recipe.name,
+            "algorithm": self.cfg.recipe.off_policy.algorithm,
+            "val_pass_rate_first": evals[0]["val/pass_rate"] if evals else None,
+            "val_pass_rate_last": evals[-1]["val/pass_rate"] if evals else None,
+            "wall_seconds": c.wall_seconds,
+            "samples_per_second": c.samples_trained / max(c.wall_seconds, 1e-9),
+            "trainer_utilisation": c.train_seconds / max(c.trainer_wall_seconds, 1e-9),
+            "trainer_wall_seconds": c.trainer_wall_seconds,
+            "trainer_wait_seconds": c.trainer_wait_seconds,
+            "trainer_workers": self.cfg.resources.trainer_workers,
+            "trainer_nodes": self.trainer_nodes,
+            "trainer_restarts": self.restarts,
+            "staleness_max": max((r.get("train/staleness_max", 0.0) for r in self.rows), default=0.0),
+            "events": list(self.events),
+            **acc.compute_metrics(c, self.n_params),
+        }
+        return summary
+
+
+def _describe(e: BaseException) -> str:
+    """One readable line for an error raised in this process or inside an actor."""
+    if isinstance(e, ray.exceptions.RayTaskError):
+        cause = e.cause if getattr(e, "cause", None) is not None else e
+        if isinstance(cause, (UserError, RunFailed)):
+            return str(cause)
+        return f"{type(cause).__name__}: {str(cause).strip().splitlines()[-1] if str(cause).strip() else ''}"
+    return str(e) if isinstance(e, (UserError, RunFailed)) else f"{type(e).__name__}: {e}"

@@ -1,0 +1,1 @@
+"""workbench.engine.train: the trainer actor, its worker group and FSDP2 sharding."""

@@ -1,0 +1,173 @@
+"""The trainer as a group of Ray actors: one `Trainer` per device, sharded with FSDP2 when N > 1.
+
+`resources.trainer_workers: N` (default 1). N = 1 is one actor, no process group, no placement
+group: the same fast path as before. N > 1: a Ray placement group (`resources.trainer_placement`,
+PACK by default; SPREAD to put the workers on different nodes) holds one bundle per worker
+(`trainer_cpus`, `trainer_gpus`); rank 0 picks the rendezvous address and port; every worker
+joins the torch.distributed group (gloo on CPU, NCCL on GPU) and shards the model.
+
+Each step the whole batch goes to every worker (one object in Ray's store); each plans it
+identically (filter, advantages, aggregation weights over the whole batch) and trains its share
+of the rows; the gradients are summed over the ranks. Rank 0 returns the stats and the gathered
+full weights. A worker that dies raises `TrainerDied` from any call here; the coordinator then
+`restart()`s the group and reloads the last checkpoint.
+
+    group = TrainerGroup(cfg); call = group.train(packed_groups, step); ray.get(call.stats)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import ray
+
+from workbench.config import RunConfig
+from workbench.engine.train.trainer import Trainer
+from workbench.errors import UserError
+
+PLACEMENT_TIMEOUT_S = 120.0
+
+
+class TrainerDied(RuntimeError):
+    """A trainer worker died (killed, out of memory, its node gone); the message says which."""
+
+
+@dataclass
+class TrainCall:
+    """One submitted train step: rank 0's stats and weights, and every rank's stats (to watch)."""
+
+    stats: Any
+    weights: Any
+    all_stats: list
+
+
+def get_all(refs: list) -> list:
+    """ray.get of every ref, raising as soon as ANY fails (a dead rank leaves the others blocked
+    in a collective: waiting for them in order would hang)."""
+    pending = list(refs)
+    try:
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            ray.get(ready)
+        return ray.get(list(refs))
+    except ray.exceptions.RayActorError as e:
+        raise TrainerDied(f"a trainer worker died ({type(e).__name__})") from None
+
+
+class TrainerGroup:
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+        self.num_workers = cfg.resources.trainer_workers
+        self.actors: list = []
+        self.pg: Any = None
+        self.info: dict[str, Any] = {}  # rank 0's
+        self.infos: list[dict[str, Any]] = []  # every rank's (device, node)
+        self.start()
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def actor_name(self, rank: int) -> str:
+        return f"{self.cfg.name}/Trainer/{rank}"
+
+    def start(self) -> None:
+        r = self.cfg.resources
+        cls = ray.remote(Trainer)
+        opts: dict[str, Any] = dict(num_cpus=r.trainer_cpus, num_gpus=r.trainer_gpus, max_restarts=0)
+        try:
+            if self.num_workers == 1:
+                self.actors = [cls.options(**opts, name=self.actor_name(0)).remote(self.cfg)]
+            else:
+                self.pg = self._placement_group()
+                from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+                self.actors = [
+                    cls.options(
+                        **opts,
+                        name=self.actor_name(rank),
+                        scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=rank),
+                    ).remote(self.cfg, rank, self.num_workers)
+                    for rank in range(self.num_workers)
+                ]
+                address, port = ray.get(self.actors[0].rendezvous.remote())
+                get_all([a.connect.remote(address, port) for a in self.actors])
+            self.infos = get_all([a.info.remote() for a in self.actors])
+            self.info = self.infos[0]
+        except Exception:
+            self.kill()
+            raise
+
+    def _placement_group(self) -> Any:
+        from ray.util.placement_group import placement_group
+
+        r = self.cfg.resources
+        bundle = {"CPU": r.trainer_cpus, **({"GPU": r.trainer_gpus} if r.trainer_gpus > 0 else {})}
+        pg = placement_group([dict(bundle) for _ in range(self.num_workers)], strategy=r.trainer_placement.upper())
+        ready, _ = ray.wait([pg.ready()], timeout=PLACEMENT_TIMEOUT_S)
+        if not ready:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(pg)
+            raise UserError(
+                f"cannot place {self.num_workers} trainer workers of {bundle} ({r.trainer_placement}) "
+                f"in the Ray cluster within {PLACEMENT_TIMEOUT_S:g} s: lower resources.trainer_workers "
+                "or add nodes"
+            )
+        return pg
+
+    def kill(self) -> None:
+        for a in self.actors:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        if self.pg is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            try:
+                remove_placement_group(self.pg)
+            except Exception:  # noqa: BLE001 - already removed
+                pass
+        self.actors, self.pg = [], None
+
+    def restart(self) -> None:
+        """Kill every worker (the survivors are stuck in collectives) and start a fresh group."""
+        self.kill()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(self._name_taken(r) for r in range(self.num_workers)):
+            time.sleep(0.1)  # a killed actor's name is released asynchronously
+        self.start()
+
+    def _name_taken(self, rank: int) -> bool:
+        try:
+            ray.get_actor(self.actor_name(rank))
+            return True
+        except ValueError:
+            return False
+
+    # -- calls ---------------------------------------------------------------------------
+    def train(self, groups: Any, step: int) -> TrainCall:
+        ref = ray.put(groups) if self.num_workers > 1 else groups  # one copy in the store for all ranks
+        pairs = [a.train_step.options(num_returns=2).remote(ref, step) for a in self.actors]
+        return TrainCall(stats=pairs[0][0], weights=pairs[0][1], all_stats=[p[0] for p in pairs])
+
+    def get_weights(self) -> Any:
+        """An ObjectRef of the full weights (rank 0; every rank takes part in the gather)."""
+        refs = [a.get_weights.remote() for a in self.actors]
+        return refs[0]
+
+    def save(self, path: str) -> None:
+        get_all([a.save.remote(str(path)) for a in self.actors])
+
+    def load(self, path: Optional[str]) -> int:
+        return int(get_all([a.load.remote(str(path)) for a in self.actors])[0])
+
+    def set_version(self, version: int) -> int:
+        return int(get_all([a.set_version.remote(version) for a in self.actors])[0])
+
+    @property
+    def num_nodes(self) -> int:
+        return len({i.get("node_id") for i in self.infos})
+
+    def pids(self) -> list[int]:
+        return [int(p) for p in get_all([a.pid.remote() for a in self.actors])]

@@ -1,0 +1,195 @@
+"""`RunView`: a read-only view of one run's metric rows: curve, history, fit, forecast, chart.
+
+    v = RunView.open("runs/my-run")          # a run folder (metrics.jsonl, config.json): no Ray needed
+    v.curve                                  # DataFrame: step, compute_device_hours, compute_flops, val_pass_rate, val_pass_rate_se
+    v.fit()                                  # workbench.scaling.SigmoidFit of val/pass_rate vs `x`
+    v.forecast(budget=1.0)                   # pass rate, 95% band and scaling-gain verdict at that compute
+    v.chart(); v.status(); v.history
+
+What sweeps, `compare`, the dashboard and the notebooks read. `workbench.Session` (live-run
+control: start, pause, stop, attach, resume) owns one view and feeds it the rows it polls from
+the run's actor; `Session.curve`, `.fit()`, `.forecast()`, `.chart()` are the view's. A view
+never changes its run. The evaluations come from `workbench.runs.report.eval_rows` (one per
+step), the minimum number of points for a fit is `workbench.scaling.sigmoid.MIN_POINTS`, and a
+run's step target is its config's `train.max_steps`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import pandas as pd
+
+from workbench.config import RunConfig
+from workbench.runs.report import eval_rows
+from workbench.errors import UserError
+from workbench.scaling.sigmoid import MIN_POINTS
+
+EVAL_KEY = "val/pass_rate"
+CURVE_COLUMNS = ["step", "compute_device_hours", "compute_flops", "val_pass_rate", "val_pass_rate_se"]
+# metric key -> curve column; `x` may be any of these keys
+X_COLUMNS = {"compute/device_hours": "compute_device_hours", "compute/flops": "compute_flops", "step": "step"}
+TERMINAL = ("finished", "stopped", "failed")
+
+
+def check_x(x: str) -> str:
+    if x not in X_COLUMNS:
+        raise UserError(f"x must be one of {list(X_COLUMNS)}, not {x!r}")
+    return x
+
+
+class RunView:
+    """Rows of one run and what they say. `state` is the last known status (status, step, error,
+    events, compute/...); `summary` the run's summary once it has ended."""
+
+    def __init__(self, cfg: RunConfig, *, x: str = "compute/device_hours", rows: list[dict[str, Any]] | None = None,
+                 run_id: str | None = None, tracking_uri: str | None = None):
+        self.cfg = cfg
+        self.x = check_x(x)
+        self.run_id, self.tracking_uri = run_id, tracking_uri
+        self._rows: list[dict[str, Any]] = list(rows or [])
+        self.state: dict[str, Any] = {}
+        self.summary: Optional[dict[str, Any]] = None
+        self._fit_cache: dict[tuple, Any] = {}
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.cfg.out_dir or f"runs/{self.cfg.name}")
+
+    @property
+    def max_steps(self) -> int:
+        """The run's step target: its config's train.max_steps (the one owner of that number)."""
+        return int(self.cfg.train.max_steps)
+
+    def extend(self, rows: list[dict[str, Any]]) -> None:
+        """Add rows the run logged since (the owner of the run calls this)."""
+        self._rows.extend(rows)
+
+    # ------------------------------------------------------------------ data
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """Every metric row (train steps and evaluations), oldest first."""
+        return list(self._rows)
+
+    def evaluations(self) -> list[dict[str, Any]]:
+        return eval_rows(self._rows)
+
+    @property
+    def curve(self) -> pd.DataFrame:
+        """Evaluations, one per step in step order: step, compute_device_hours, compute_flops, val_pass_rate, val_pass_rate_se."""
+
+        def num(r: dict[str, Any], k: str) -> float:
+            return float(r[k]) if r.get(k) is not None else math.nan
+
+        data = [{"step": int(r["step"]), "compute_device_hours": num(r, "compute/device_hours"),
+                 "compute_flops": num(r, "compute/flops"), "val_pass_rate": float(r[EVAL_KEY]),
+                 "val_pass_rate_se": num(r, "val/pass_rate_se")} for r in self.evaluations()]
+        return pd.DataFrame(data, columns=CURVE_COLUMNS)
+
+    @property
+    def history(self) -> pd.DataFrame:
+        """Train-step rows (train/*, time/*, compute/*, ...) as a DataFrame indexed by step."""
+        train = [r for r in self._rows if EVAL_KEY not in r]
+        return pd.DataFrame(train).set_index("step") if train else pd.DataFrame()
+
+    def status(self) -> dict[str, Any]:
+        """The last known status (status, step, max_steps, error, out_dir, compute/...) and the evaluations so far."""
+        st: dict[str, Any] = {"status": "not started", "step": 0, "max_steps": self.max_steps, "out_dir": str(self.out_dir)}
+        st.update(self.state)
+        st.update(name=self.name, run_id=self.run_id, evaluations=len(self.evaluations()))
+        return st
+
+    # ------------------------------------------------------------------ fit & forecast
+    def fit(self, x: str | None = None, fit_from: float | None = None, n_boot: int = 200):
+        """The sigmoid fit (workbench.scaling.SigmoidFit) of val/pass_rate vs `x` on the evaluations so far.
+
+        R0 is the pass rate measured at compute 0 (the evaluation before training); a resumed
+        curve without one uses its first point. fit_from leaves out early points (the paper
+        drops the first ~1.5k GPU-hours). Cached until a new evaluation arrives.
+        """
+        from workbench.scaling import fit_sigmoid
+
+        x = check_x(x or self.x)
+        df = self.curve
+        key = (len(df), x, fit_from, n_boot)
+        if key in self._fit_cache:
+            return self._fit_cache[key]
+        c = df[X_COLUMNS[x]].to_numpy(dtype=float)
+        y = df["val_pass_rate"].to_numpy(dtype=float)
+        usable = (c > 0) & ((c >= fit_from) if fit_from is not None else True)
+        n = int(usable.sum())
+        if n < MIN_POINTS:
+            raise UserError(
+                f"only {n} evaluation(s) with {x} > {fit_from or 0:g} so far ({len(df)} in all); the sigmoid fit "
+                f"needs at least {MIN_POINTS}: wait for more (one every {self.cfg.eval.every_steps} steps)"
+            )
+        r0 = None if (c == 0).any() else "first"
+        result = fit_sigmoid(c, y, r0=r0, fit_from=fit_from, n_boot=n_boot)
+        self._fit_cache = {key: result}  # only the latest: a new evaluation invalidates it
+        return result
+
+    def fit_or_none(self, fit_from: float | None = None) -> tuple[Any, str]:
+        """(fit, "") or (None, why not yet): for displays that draw the points without a fit."""
+        try:
+            return self.fit(None, fit_from, 200), ""
+        except UserError as e:
+            return None, str(e)
+
+    def forecast(self, budget: float, *, x: str | None = None, fit_from: float | None = None, level: float = 0.95,
+                 min_gain: float = 0.01) -> dict[str, Any]:
+        """Predicted pass rate at compute `budget` (in units of `x`) with its band and, for a budget
+        past the current compute, workbench.scaling.scaling_gain's gain, interval and verdict."""
+        from workbench.runs.forecast import forecast_from_fit
+
+        return forecast_from_fit(self.fit(x, fit_from), budget, x=x or self.x, level=level, min_gain=min_gain)
+
+    def chart(self, budget: float | None = None, *, fit_from: float | None = None):
+        """The dashboard's chart as an Altair chart (points; fit, band and forecast once MIN_POINTS evaluations exist).
+
+        Offline display in a notebook: `alt.renderers.enable("svg")` (rendered by vl-convert)."""
+        from workbench.widgets.chart import default_budget, session_chart
+
+        curve = self.curve
+        if curve.empty:
+            raise UserError(f"run '{self.name}' has no evaluation yet: nothing to draw")
+        fit, _ = self.fit_or_none(fit_from)
+        budget = budget if budget is not None else default_budget(curve, self.x)
+        return session_chart(curve, fit, x=self.x, budget=budget, title=f"{self.name}: val/pass_rate vs {self.x}")
+
+    # ------------------------------------------------------------------ from a folder
+    @classmethod
+    def open(cls, target: str | Path, *, x: str = "compute/device_hours") -> "RunView":
+        """A view of a run folder (out_dir, or a name under <project>/runs): its metrics.jsonl,
+        config (config.json or the latest checkpoint) and summary.json. Needs no Ray."""
+        from workbench.tracking.sink import read_jsonl
+        from workbench.runs.folder import run_folder
+
+        path = run_folder(target)
+        v = cls(folder_config(path), x=x, rows=read_jsonl(path / "metrics.jsonl") if (path / "metrics.jsonl").is_file() else [])
+        tr = v.cfg.tracking
+        v.run_id, v.tracking_uri = tr.run_id, tr.tracking_uri
+        summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").is_file() else {}
+        v.summary = summary
+        last = max((int(r.get("step", 0)) for r in v._rows), default=0)
+        v.state = {"status": summary.get("status", "unknown"), "step": summary.get("steps", last), "out_dir": str(path)}
+        return v
+
+
+def folder_config(path: Path) -> RunConfig:
+    """The config of the run in `path` (config.json or its latest checkpoint), its out_dir set to `path`."""
+    import dataclasses
+
+    from workbench.runs.folder import saved_config
+
+    cfg = saved_config(path)
+    if cfg is None:
+        raise UserError(f"{path} has no config.json or checkpoint state: cannot tell how the run was configured")
+    return dataclasses.replace(cfg, out_dir=str(path))
