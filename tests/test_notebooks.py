@@ -16,6 +16,7 @@ from tests.conftest import TINY_SESSION
 papermill = pytest.importorskip("papermill")
 
 from workbench.kernel import install  # noqa: E402
+from workbench.runs.report import FIT_FILES  # noqa: E402
 from workbench.tracking.mlflow_sink import MlflowSink  # noqa: E402
 from workbench.tracking.store import create_run, ensure_experiment  # noqa: E402
 
@@ -69,7 +70,7 @@ def test_quickstart_runs_end_to_end_and_shows_the_fit(kernel, tmp_path, monkeypa
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outs)  # the dashboard
     svgs = ["".join(o["data"]["image/svg+xml"]) for o in outs if "image/svg+xml" in o.get("data", {})]
     assert svgs and "mark-area" in svgs[-1] and "mark-symbol" in svgs[-1]  # session.chart(): band and points
-    assert (tmp_path / "run" / "fit" / "fit.json").is_file()
+    assert all((tmp_path / "run" / f).is_file() for f in FIT_FILES)  # the one layout of fit artifacts
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)

@@ -343,7 +343,7 @@ def test_stop_early_stops_the_crippled_point_and_leaves_no_ray(tmp_path, workben
     one still ranks first; >= 30% of the compute is saved; and no process of the Ray clusters the
     sweep's points started is left."""
     from workbench.engine import cluster
-    from workbench.tracking.fits import STOPPED_REASON_TAG, STOPPED_TAG
+    from workbench.runs.fits import STOPPED_REASON_TAG, STOPPED_TAG
 
     small = {"eval.every_steps": 10, "eval.num_prompts": 100, "eval.samples_per_prompt": 4, "checkpoint.every_steps": 1000,
              "resources.generator_cpus": 0.5, "resources.trainer_cpus": 0.5, "resources.evaluator_cpus": 0.5}

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from workbench.configtools import to_dict
+from workbench.configtools import load_yaml, to_dict
 from workbench.errors import UserError
-from workbench.runs.folder import default_config_path, override_items, run_folder, saved_config, swap_recipe
+from workbench.rl.recipe import swap_recipe
+from workbench.runs.folder import (
+    attached_config, default_config_path, has_checkpoint, override_items, read_summary, resolve_config, run_folder,
+    saved_config, with_max_steps,
+)  # fmt: skip
 
 
 def test_default_config_is_the_projects_quickstart():
@@ -61,3 +66,54 @@ def test_saved_config_from_config_json_or_the_checkpoint(run_folder, tmp_path):
     (folder / "checkpoints" / "LATEST").write_text("step_000005")
     assert to_dict(saved_config(folder)) == data
     assert saved_config(tmp_path / "empty") is None
+
+
+def test_resolve_config_defaults_names_and_out_dir(tmp_path, monkeypatch):
+    from workbench.tracking.store import project_root
+
+    cfg = resolve_config()
+    base = load_yaml(default_config_path()).get("name", "quickstart")
+    assert cfg.name.startswith(f"{base}-") and len(cfg.name.split("-")[-1]) == 4  # <config name>-<time>-<4 hex>
+    assert Path(cfg.out_dir) == project_root() / "runs" / cfg.name
+    named = resolve_config(overrides=["train.lr=0.5", f"out_dir={tmp_path}"], name="mine")
+    assert (named.name, named.train.lr, named.out_dir) == ("mine", 0.5, str(tmp_path))
+
+
+def test_resolve_config_recipe_swap_keeps_the_files_adjustments():
+    cfg = resolve_config(recipe="scalerl-loo-no-fp32")
+    local = load_yaml(default_config_path()).get("recipe")
+    assert cfg.recipe == resolve_config(overrides={"recipe": swap_recipe(local, "scalerl-loo-no-fp32")}).recipe
+
+
+def test_resolve_config_refuses_bad_input(tmp_path):
+    with pytest.raises(UserError, match="config file not found"):
+        resolve_config(tmp_path / "nope.yaml")
+    for bad in ("", "a/b"):
+        with pytest.raises(UserError, match="must be non-empty and contain no '/'"):
+            resolve_config(name=bad)
+    with pytest.raises(UserError, match="overrides must be"):
+        resolve_config(overrides="train.lr=1")
+
+
+def test_read_summary_waits_for_the_file(tmp_path):
+    import threading
+
+    assert read_summary(tmp_path) is None
+    threading.Timer(0.3, lambda: (tmp_path / "summary.json").write_text('{"status": "finished"}')).start()
+    assert read_summary(tmp_path, wait=10.0) == {"status": "finished"}
+
+
+def test_step_target_checkpoint_and_attached_config(run_folder, tmp_path):
+    path = run_folder(4)
+    cfg = saved_config(path)
+    assert with_max_steps(cfg, 7).train.max_steps == 7
+    with pytest.raises(UserError, match="max_steps must be >= 1"):
+        with_max_steps(cfg, 0)
+    assert not has_checkpoint(path)
+    (path / "checkpoints").mkdir()
+    (path / "checkpoints" / "LATEST").write_text("step_3")
+    assert has_checkpoint(path)
+    live = attached_config({"out_dir": str(path), "max_steps": 99}, "x")
+    assert (live.name, live.train.max_steps) == (cfg.name, 99)  # the folder's config, the engine's target
+    bare = attached_config({"out_dir": str(tmp_path / "empty")}, "gone")
+    assert (bare.name, bare.out_dir) == ("gone", str(tmp_path / "empty"))

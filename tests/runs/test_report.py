@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.runs.report import BACKTEST_FRACTION, backtest_run, eval_curve, print_report, write_report
+from workbench.runs.report import (
+    BACKTEST_FRACTION, FIT_FILES, backtest_run, eval_curve, fit_curves, fit_run, print_report, report_run_end, write_report,
+)  # fmt: skip
 from workbench.errors import UserError
 from workbench.tracking.sink import read_jsonl
 
@@ -102,6 +104,48 @@ def test_no_backtest_when_asked_and_too_few_evaluations_is_one_clear_error(tmp_p
     short = _write_run(tmp_path / "short", COMPUTE[:3], _sigmoid(COMPUTE[:3]))
     with pytest.raises(UserError, match="only 3 evaluations so far; the sigmoid fit needs at least 4"):
         write_report(short)
+
+
+def test_the_end_of_run_report_fits_a_curve_without_a_compute_0_point(tmp_path):
+    # a resumed run's metrics.jsonl, or one whose step-0 evaluation was lost: the notebook's
+    # RunView fits it with R0 = the first point, and `workbench run`'s report must too
+    compute = COMPUTE[1:]
+    run = _write_run(tmp_path / "run", compute, _sigmoid(compute))
+    rep = write_report(run, charts=False)
+    assert rep["R0"] == pytest.approx(_sigmoid(compute)[0]) and abs(rep["A"] - 0.8) < 0.02
+    assert not rep["backtest"]["error"] and rep["backtest"]["n_fit"] == 10  # the prefix fit follows the rule too
+    from workbench.runs.view import RunView
+
+    (run / "config.json").write_text(json.dumps({"name": "run"}))
+    assert RunView.open(run).fit().A == pytest.approx(rep["A"])  # one fit: the notebook's view agrees
+
+
+def test_r0_is_the_score_at_compute_0_else_the_first_point():
+    c = np.linspace(0, 0.5, 26)
+    y = _sigmoid(c) + np.random.default_rng(1).normal(0, 0.003, len(c)) * (c > 0)
+    measured = fit_curves([(c, y)])
+    assert measured.R0 == pytest.approx(0.2)
+    first = fit_curves([(c[1:], y[1:])])
+    assert first.R0 == pytest.approx(y[1])
+    # seeds fitted jointly: the compute-0 score is used only when every seed has one
+    assert fit_curves([(c, y), (c, y + 0.001)]).R0 == pytest.approx(0.2005)  # both measured
+    assert fit_curves([(c, y), (c[1:], y[1:] + 0.001)]).R0 == pytest.approx((y[0] + y[1] + 0.001) / 2)  # first points
+    with pytest.raises(UserError, match="no curve"):
+        fit_curves([])
+    rows = [{"step": i, X: float(a), "val/pass_rate": float(b)} for i, (a, b) in enumerate(zip(c, y))]
+    assert fit_run(rows).A == pytest.approx(measured.A)
+
+
+def test_a_session_run_end_writes_the_one_layout_in_the_run_folder(tmp_path):
+    from types import SimpleNamespace
+
+    run = _write_run(tmp_path / "run", COMPUTE, _sigmoid(COMPUTE))
+    cfg = SimpleNamespace(out_dir=str(run), tracking=SimpleNamespace(run_id=None, tracking_uri=None))
+    report_run_end(cfg, read_jsonl(run / "metrics.jsonl"), x=X, step=250, tracked=False)
+    assert sorted(p.name for p in run.iterdir() if p.name != "metrics.jsonl") == sorted(FIT_FILES)
+    short = _write_run(tmp_path / "short", COMPUTE[:3], _sigmoid(COMPUTE[:3]))
+    report_run_end(cfg, read_jsonl(short / "metrics.jsonl"), x=X, step=20, tracked=False)  # too few: no error
+    assert not (short / "fit.json").exists()
 
 
 def test_eval_curve_is_in_step_order_and_keeps_the_last_evaluation_of_a_step():

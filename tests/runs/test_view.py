@@ -63,3 +63,40 @@ def test_fit_forecast_chart_and_a_dashboard_of_the_view(tmp_path):
 def test_bad_x_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="x must be"):
         RunView.open(folder(tmp_path, evals([0])), x="tokens")
+
+
+def test_default_budget_is_ten_times_the_latest_compute(tmp_path):
+    v = RunView.open(folder(tmp_path, evals([0, 5, 15])))
+    assert v.default_budget() == pytest.approx(1.5) and v.default_budget(factor=2) == pytest.approx(0.3)
+    assert RunView(v.cfg, rows=evals([0])).default_budget() is None  # only compute 0: no budget yet
+    assert RunView(v.cfg, x="step", rows=evals([0, 5])).default_budget() == 50.0
+
+
+def test_the_chart_follows_the_views_x(run_folder):
+    from workbench.widgets.dashboard import to_svg
+
+    v = RunView.open(run_folder(12), x="compute/flops")
+    assert v.column == "compute_flops" and "compute/flops" in to_svg(v.chart())
+    assert v.fit().compute.max() == v.curve["compute_flops"].max()
+
+
+def test_load_rows_replaces_the_rows_up_to_a_step(tmp_path):
+    path = folder(tmp_path, evals([0, 5, 10, 15])) / "metrics.jsonl"
+    v = RunView(RunView.open(path.parent).cfg, rows=evals([99]))
+    v.load_rows(path, until_step=10)
+    assert [r["step"] for r in v.rows] == [0, 5, 10]
+    v.load_rows(path)
+    assert [r["step"] for r in v.rows] == [0, 5, 10, 15]
+    v.load_rows(tmp_path / "missing.jsonl")
+    assert v.rows == []
+
+
+def test_end_records_the_summary_and_the_final_status(tmp_path):
+    v = RunView.open(folder(tmp_path, evals([0, 5])))
+    v.state = {"status": "running", "step": 7, "events": ["restart"]}
+    v.end({"status": "stopped", "steps": 9})
+    assert v.summary == {"status": "stopped", "steps": 9}
+    assert v.state == {"status": "stopped", "step": 9, "error": None, "events": ["restart"]}
+    v.state = {"status": "running", "step": 7}
+    v.end(None, "trainer died")
+    assert v.summary is None and v.state == {"status": "failed", "step": 7, "error": "trainer died"}

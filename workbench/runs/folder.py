@@ -1,26 +1,28 @@
-"""Run folders and configs for `workbench.Session`: where a run lives and how it was configured.
+"""Run folders and configs: where a run lives, how it was configured, what it left behind.
 
+    cfg = resolve_config("configs/my.yaml", recipe="qwen-dapo", overrides={"train.lr": 1e-4})
     path = default_config_path()            # <source tree>/configs/quickstart.yaml, or None
     items = override_items(["train.lr=1e-4"])   # {'train.lr': 0.0001}; a dict passes through
-    swap_recipe(file_recipe, "scalerl-loo-no-fp32")   # the `recipe` override that keeps local tweaks
     folder = run_folder("my-run")           # a path, else <project>/runs/<name>
     cfg = saved_config(folder)              # config.json, else the latest checkpoint's config
-    run_id, uri, created = open_mlflow_run("my-run", folder, experiment="workbench")
+    summary = read_summary(folder, wait=10) # summary.json (written when the run ends), or None
+    cfg = with_max_steps(cfg, 400)          # the step target (train.max_steps), checked
+    cfg = attached_config(status, "my-run") # the config of a live run from its actor's status
+
+A run folder holds config.json, metrics.jsonl (the engine's rows), summary.json, checkpoints/
+and the fit artifacts (`workbench.runs.report.FIT_FILES`).
 """
 
 from __future__ import annotations
 
-from workbench.rl.recipe import swap_recipe  # noqa: F401  (re-exported: Session and tests use it here)
-
-import contextlib
+import dataclasses
 import json
-import logging
 import time
 import uuid
 from pathlib import Path
 from typing import Any, Optional
 
-from workbench.config import RunConfig, run_config_from_dict
+from workbench.config import RunConfig, load_run_config, run_config_from_dict
 from workbench.configtools import parse_override
 from workbench.errors import UserError
 
@@ -72,34 +74,59 @@ def saved_config(out_dir: Path) -> Optional[RunConfig]:
     return run_config_from_dict(data) if data else None
 
 
-@contextlib.contextmanager
-def _quiet(logger: str):
-    log = logging.getLogger(logger)
-    level = log.level
-    log.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        log.setLevel(level)
+def resolve_config(config: str | Path | None = None, recipe: str | None = None,
+                   overrides: dict[str, Any] | list[str] | None = None, name: str | None = None) -> RunConfig:
+    """The config of a new run: the file `config` (default: `default_config_path()`), with the
+    preset `recipe` swapped in (keeping the file's own recipe adjustments, see
+    `workbench.rl.recipe.swap_recipe`) and `overrides` applied; named `name`, else
+    `<config name>-<time>-<4 hex>`; writing to <project>/runs/<name> unless it sets out_dir."""
+    from workbench.configtools import load_yaml
+    from workbench.rl.recipe import swap_recipe
+    from workbench.tracking.store import project_root
+
+    items = override_items(overrides)
+    if config is None:
+        config = default_config_path()
+    elif not Path(config).is_file():
+        raise UserError(f"config file not found: {config}")
+    if recipe is not None:
+        items["recipe"] = swap_recipe(load_yaml(config).get("recipe") if config else None, recipe)
+    cfg = load_run_config(config, items)
+    if name is not None and (not str(name).strip() or "/" in str(name)):
+        raise UserError(f"run name {name!r} must be non-empty and contain no '/'")
+    cfg = dataclasses.replace(cfg, name=str(name) if name is not None else unique_name(cfg.name))
+    if cfg.out_dir is None:
+        cfg = dataclasses.replace(cfg, out_dir=str(project_root() / "runs" / cfg.name))
+    return cfg
 
 
-def open_mlflow_run(name: str, out_dir: Path, *, experiment: str, run_id: Optional[str] = None,
-                    parent_run_id: Optional[str] = None, tracking_uri: Optional[str] = None) -> tuple[str, str, bool]:
-    """The MLflow run a session logs into: a new one, or `run_id` reopened (a resumed run, a
-    sweep's child). Created in the calling process: SQLite stores must not be created by several
-    processes at once. Returns (run_id, tracking_uri, created)."""
-    from workbench.tracking import store
+def read_summary(out_dir: Path, *, wait: float = 0.0) -> Optional[dict[str, Any]]:
+    """The run's summary.json; None when absent after waiting up to `wait` seconds for it (the
+    engine's status turns final just before it writes the file)."""
+    path = Path(out_dir) / "summary.json"
+    deadline = time.monotonic() + wait
+    while not path.is_file():
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.1)
+    return json.loads(path.read_text())
 
-    uri = store.resolve_tracking_uri(tracking_uri)
-    if run_id is None:
-        with _quiet("mlflow.store.db.utils"):  # "Creating initial MLflow database tables..."
-            store.ensure_experiment(experiment, uri)
-        tags = {"workbench.kind": "session", "workbench.run": name, "workbench.out_dir": str(out_dir)}
-        return store.create_run(experiment, name, tags, parent_run_id=parent_run_id, tracking_uri=uri), uri, True
-    try:
-        status = store.run_status(run_id, uri)
-    except Exception as e:  # noqa: BLE001 - MlflowException for an unknown id
-        raise UserError(f"no MLflow run {run_id!r} in {uri}: {e}") from None
-    if status != "RUNNING":
-        store.retry_locked(store.client(uri).update_run, run_id, status="RUNNING")
-    return run_id, uri, False
+
+def has_checkpoint(out_dir: Path) -> bool:
+    """True when the run folder holds a checkpoint to resume from."""
+    return (Path(out_dir) / "checkpoints" / "LATEST").is_file()
+
+
+def with_max_steps(cfg: RunConfig, max_steps: int) -> RunConfig:
+    """`cfg` with the step target `max_steps` (train.max_steps, its one owner)."""
+    if int(max_steps) < 1:
+        raise UserError(f"max_steps must be >= 1, got {max_steps}")
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, max_steps=int(max_steps)))
+
+
+def attached_config(status: dict[str, Any], name: str) -> RunConfig:
+    """The config of a live run from its actor's `status` (out_dir, max_steps): the folder's saved
+    config (the built-in defaults when it has none), with the engine's step target."""
+    out = Path(status["out_dir"])
+    cfg = saved_config(out) or dataclasses.replace(RunConfig(), name=name, out_dir=str(out))
+    return with_max_steps(cfg, status["max_steps"]) if status.get("max_steps") else cfg

@@ -1,9 +1,19 @@
-"""A finished (or running) run's curve and its ScaleRL sigmoid: the end-of-run report.
+"""A run's curve and its ScaleRL sigmoid: the one curve fit, and the end-of-run report.
 
     curve = eval_curve(rows, x="compute/device_hours")   # (compute, pass rate) from metric rows
-    fit = fit_run(rows)                                  # SigmoidFit, R0 = the step-0 evaluation
+    fit = fit_curves([(compute, score)])                 # THE fit of a run's curve (R0 rule below)
+    fit = fit_run(rows)                                  # the same, from metric rows
     bt, prefix = backtest_run(rows)                      # fit the first 40% of compute, score the rest
-    print(print_report(write_report(out_dir)))           # fit.json, backtest.json, fit.html/png
+    print(print_report(write_report(out_dir)))           # fit.json, backtest.json, fit.html, fit.png
+
+The R0 rule (one owner: `fit_curves`): R0 is the score measured at compute 0 (the evaluation
+before training); a curve without one (a resumed run, an MLflow curve missing step 0) uses its
+first point. `RunView.fit`, `workbench.runs.fits` (MLflow comparisons) and the sweep's rungs fit
+through `fit_curves`.
+
+Fit artifacts have one layout, owned by `write_report`: `<out_dir>/fit.json` (reloadable with
+SigmoidFit.from_json), `backtest.json`, `fit.html` and `fit.png` (`FIT_FILES`). `workbench run`
+writes them at the end of a run, and so does `workbench.Session` (which also logs them to MLflow).
 
 The backtest is the run checking its own forecast: the sigmoid fitted to the evaluations within
 the first `BACKTEST_FRACTION` of the run's compute forecasts the later ones; the report gives the
@@ -15,7 +25,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -25,6 +35,8 @@ from workbench.tracking.sink import read_jsonl
 
 # Fit on the evaluations up to this share of the run's final compute, forecast the rest.
 BACKTEST_FRACTION = 0.4
+# The fit artifacts, all in the run's folder: the one layout (`write_report` writes them).
+FIT_FILES = ("fit.json", "backtest.json", "fit.html", "fit.png")
 
 
 def eval_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -44,13 +56,35 @@ def eval_curve(rows: list[dict[str, Any]], x: str = "compute/device_hours") -> t
     return np.array([c for c, _ in pts]), np.array([y for _, y in pts])
 
 
-def fit_run(rows: list[dict[str, Any]], x: str = "compute/device_hours", fit_from: Optional[float] = None, **kw):
-    from workbench.scaling import fit_sigmoid
+def r0_rule(curves: Sequence[tuple[Any, Any]]) -> Optional[str]:
+    """`r0` for workbench.scaling's fits: None (the measured compute-0 score) when every curve has
+    a point at compute 0, else "first" (each curve's first point)."""
+    return None if all((np.asarray(c) == 0).any() for c, _ in curves) else "first"
 
+
+def fit_curves(curves: Sequence[tuple[Any, Any]], *, fit_from: Optional[float] = None, n_boot: int = 200, **kw: Any) -> Any:
+    """The sigmoid fit (workbench.scaling.SigmoidFit) of one run's (compute, score) curve, or of
+    several seeds of one run jointly (fit_sigmoid_multi, whole-run bootstrap).
+
+    R0 is the score measured at compute 0 when every curve has one, else each curve's first point."""
+    from workbench.scaling.sigmoid import fit_sigmoid, fit_sigmoid_multi
+
+    curves = [(np.asarray(c, dtype=float), np.asarray(y, dtype=float)) for c, y in curves]
+    if not curves:
+        raise UserError("no curve to fit")
+    r0 = r0_rule(curves)
+    if len(curves) == 1:
+        return fit_sigmoid(*curves[0], r0=r0, fit_from=fit_from, n_boot=n_boot, **kw)
+    return fit_sigmoid_multi(curves, r0=r0, fit_from=fit_from, n_boot=n_boot, **kw)
+
+
+def fit_run(rows: list[dict[str, Any]], x: str = "compute/device_hours", fit_from: Optional[float] = None,
+            n_boot: int = 200) -> Any:
+    """`fit_curves` of the run's evaluations (`eval_curve(rows, x)`); a UserError while too few."""
     compute, score = eval_curve(rows, x)
     if len(compute) < MIN_POINTS:
         raise UserError(f"only {len(compute)} evaluations so far; the sigmoid fit needs at least {MIN_POINTS}")
-    return fit_sigmoid(compute, score, fit_from=fit_from, **kw)
+    return fit_curves([(compute, score)], fit_from=fit_from, n_boot=n_boot)
 
 
 def backtest_run(
@@ -73,7 +107,8 @@ def backtest_run(
     compute, score = eval_curve(rows, x)
     if len(compute) == 0:
         raise UserError(f"no evaluations with {x!r} to backtest")
-    bt = backtest((compute, score), fractions=(fraction,), fit_from=fit_from, n_boot=n_boot, level=level)
+    bt = backtest((compute, score), fractions=(fraction,), r0=r0_rule([(compute, score)]), fit_from=fit_from,
+                  n_boot=n_boot, level=level)
     row, fit = bt.rows[0], bt.fits[0]
     summary = {
         "fraction": fraction,
@@ -104,13 +139,14 @@ def backtest_line(bt: dict[str, Any]) -> str:
 
 
 def write_fit_artifacts(fit: Any, folder: Path, *, title: str, x: str, prefix_fit: Any = None) -> list[Path]:
-    """fit.json (reloadable with SigmoidFit.from_json), fit.html (offline) and fit.png in `folder`.
+    """fit.json (reloadable with SigmoidFit.from_json), fit.html (offline) and fit.png in `folder`
+    (write_report's part of the layout).
 
     With `prefix_fit` (a backtest's fit on the start of the curve), the chart shows its forecast
     against the later points beside the final fit. A chart that cannot be drawn leaves
     chart_error.txt instead: the fit itself is never lost."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / "fit.json"]
+    paths = [folder / FIT_FILES[0]]
     paths[0].write_text(fit.to_json(indent=1))
     try:
         from workbench.scaling.charts import chart_backtest, chart_fit, save_chart
@@ -119,7 +155,7 @@ def write_fit_artifacts(fit: Any, folder: Path, *, title: str, x: str, prefix_fi
             chart = chart_fit(fit, title=title, x_title=x, y_title="val/pass_rate")
         else:
             chart = chart_backtest(fit, prefix_fit, title=title, x_title=x, y_title="val/pass_rate")
-        paths += [save_chart(chart, folder / "fit.html"), save_chart(chart, folder / "fit.png")]
+        paths += [save_chart(chart, folder / FIT_FILES[2]), save_chart(chart, folder / FIT_FILES[3])]
         (folder / "chart_error.txt").unlink(missing_ok=True)  # from an earlier attempt
     except Exception as e:  # noqa: BLE001 - see docstring
         (folder / "chart_error.txt").write_text(f"{type(e).__name__}: {e}")
@@ -131,21 +167,23 @@ def write_report(
     x: str = "compute/device_hours",
     charts: bool = True,
     backtest_fraction: Optional[float] = BACKTEST_FRACTION,
+    rows: Optional[list[dict[str, Any]]] = None,
 ) -> dict[str, Any]:
-    """Fit the run in `out_dir` and backtest the fit (None: no backtest); write fit.json,
-    backtest.json (and fit.html / fit.png) there. Returns a summary."""
+    """Fit the run in `out_dir` (its metrics.jsonl, or `rows`) and backtest the fit (None: no
+    backtest); write the fit artifacts there (`FIT_FILES`; no chart when `charts` is False).
+    Returns a summary; a UserError while the run has too few evaluations to fit."""
     out = Path(out_dir)
-    rows = read_jsonl(out / "metrics.jsonl")
+    rows = read_jsonl(out / "metrics.jsonl") if rows is None else rows
     fit = fit_run(rows, x)
     bt, prefix = (None, None) if backtest_fraction is None else backtest_run(rows, x, fraction=backtest_fraction)
     if charts:
         files = write_fit_artifacts(fit, out, title=f"{out.name}: validation pass rate vs {x}", x=x, prefix_fit=prefix)
     else:
-        (out / "fit.json").write_text(fit.to_json(indent=1))
-        files = [out / "fit.json"]
+        (out / FIT_FILES[0]).write_text(fit.to_json(indent=1))
+        files = [out / FIT_FILES[0]]
     if bt is not None:
-        (out / "backtest.json").write_text(json.dumps(bt, indent=1))
-        files.insert(1, out / "backtest.json")
+        (out / FIT_FILES[1]).write_text(json.dumps(bt, indent=1))
+        files.insert(1, out / FIT_FILES[1])
     compute, score = eval_curve(rows, x)
     return {
         "A": fit.A,
@@ -160,8 +198,25 @@ def write_report(
         "reason": fit.reason,
         "gain": float(score[-1] - score[0]),
         "backtest": bt,
+        "fit": fit,  # the SigmoidFit itself (not printed)
         "files": [str(f) for f in files],
     }
+
+
+def report_run_end(cfg: Any, rows: list[dict[str, Any]], *, x: str, step: int, tracked: bool) -> None:
+    """What a session does when its run ends: `write_report` into the run folder (cfg.out_dir)
+    and, when `tracked`, log the fit and its files to the config's MLflow run (or why it could
+    not be fitted)."""
+    from workbench.tracking import run_tracking
+
+    try:
+        rep = write_report(cfg.out_dir, x, rows=rows)
+    except (UserError, ValueError, RuntimeError) as e:
+        if tracked:
+            run_tracking.log_fit_error(cfg, str(e))
+        return
+    if tracked:
+        run_tracking.log_fit(cfg, rep["fit"], [Path(f) for f in rep["files"]], step=step, x=x)
 
 
 def print_report(report: dict[str, Any]) -> str:

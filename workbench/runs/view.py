@@ -16,7 +16,6 @@ run's step target is its config's `train.max_steps`.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Optional
@@ -24,7 +23,7 @@ from typing import Any, Optional
 import pandas as pd
 
 from workbench.config import RunConfig
-from workbench.runs.report import eval_rows
+from workbench.runs.report import eval_rows, fit_curves
 from workbench.errors import UserError
 from workbench.scaling.sigmoid import MIN_POINTS
 
@@ -69,9 +68,28 @@ class RunView:
         """The run's step target: its config's train.max_steps (the one owner of that number)."""
         return int(self.cfg.train.max_steps)
 
+    @property
+    def column(self) -> str:
+        """The curve column of `x` (e.g. compute_device_hours)."""
+        return X_COLUMNS[self.x]
+
     def extend(self, rows: list[dict[str, Any]]) -> None:
         """Add rows the run logged since (the owner of the run calls this)."""
         self._rows.extend(rows)
+
+    def end(self, summary: dict[str, Any] | None, error: str | None = None) -> None:
+        """Record the run's end: its summary and final status ("failed" with `error`), step and error."""
+        self.summary = summary
+        s = summary or {}
+        status = s.get("status") or ("failed" if error else "finished")
+        self.state = {**self.state, "status": status, "error": error, "step": s.get("steps", self.state.get("step"))}
+
+    def load_rows(self, path: Path, *, until_step: int | None = None) -> None:
+        """Replace the rows with those of the metrics.jsonl at `path` (up to `until_step`): what the
+        run wrote before a resume, which its actor no longer holds."""
+        from workbench.tracking.sink import read_jsonl
+
+        self._rows = [r for r in read_jsonl(path) if until_step is None or r.get("step", 0) <= until_step]
 
     # ------------------------------------------------------------------ data
     @property
@@ -111,12 +129,10 @@ class RunView:
     def fit(self, x: str | None = None, fit_from: float | None = None, n_boot: int = 200):
         """The sigmoid fit (workbench.scaling.SigmoidFit) of val/pass_rate vs `x` on the evaluations so far.
 
-        R0 is the pass rate measured at compute 0 (the evaluation before training); a resumed
-        curve without one uses its first point. fit_from leaves out early points (the paper
+        R0 follows `workbench.runs.report.fit_curves`: the pass rate measured at compute 0 (the
+        evaluation before training), else the curve's first point (a resumed run). fit_from leaves out early points (the paper
         drops the first ~1.5k GPU-hours). Cached until a new evaluation arrives.
         """
-        from workbench.scaling import fit_sigmoid
-
         x = check_x(x or self.x)
         df = self.curve
         key = (len(df), x, fit_from, n_boot)
@@ -131,8 +147,7 @@ class RunView:
                 f"only {n} evaluation(s) with {x} > {fit_from or 0:g} so far ({len(df)} in all); the sigmoid fit "
                 f"needs at least {MIN_POINTS}: wait for more (one every {self.cfg.eval.every_steps} steps)"
             )
-        r0 = None if (c == 0).any() else "first"
-        result = fit_sigmoid(c, y, r0=r0, fit_from=fit_from, n_boot=n_boot)
+        result = fit_curves([(c, y)], fit_from=fit_from, n_boot=n_boot)
         self._fit_cache = {key: result}  # only the latest: a new evaluation invalidates it
         return result
 
@@ -151,32 +166,40 @@ class RunView:
 
         return forecast_from_fit(self.fit(x, fit_from), budget, x=x or self.x, level=level, min_gain=min_gain)
 
-    def chart(self, budget: float | None = None, *, fit_from: float | None = None):
-        """The dashboard's chart as an Altair chart (points; fit, band and forecast once MIN_POINTS evaluations exist).
+    def default_budget(self, factor: float = 10.0) -> Optional[float]:
+        """`factor` x the latest positive compute of the curve (None when there is none yet)."""
+        c = self.curve[self.column]
+        c = c[c > 0]
+        return float(c.max()) * factor if len(c) else None
+
+    def chart(self, budget: float | None = None, *, fit_from: float | None = None, width: int = 560, height: int = 300):
+        """The dashboard's chart as an Altair chart (points; fit, band and forecast once MIN_POINTS
+        evaluations exist), drawn out to `budget` (default: `default_budget()`).
 
         Offline display in a notebook: `alt.renderers.enable("svg")` (rendered by vl-convert)."""
-        from workbench.widgets.chart import default_budget, session_chart
+        from workbench.scaling.charts import session_chart
 
         curve = self.curve
         if curve.empty:
             raise UserError(f"run '{self.name}' has no evaluation yet: nothing to draw")
         fit, _ = self.fit_or_none(fit_from)
-        budget = budget if budget is not None else default_budget(curve, self.x)
-        return session_chart(curve, fit, x=self.x, budget=budget, title=f"{self.name}: val/pass_rate vs {self.x}")
+        budget = budget if budget is not None else self.default_budget()
+        return session_chart(curve[self.column], curve["val_pass_rate"], fit, budget=budget, x_title=self.x,
+                             title=f"{self.name}: val/pass_rate vs {self.x}", width=width, height=height)
 
     # ------------------------------------------------------------------ from a folder
     @classmethod
     def open(cls, target: str | Path, *, x: str = "compute/device_hours") -> "RunView":
         """A view of a run folder (out_dir, or a name under <project>/runs): its metrics.jsonl,
         config (config.json or the latest checkpoint) and summary.json. Needs no Ray."""
-        from workbench.tracking.sink import read_jsonl
-        from workbench.runs.folder import run_folder
+        from workbench.runs.folder import read_summary, run_folder
 
         path = run_folder(target)
-        v = cls(folder_config(path), x=x, rows=read_jsonl(path / "metrics.jsonl") if (path / "metrics.jsonl").is_file() else [])
+        v = cls(folder_config(path), x=x)
+        v.load_rows(path / "metrics.jsonl")
         tr = v.cfg.tracking
         v.run_id, v.tracking_uri = tr.run_id, tr.tracking_uri
-        summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").is_file() else {}
+        summary = read_summary(path) or {}
         v.summary = summary
         last = max((int(r.get("step", 0)) for r in v._rows), default=0)
         v.state = {"status": summary.get("status", "unknown"), "step": summary.get("steps", last), "out_dir": str(path)}

@@ -267,3 +267,59 @@ def chart_backtest(
     panel = clip_marks(alt.layer(*layers)).properties(title=alt.TitleParams("forecast from the start of the run", subtitle=sub), width=width, height=height)
     final = chart_fit(fit, level=level, title="final fit", x_title=x_title, y_title=y_title, width=width, height=height)
     return alt.hconcat(final, panel).properties(title=title or "scaling fit and backtest").resolve_scale(color="independent")
+
+
+FORECAST_COLOR = "#9467bd"  # the forecast diamond of session_chart: not the orange of held-out points
+
+
+def session_chart(
+    compute: Any,
+    score: Any,
+    fit: SigmoidFit | None,
+    *,
+    budget: float | None = None,
+    level: float = 0.95,
+    x_title: str = "compute",
+    y_title: str = "val/pass_rate",
+    title: str = "val/pass_rate",
+    width: int = 560,
+    height: int = 300,
+) -> Any:
+    """A live run's chart: its points (`compute`, `score`: one curve column each) and, with a fit,
+    `chart_fit` drawn out to `budget` plus the forecast there (a diamond with its interval). Without
+    a fit (too few points yet) the points are drawn alone. Used by RunView.chart and the dashboard."""
+    if fit is None:
+        c, y = np.asarray(compute, dtype=float), np.asarray(score, dtype=float)
+        data = [{"compute": float(a), "score": float(b)} for a, b in zip(c[c > 0], y[c > 0], strict=True)]
+        return (
+            alt.Chart(alt.Data(values=data))
+            .mark_circle(size=48, color=STATUS_COLORS["fitted"])
+            .encode(
+                x=alt.X("compute:Q", scale=alt.Scale(type="log"), title=x_title),
+                y=alt.Y("score:Q", scale=alt.Scale(zero=False), title=y_title),
+                tooltip=["compute:Q", "score:Q"],
+            )
+            .properties(title=alt.TitleParams(title, subtitle=f"{len(data)} point(s): the fit needs 4"),
+                        width=width, height=height)
+        )
+    latest = float(fit.compute[fit.compute > 0].max())
+    if budget is None or not budget > latest:
+        budget = latest * 1.05  # a budget inside the data: draw the data's range only
+    chart = chart_fit(fit, title=title, extend=budget / latest, level=level, x_title=x_title, y_title=y_title,
+                      width=width, height=height)
+    pred = float(fit.predict(budget))
+    lo = hi = pred
+    if len(fit.samples):
+        band = fit.band(budget, level=level)
+        lo, hi = float(band[0][0]), float(band[1][0])
+    row = {"compute": budget, "score": pred, "lo": lo, "hi": hi,
+           "label": f"forecast {pred:.3f} [{lo:.3f}, {hi:.3f}]" if np.isfinite(lo) else f"forecast {pred:.3f}"}
+    data = alt.Data(values=[row])
+    xe = alt.X("compute:Q", title=x_title)
+    extra = [
+        alt.Chart(data).mark_rule(color=FORECAST_COLOR, strokeWidth=3).encode(x=xe, y="lo:Q", y2="hi:Q"),
+        alt.Chart(data).mark_point(shape="diamond", size=110, filled=True, color=FORECAST_COLOR).encode(x=xe, y="score:Q"),
+        alt.Chart(data).mark_text(align="right", dx=-8, dy=-10, color=FORECAST_COLOR).encode(x=xe, y="score:Q", text="label:N"),
+    ]
+    chart.layer = list(chart.layer) + extra
+    return clip_marks(chart)

@@ -5,8 +5,8 @@ the sweep process reads every point's curve from MLflow every few seconds; whene
 point completes a rung (N more evaluations at compute > 0), it refits every point (finished,
 stopped and running; the seeds of one point jointly) and asks
 `workbench.scaling.early_stop.rung_decisions` which points cannot win. A losing point that has
-completed at least one rung is asked to stop: the monitor writes the point's stop-request file
-($WORKBENCH_STOP_REQUEST in the point's papermill process), which `workbench.Session` honours
+completed at least one rung is asked to stop (`workbench.sweep.stop`: the monitor writes the
+point's stop-request file, $WORKBENCH_STOP_REQUEST in its papermill process), which `workbench.Session` honours
 by stopping its run after the step in flight, with a checkpoint. The stopped point keeps its
 curve and its fit (the session logs it as for any run end).
 
@@ -33,6 +33,7 @@ import numpy as np
 
 from workbench.errors import UserError
 from workbench.scaling.sigmoid import MIN_POINTS
+from workbench.sweep.stop import request_stop
 
 
 @dataclass
@@ -92,17 +93,13 @@ def compute_account(p: Optional[Progress], *, stopped: bool) -> dict[str, float]
 
 def fit_group(curves: list[Progress]) -> Any:
     """The sigmoid fit of one point (its seeds jointly); None while too few evaluations."""
-    from workbench.scaling.sigmoid import fit_sigmoid, fit_sigmoid_multi
+    from workbench.runs.report import fit_curves
 
     usable = [c for c in curves if c.evaluations >= MIN_POINTS]
     if not usable:
         return None
     try:
-        if len(usable) == 1:
-            c = usable[0]
-            return fit_sigmoid(c.x, c.y, r0=None if (c.x == 0).any() else "first")
-        has0 = all((c.x == 0).any() for c in usable)
-        return fit_sigmoid_multi([(c.x, c.y) for c in usable], r0=None if has0 else "first")
+        return fit_curves([(c.x, c.y) for c in usable])
     except (UserError, ValueError, RuntimeError, FloatingPointError):
         return None
 
@@ -205,7 +202,7 @@ class RungMonitor:
             if d is None or not d.stop or r.ended or key in self.requested or r.rung < 1:
                 continue
             reason = f"stopped by forecast after {r.last.evaluations} evaluations: {d.reason}"
-            r.stop_file.write_text(reason + "\n")
+            request_stop(r.stop_file, reason)
             self.requested[key] = reason
             stopped.append(key)
         self.rounds.append({"time": time.time(), "budget": budget, "stopped": [runs[k].label for k in stopped],

@@ -69,7 +69,7 @@ class SweepResult:
     parent_run_id: str
     points: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> manifest entry
     executed: list[str] = field(default_factory=list)  # keys run this time (others skipped)
-    comparison: Any = None  # workbench.tracking.fits.RunFits
+    comparison: Any = None  # workbench.runs.fits.RunFits
     compute_saved_frac: Optional[float] = None  # with stop_early: compute not spent / compute of the full sweep
     ray_state_dirs: list[Path] = field(default_factory=list)  # where the points' Ray clusters were recorded
 
@@ -264,7 +264,7 @@ def _compare(result: SweepResult, g: Grid, metric: str, x: str, uri: str, fit_fr
              c: Any, parent: str) -> None:
     """Fit every finished or stopped point (the seeds of a point jointly), compare, log to the parent."""
     from workbench.tracking import store
-    from workbench.tracking.fits import fit_runs
+    from workbench.runs.fits import fit_runs
 
     groups: dict[str, list[str]] = {}
     stopped: dict[str, str] = {}
@@ -288,9 +288,9 @@ def _compare(result: SweepResult, g: Grid, metric: str, x: str, uri: str, fit_fr
 
 def _run_point(ctx: dict[str, Any], key: str, params: dict[str, Any], label: str, group: str) -> str:
     """Execute one point in its own papermill process; record it; return its final status."""
-    from workbench.session import STOP_REQUEST_ENV
+    from workbench.sweep.stop import stop_env
     from workbench.tracking import store
-    from workbench.tracking.fits import STOPPED_REASON_TAG, STOPPED_TAG
+    from workbench.runs.fits import STOPPED_REASON_TAG, STOPPED_TAG
 
     uri, manifest, out_dir, monitor = ctx["uri"], ctx["manifest"], ctx["out_dir"], ctx["monitor"]
     tags = {"workbench.kind": "sweep-point", "workbench.sweep": ctx["sweep"], "workbench.point": key, "workbench.group": group}
@@ -308,7 +308,7 @@ def _run_point(ctx: dict[str, Any], key: str, params: dict[str, Any], label: str
     if ctx["cell_timeout"]:
         cmd += ["--execution-timeout", str(int(ctx["cell_timeout"]))]
     # notebooks that ignore tracking_uri still log here; Ray state and stop requests of this point only
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "WORKBENCH_STATE_DIR": str(ray_state), STOP_REQUEST_ENV: str(stop_file)}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "WORKBENCH_STATE_DIR": str(ray_state), **stop_env(stop_file)}
     if monitor is not None:
         monitor.register(key, label, group, run_id, stop_file)
     error = None

@@ -1,12 +1,13 @@
-"""Verifiable tasks: examples, checkers, and the one entry point `load_task`.
+"""Loading a verifiable task, and running its checker: the one entry point `load_task`.
 
     task = load_task(TaskConfig(name="addition", difficulty=2, seed=0))
     ex = task.val[0]                      # Example(id=..., prompt="07+45=", answer="52")
     ok = safe_check(task.checker, "52", ex.answer, example_id=ex.id)   # -> True
 
 A task is a fixed, seeded i.i.d. split of prompts into `train` and `val` (no prompt in both)
-plus a checker `(completion, answer) -> bool`. Built-in synthetic families live in
-`workbench.tasks.synthetic`; JSONL / Parquet files in `workbench.tasks.files`. The checker only
+plus a checker `(completion, answer) -> bool` (the types: `workbench.tasks.types`). Built-in
+synthetic families live in `workbench.tasks.synthetic`; JSONL / Parquet files in
+`workbench.tasks.files`; this module sits above them and dispatches by `cfg.name`. The checker only
 says right or wrong; the reward (+1 / -1) is the engine's business.
 
 Checkers never eval model output. A checker that raises is wrapped by `safe_check` into a
@@ -15,45 +16,12 @@ Checkers never eval model output. A checker that raises is wrapped by `safe_chec
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Optional
-
 from workbench.errors import UserError
-
-Checker = Callable[[str, str], bool]
-
-
-@dataclass(frozen=True)
-class Example:
-    id: int  # unique within a task, across train and val
-    prompt: str
-    answer: str
-
-
-@dataclass
-class TaskData:
-    name: str
-    train: list[Example]
-    val: list[Example]
-    checker: Checker
-    stop: Optional[list[str]]  # extra stop strings besides the tokenizer's EOS (None: EOS only)
-    # Characters a character-level model needs for this task (synthetic tasks declare it; for
-    # files it is every character in the data). The builtin model's tokenizer is built from it.
-    alphabet: str = ""
-    checker_name: str = ""
-    difficulty: Optional[int] = None
-    seed: int = 0
-    chat_template: bool = False  # prompts go through the tokenizer's chat template (TaskConfig)
-    info: dict = field(default_factory=dict)  # free-form facts for logging (source file, sizes)
+from workbench.tasks.types import Checker, TaskData, exact_checker
 
 
 class CheckerError(UserError):
     """A checker raised on some example; the message names the example and the cause."""
-
-
-def exact_checker(completion: str, answer: str) -> bool:
-    """Right iff the completion equals the answer once surrounding whitespace is stripped."""
-    return completion.strip() == answer.strip()
 
 
 def safe_check(checker: Checker, completion: str, answer: str, *, example_id: int | None = None) -> bool:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from workbench.errors import UserError
-from workbench.tasks.base import Example, TaskData
+from workbench.tasks.types import Example, TaskData
 
 MAX_MATH_CHARS = 2000  # answers sit at the end of a completion; longer text is not parsed
 MATH_TIMEOUT_S = 5  # per parse / comparison, main thread only

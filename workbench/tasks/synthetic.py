@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from workbench.errors import UserError
-from workbench.tasks.base import Example, TaskData, exact_checker
+from workbench.tasks.types import Example, TaskData, exact_checker
 
 LETTERS = string.ascii_lowercase
 MAX_DIFFICULTY = 30

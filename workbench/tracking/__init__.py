@@ -4,8 +4,11 @@
     store         tracking URI resolution, ensure_experiment / create_run / end_run (SQLite-safe)
     mlflow_sink   MlflowSink: the MetricSink for MLflow, usable inside Ray actors and kernels
     queries       runs_frame (one row per run), run_curve (metric vs compute, joined on step)
-    fits          fit and compare the sigmoid of several runs (used by compare and sweeps)
-    cli           `workbench compare`;  cli_ui: `workbench ui` (the MLflow UI)
+    run_tracking  a session's MLflow run: open_run, failed_if_raises, log_fit / log_fit_error, fit_metrics
+    cli           `workbench compare` (its fits: workbench.runs.fits);  cli_ui: `workbench ui` (the MLflow UI)
+
+The recording layer: below workbench.runs (the run record reads metrics.jsonl through `sink`) and
+the engine (which logs through the sinks).
 
 Importing this package loads nothing heavy; MLflow is imported by the modules that need it.
 """

@@ -39,7 +39,7 @@ def select_runs(
     """Display name -> run_id of the runs to compare (see the module doc for the rules).
 
     `stopped`, when given, is filled with name -> reason of the runs a sweep stopped by forecast."""
-    from workbench.tracking.fits import stopped_runs, unique_names
+    from workbench.runs.fits import stopped_runs, unique_names
     from workbench.tracking.queries import runs_frame  # pandas: loaded only when comparing
 
     if bool(experiment) == bool(run_ids):
@@ -86,7 +86,7 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     if args.plot and not args.plot.lower().endswith((".html", ".png", ".svg")):
         raise UserError(f"--plot: use a .html, .png or .svg file name, not {args.plot!r}")
-    from workbench.tracking.fits import fit_runs
+    from workbench.runs.fits import fit_runs
 
     uri = resolve_tracking_uri(args.tracking_uri)
     stopped: dict[str, str] = {}

@@ -1,7 +1,8 @@
-"""The notebook face of workbench, behind `workbench.Session`.
+"""workbench.widgets: the dashboard only (`session.dashboard()`, `Dashboard(RunView)`).
 
-- dashboard: the live ipywidgets panel (`session.dashboard()`), updated from the kernel's event loop
-- chart: the session chart (points, fit, band, forecast) and offline SVG rendering (vl-convert)
-- report: the forecast at a budget, the fit's artifacts and MLflow metrics at run end
-- runs: run folders, saved configs, the default config, recipe swaps
+- dashboard: the live ipywidgets panel, updated from the kernel's event loop, and `to_svg`
+  (offline rendering of its Altair chart by vl-convert)
+
+What it draws comes from elsewhere: the run's curve, fit and forecast from
+`workbench.runs.view.RunView`, the chart from `workbench.scaling.charts.session_chart`.
 """

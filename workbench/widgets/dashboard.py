@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import html
+import io
 import math
 from typing import Any, Optional
 
 import ipywidgets as widgets
 
 from workbench.errors import UserError
-from workbench.runs.view import X_COLUMNS
-from workbench.widgets.chart import default_budget, session_chart, to_svg
 
 WAITING = "Waiting for the first evaluation"
 # (metric key, label) of the train metrics shown; missing ones are left out
@@ -43,6 +42,13 @@ TRAIN_METRICS = (
     ("train/entropy", "entropy"),
     ("throughput/samples_per_second", "samples / s"),
 )
+
+
+def to_svg(chart: Any) -> str:
+    """Render an Altair chart to an SVG string with vl-convert (offline: no JavaScript, no CDN)."""
+    buf = io.StringIO()
+    chart.save(buf, format="svg")
+    return buf.getvalue()
 
 
 def _fmt(v: Any) -> str:
@@ -188,15 +194,12 @@ class Dashboard(widgets.VBox):
             self._fit_text.value = ""
             self._drawn = key
             return
-        col = X_COLUMNS[s.x]
-        budget = self.budget if self.budget is not None else default_budget(curve, s.x)
+        budget = self.budget if self.budget is not None else s.default_budget()
         self.fit, self.message = s.fit_or_none(self.fit_from)
         if self.fit is None:
             self.forecast = None
-        if (curve[col] > 0).any():
-            chart = session_chart(curve, self.fit, x=s.x, budget=budget, title=f"{s.name}: val/pass_rate vs {s.x}",
-                                  width=self.size[0], height=self.size[1])
-            self.chart_svg = to_svg(chart)
+        if (curve[s.column] > 0).any():
+            self.chart_svg = to_svg(s.chart(budget, fit_from=self.fit_from, width=self.size[0], height=self.size[1]))
             body = f"<div class='wb-chart' style='max-width:100%;overflow:auto'>{self.chart_svg}</div>"
         else:
             self.chart_svg = ""

@@ -22,8 +22,8 @@ from typing import Any, Optional
 import ray
 
 from workbench.config import RunConfig
-from workbench.engine.cluster import connect_for_run, required_resources  # noqa: F401 - session.py's, until it calls connect_for_session
-from workbench.engine.run.handle import RunHandle, attach, start_coordinator  # noqa: F401 - attach: session.py's, until it imports workbench.engine
+from workbench.engine.cluster import connect_for_run
+from workbench.engine.run.handle import RunHandle, start_coordinator
 from workbench.engine.run.preflight import absolute_paths, check_resources, preflight
 from workbench.errors import UserError
 

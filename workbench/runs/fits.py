@@ -7,10 +7,10 @@
     result.write("out/comparison")     # comparison.md + comparison.csv (+ .json of the fits)
     result.chart("out/overlay.html")   # overlay of the fitted curves (.html or .png)
 
-Each run's curve is `queries.run_curve(run_id, metric, x)`; it is fitted with
-`workbench.scaling.fit_sigmoid` (R0 = the score at compute 0 when the run logged one, else its
-first point) and the fits are ranked by `workbench.scaling.compare`. Several runs under one name
-(the seeds of a sweep point) are fitted jointly with `fit_sigmoid_multi`, so their intervals carry
+Each run's curve is `workbench.tracking.queries.run_curve(run_id, metric, x)`; it is fitted with
+`workbench.runs.report.fit_curves` (the one run-curve fit: R0 = the score at compute 0 when the run
+logged one, else its first point) and the fits are ranked by `workbench.scaling.compare`. Several
+runs under one name (the seeds of a sweep point) are fitted jointly, so their intervals carry
 the seed spread into compare's +-0.02 tie rule. A run whose curve is missing or cannot be fitted
 is listed with the reason instead of stopping the comparison.
 
@@ -150,8 +150,8 @@ def fit_runs(
 ) -> RunFits:
     """Fit each run's `metric`-vs-`x` curve (runs: display name -> run_id, or a list of run ids
     fitted jointly) and compare them; `stopped` marks names a sweep stopped by forecast."""
+    from workbench.runs.report import fit_curves
     from workbench.scaling.compare import compare
-    from workbench.scaling.sigmoid import fit_sigmoid, fit_sigmoid_multi
 
     result = RunFits(metric=metric, x=x, run_ids=dict(runs), stopped=dict(stopped or {}))
     for name, rid in runs.items():
@@ -163,12 +163,7 @@ def fit_runs(
                 if len(curve) == 0:
                     raise UserError(f"run {one}: no step has both {metric} and {x}")
                 curves.append((curve["x"].to_numpy(), curve["y"].to_numpy()))
-            measured = all((c == 0).any() for c, _ in curves)
-            r0 = None if measured else "first"
-            if len(curves) == 1:
-                result.fits[name] = fit_sigmoid(*curves[0], r0=r0, fit_from=fit_from, n_boot=n_boot)
-            else:
-                result.fits[name] = fit_sigmoid_multi(curves, r0=r0, fit_from=fit_from, n_boot=n_boot)
+            result.fits[name] = fit_curves(curves, fit_from=fit_from, n_boot=n_boot)
         except (UserError, ValueError, RuntimeError, FloatingPointError) as e:
             result.errors[name] = str(e)
     if result.fits:

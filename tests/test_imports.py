@@ -1,0 +1,199 @@
+"""Imports point one way: no import cycle in workbench/, no module importing from a layer above it.
+
+The imports are read from the source (ast), not executed; imports inside functions (lazy ones)
+count like the others, unless listed in LAZY_EXCEPTIONS with the reason. Implicit imports of
+parent packages (importing a.b.c runs a/__init__ and a/b/__init__) are not edges: a package's
+__init__ may be its door and import its own modules.
+
+The layers, lowest first. A module may import from its own layer and the ones below:
+
+    errors, configtools   leaf helpers
+    scaling               the science of the curve: stdlib, numpy, scipy (+ pandas, altair for tables and charts)
+    rl                    the recipe's math: torch, never Ray
+    tasks                 verifiable tasks
+    config                RunConfig
+    tracking              recording: the metrics.jsonl sink, the MLflow store and queries, a session's MLflow run
+    runs                  the run record, read by everyone: folder, view, fit and report, forecast, fits of many runs
+    engine, kernel        the run on Ray (its sub-packages free among themselves, cycles aside); the Jupyter kernel
+    widgets, sweep, session   the notebook face
+    doors                 workbench/__init__, workbench.cli and every sub-command's `cli` / `cli_ui` module
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "workbench"
+
+LAYERS: list[tuple[str, ...]] = [
+    ("errors", "configtools"),
+    ("scaling",),
+    ("rl",),
+    ("tasks",),
+    ("config",),
+    ("tracking",),
+    ("runs",),
+    ("engine", "kernel"),
+    ("widgets", "sweep", "session"),
+    ("<doors>",),
+]
+DOOR_NAMES = ("cli", "cli_ui")  # a sub-command's module: registered by workbench.cli, may use anything
+# (importer, imported) -> why this upward import inside a function is fine. Keep it empty if you can.
+LAZY_EXCEPTIONS: dict[tuple[str, str], str] = {}
+# third-party packages a room may import (None: any); the standard library is always allowed
+SCALING_THIRD_PARTY = {"numpy", "scipy", "pandas", "altair", "vl_convert"}
+NEVER = {"rl": {"ray", "mlflow", "ipywidgets", "papermill", "vllm"}, "scaling": {"ray", "torch", "mlflow", "ipywidgets"}}
+
+
+def modules(root: Path) -> dict[str, tuple[Path, bool]]:
+    """Dotted module name -> (file, is a package __init__) for every .py under `root`."""
+    out = {}
+    for p in sorted(root.rglob("*.py")):
+        parts = list(p.relative_to(root.parent).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_pkg else parts)] = (p, is_pkg)
+    return out
+
+
+def imports(root: Path) -> tuple[set[tuple[str, str, int, bool]], set[tuple[str, str, int]]]:
+    """(internal edges (importer, imported, line, lazy), external imports (importer, top-level name, line))."""
+    mods = modules(root)
+    top = root.name
+    edges, external = set(), set()
+    for name, (path, is_pkg) in mods.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        lazy_nodes = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      for n in ast.walk(f)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the importer's package
+                    pkg = name.split(".") if is_pkg else name.split(".")[:-1]
+                    base = ".".join(pkg[: len(pkg) - node.level + 1] + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            else:
+                continue
+            for t in targets:
+                if t.split(".")[0] != top:
+                    external.add((name, t.split(".")[0], node.lineno))
+                    continue
+                while t not in mods and "." in t:
+                    t = t.rsplit(".", 1)[0]
+                if t != name:
+                    edges.add((name, t, node.lineno, id(node) in lazy_nodes))
+    return edges, external
+
+
+def layer(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1 or parts[-1] in DOOR_NAMES or module.endswith(".cli"):
+        return len(LAYERS) - 1
+    for i, room in enumerate(LAYERS):
+        if parts[1] in room:
+            return i
+    raise AssertionError(f"{module}: not in any layer of tests/test_imports.py: add its room to LAYERS")
+
+
+def cycles(edges: set[tuple[str, str, int, bool]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    graph: dict[str, set[str]] = {}
+    for a, b, _, _ in edges:
+        graph.setdefault(a, set()).add(b)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def upward(edges: set[tuple[str, str, int, bool]]) -> list[str]:
+    return sorted(
+        f"{a}:{line} imports {b}" + (" (inside a function)" if lazy else "")
+        for a, b, line, lazy in edges
+        if layer(b) > layer(a) and not (lazy and (a, b) in LAZY_EXCEPTIONS)
+    )
+
+
+def forbidden_external(external: set[tuple[str, str, int]]) -> list[str]:
+    bad = []
+    for mod, name, line in external:
+        room = mod.split(".")[1] if "." in mod else ""
+        if name in NEVER.get(room, ()):
+            bad.append(f"{mod}:{line} imports {name}")
+        elif room == "scaling" and name not in SCALING_THIRD_PARTY and name not in sys.stdlib_module_names:
+            bad.append(f"{mod}:{line} imports {name} (scaling: stdlib, {', '.join(sorted(SCALING_THIRD_PARTY))})")
+    return sorted(bad)
+
+
+def test_no_import_cycle_in_workbench():
+    edges, _ = imports(PACKAGE)
+    assert cycles(edges) == []
+
+
+def test_no_module_imports_from_a_layer_above_it():
+    edges, _ = imports(PACKAGE)
+    assert upward(edges) == []
+
+
+def test_scaling_and_rl_know_nothing_of_ray_or_notebooks():
+    _, external = imports(PACKAGE)
+    assert forbidden_external(external) == []
+
+
+def test_every_exception_is_still_needed():
+    edges, _ = imports(PACKAGE)
+    used = {(a, b) for a, b, _, lazy in edges if lazy and layer(b) > layer(a)}
+    assert set(LAZY_EXCEPTIONS) <= used, "an exception no longer needed: remove it"
+
+
+def test_the_walk_finds_cycles_upward_and_lazy_imports(tmp_path):
+    pkg = tmp_path / "workbench"
+    files = {
+        "__init__.py": "",
+        "errors.py": "from workbench.scaling import fit  # upward, module level\n",
+        "scaling/__init__.py": "from .fit import f\n",
+        "scaling/fit.py": "import numpy\nimport ray\n\ndef f():\n    from workbench.scaling import g\n",
+        "scaling/g.py": "from . import fit\n",
+        "rl/__init__.py": "def h():\n    import workbench.engine.run  # lazy, upward\n",
+        "engine/__init__.py": "",
+        "engine/run.py": "from workbench.rl import h\n",
+    }
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    edges, external = imports(pkg)
+    # fit -> g (a lazy import) -> fit; rl -> engine.run (lazy) -> rl
+    assert sorted(cycles(edges)) == [["workbench.engine.run", "workbench.rl"], ["workbench.scaling.fit", "workbench.scaling.g"]]
+    assert upward(edges) == [
+        "workbench.errors:1 imports workbench.scaling.fit",
+        "workbench.rl:2 imports workbench.engine.run (inside a function)",
+    ]
+    assert forbidden_external(external) == ["workbench.scaling.fit:2 imports ray"]

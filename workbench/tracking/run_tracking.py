@@ -1,0 +1,106 @@
+"""The MLflow run of one session: open it, end it if the start failed, log the fit at the end.
+
+    cfg, created = open_run(cfg, experiment="workbench")    # cfg.tracking now names the run
+    with failed_if_raises(cfg, created): launch(cfg)        # a failed start ends the run FAILED
+    log_fit(cfg, fit, paths, step=200, x="compute/device_hours")  # fit/A, fit/A_lo, ... + artifacts
+    log_fit_error(cfg, "only 3 evaluations ...")            # tag workbench.fit_error instead
+
+`open_run` creates the experiment and the run in the calling process (SQLite stores must not be
+created by several processes at once), or reopens `run_id` (a resumed run, a sweep's child); the
+engine's Coordinator then logs every metric into it. `workbench.Session` calls these; the fit
+artifacts themselves are written by `workbench.runs.report.write_report` (their one layout) and
+logged here under the artifact folder fit/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from workbench.config import RunConfig
+from workbench.errors import UserError
+
+
+@contextlib.contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def open_run(cfg: RunConfig, *, experiment: str, run_id: Optional[str] = None, parent_run_id: Optional[str] = None,
+             tracking_uri: Optional[str] = None, enabled: bool = True) -> tuple[RunConfig, bool]:
+    """`cfg` with its tracking part set to log into an MLflow run (a new one, or `run_id`
+    reopened) and whether this call created it. The URI: `tracking_uri`, else the config's.
+    Not `enabled`: `cfg` logging to metrics.jsonl only (no MLflow run)."""
+    from workbench.tracking import store
+
+    if not enabled:
+        return dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, mlflow=False)), False
+    uri = store.resolve_tracking_uri(tracking_uri or cfg.tracking.tracking_uri)
+    created = run_id is None
+    if created:
+        with _quiet("mlflow.store.db.utils"):  # "Creating initial MLflow database tables..."
+            store.ensure_experiment(experiment, uri)
+        tags = {"workbench.kind": "session", "workbench.run": cfg.name, "workbench.out_dir": str(cfg.out_dir)}
+        run_id = store.create_run(experiment, cfg.name, tags, parent_run_id=parent_run_id, tracking_uri=uri)
+    else:
+        try:
+            status = store.run_status(run_id, uri)
+        except Exception as e:  # noqa: BLE001 - MlflowException for an unknown id
+            raise UserError(f"no MLflow run {run_id!r} in {uri}: {e}") from None
+        if status != "RUNNING":
+            store.retry_locked(store.client(uri).update_run, run_id, status="RUNNING")
+    tr = dataclasses.replace(cfg.tracking, mlflow=True, run_id=run_id, tracking_uri=uri, experiment=experiment,
+                             parent_run_id=parent_run_id)
+    return dataclasses.replace(cfg, tracking=tr), created
+
+
+@contextlib.contextmanager
+def failed_if_raises(cfg: RunConfig, created: bool) -> Iterator[None]:
+    """Around a run's launch: on an exception, end the config's MLflow run FAILED when `created`
+    (the run never started), then re-raise."""
+    try:
+        yield
+    except BaseException:
+        if created:
+            from workbench.tracking.store import end_run
+
+            end_run(cfg.tracking.run_id, "FAILED", cfg.tracking.tracking_uri)
+        raise
+
+
+def fit_metrics(fit: Any) -> dict[str, float]:
+    """fit/A, fit/B, fit/C_mid with fit/*_lo and fit/*_hi, fit/r2, fit/n, fit/converged, fit/no_gain
+    (finite only: a no-gain fit has no B or C_mid, its A is the flat level)."""
+    m = {"fit/A": fit.A, "fit/B": fit.B, "fit/C_mid": fit.C_mid, "fit/r2": fit.r2, "fit/n": float(fit.n),
+         "fit/converged": float(fit.converged), "fit/no_gain": float(getattr(fit, "no_gain", False))}
+    for k, ci in (("A", fit.A_ci), ("B", fit.B_ci), ("C_mid", fit.C_mid_ci)):
+        m[f"fit/{k}_lo"], m[f"fit/{k}_hi"] = ci
+    return {k: float(v) for k, v in m.items() if v is not None and math.isfinite(v)}
+
+
+def log_fit(cfg: RunConfig, fit: Any, paths: list[Path], *, step: int, x: str) -> None:
+    """Log the fit's metrics (at `step`), the x axis tag and the artifacts (under fit/) to the config's run."""
+    from workbench.tracking.mlflow_sink import MlflowSink
+
+    sink = MlflowSink(cfg.tracking.run_id, cfg.tracking.tracking_uri)
+    sink.log_metrics(fit_metrics(fit), step=step)
+    sink.set_tags({"workbench.fit_x": x})
+    for p in paths:
+        sink.log_artifact(p, "fit")
+
+
+def log_fit_error(cfg: RunConfig, message: str) -> None:
+    """Why the run could not be fitted, as the tag workbench.fit_error."""
+    from workbench.tracking.mlflow_sink import MlflowSink
+
+    MlflowSink(cfg.tracking.run_id, cfg.tracking.tracking_uri).set_tags({"workbench.fit_error": message})
