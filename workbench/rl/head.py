@@ -118,9 +118,10 @@ def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tenso
 HEAD_CHUNK_BYTES = 256 * 2**20
 
 
-def head_chunk_rows(vocab: int, chunk_bytes: int = HEAD_CHUNK_BYTES) -> int:
-    """Rows per chunk so that one chunk's fp32 logits take at most `chunk_bytes` (at least 1)."""
-    return max(1, chunk_bytes // (4 * max(1, vocab)))
+def head_chunk_rows(vocab: int, chunk_bytes: int | None = None) -> int:
+    """Rows per chunk so that one chunk's fp32 logits take at most `chunk_bytes`
+    (default `HEAD_CHUNK_BYTES`), at least 1."""
+    return max(1, (chunk_bytes or HEAD_CHUNK_BYTES) // (4 * max(1, vocab)))
 
 
 def _chunk_logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float) -> torch.Tensor:
