@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from tests.engine.train.gloo import run_ranks
+from tests.engine.train.helpers import batches, head_recorder
 from workbench.config import run_config_from_dict
 from workbench.configtools import ConfigError, to_dict
 from workbench.engine.batch import PackedGroups
@@ -22,29 +23,9 @@ from workbench.rl.head import causal_lm_forward, token_entropy, token_logprobs
 from workbench.rl.losses import policy_loss
 
 
-def batches(cfg, n: int) -> list:
-    """n steps of generated groups with both rewards in each group (nothing filtered)."""
-    gen = Generator(cfg, 0)
-    out = []
-    for i in range(n):
-        chunk = gen.generate(i, [4 * i, 4 * i + 1, 4 * i + 2], 4, seed=i)
-        for j, g in enumerate(chunk.groups):
-            g.rewards = [1.0 if (c + j) % 3 == 0 else -1.0 for c in range(len(g.rewards))]
-        out.append(chunk.groups)
-    return out
-
-
 def record_head_calls(monkeypatch) -> list[dict]:
-    """Every call of the trainer's head: rows, and the dtypes of its hidden states and weight."""
     calls: list[dict] = []
-    original = fsdp.completion_logprobs
-
-    def recording(model, hidden, targets, **kw):
-        w = model.get_output_embeddings().weight
-        calls.append({"rows": hidden.shape[0], "hidden": hidden.dtype, "weight": w.dtype})
-        return original(model, hidden, targets, **kw)
-
-    monkeypatch.setattr(fsdp, "completion_logprobs", recording)
+    monkeypatch.setattr(fsdp, "completion_logprobs", head_recorder(calls))
     return calls
 
 
