@@ -3,9 +3,10 @@
 Runs as the Ray actor `Trainer` (see launch.py); the class itself is plain Python so tests can
 drive it directly. Per step: zero-variance filter -> advantages -> per-token aggregation
 weights over the WHOLE step (so micro-batch gradients add up to the full-batch gradient) ->
-micro-batched forward/backward with the FP32 head -> clip -> AdamW (warm-up, then constant LR).
-A non-finite loss or gradient skips the update (and is counted); an empty batch (everything
-filtered) skips explicitly instead of dividing by zero.
+forward/backward in micro-batches cut by tokens (micro.py), the FP32 head only at the positions
+trained on, log-probs and entropy chunked (rl/head.py) -> clip -> AdamW (warm-up, then constant
+LR). A non-finite loss or gradient skips the update (and is counted); an empty batch (everything
+filtered) skips explicitly instead of dividing by zero. Checkpoints load into any worker count.
 """
 
 from __future__ import annotations
