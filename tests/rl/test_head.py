@@ -1,4 +1,5 @@
-"""FP32 LM head, tied embeddings, position ids under left padding, token log-probs/entropy.
+"""FP32 LM head, tied embeddings, position ids under left padding, token log-probs/entropy, and the
+trainer's chunked head (`completion_logprobs`: the full computation's values and gradients).
 
 Tiny GPT-2 / Llama models are built from a config in memory (no downloads).
 """
