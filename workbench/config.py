@@ -80,7 +80,8 @@ class TrainConfig:
     adam_eps: float = 1e-15
     adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     grad_clip: float = 1.0
-    micro_batch_size: int = 64  # sequences per forward/backward
+    micro_batch_size: int = 64  # at most this many sequences per forward/backward ...
+    micro_batch_tokens: int = 16384  # ... and at most this many padded tokens (rows x longest row)
     max_steps: int = 100
     max_nonfinite_in_a_row: int = 3
     gradient_checkpointing: bool = False  # recompute layer activations in the backward (less memory)
@@ -192,6 +193,13 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError("train.generations_per_prompt must be >= 2 (advantages need a group)")
     if t.micro_batch_size < 1:
         raise ConfigError("train.micro_batch_size must be >= 1")
+    if t.micro_batch_tokens < 1:
+        raise ConfigError("train.micro_batch_tokens must be >= 1")
+    if cfg.model.dtype == "float16":
+        raise ConfigError(
+            "model.dtype: float16 is not supported for training (no loss scaling: per-token gradients "
+            "of ~1e-6 underflow in fp16); use bfloat16, float32 or auto"
+        )
     if t.max_steps < 1:
         raise ConfigError("train.max_steps must be >= 1")
     if t.lr <= 0:

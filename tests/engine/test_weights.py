@@ -53,3 +53,25 @@ def test_plain_state_dicts_are_accepted_and_other_types_named():
     assert as_state_dict(sd) is sd
     with pytest.raises(TypeError, match="not list"):
         as_state_dict([torch.ones(2)])
+
+
+def test_tied_tensors_are_stored_once_and_kept_tensors_keep_their_dtype():
+    emb = torch.nn.Embedding(11, 6)
+    head = torch.nn.Linear(6, 11, bias=False)
+    head.weight = emb.weight  # tied, as GPT-2 and small Qwen2 models are
+    model = torch.nn.ModuleDict({"emb": emb, "head": head, "norm": torch.nn.LayerNorm(6)})
+    flat = FlatWeights.from_module(model, dtype=torch.bfloat16, keep=[head.weight])
+    back = flat.tensors()
+    assert list(back) == list(model.state_dict())  # both names of the tied weight are there
+    assert back["emb.weight"].data_ptr() == back["head.weight"].data_ptr()  # one copy of its bytes
+    assert back["head.weight"].dtype == torch.float32 and back["norm.weight"].dtype == torch.bfloat16
+    assert flat.nbytes == 272 + 16 + 16  # the fp32 head once (264 bytes, aligned to 16), two bf16 norm vectors
+    assert torch.equal(back["head.weight"], head.weight.detach())
+
+
+def test_a_gather_runs_on_every_tensor_and_a_rank_that_only_takes_part_gets_no_buffer():
+    state = _mixed_state()
+    seen: list[tuple] = []
+    gathered = FlatWeights.from_state_dict(state, gather=lambda t: seen.append(t.shape) or t, write=False)
+    assert seen == [t.shape for t in state.values()]  # every rank calls every collective, in order
+    assert gathered.nbytes == 0

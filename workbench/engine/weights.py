@@ -5,7 +5,8 @@ buffer travels through Ray's object store in a single copy and is read back with
 (`tensors()` returns views into it). bf16 works too: tensors are stored as raw bytes and
 reinterpreted with `Tensor.view(dtype)`.
 
-    flat = FlatWeights.from_module(model)        # trainer side (any device; dtype= to cast, e.g. bf16)
+    flat = FlatWeights.from_module(model)        # trainer side (any device; dtype= to cast, e.g. bf16;
+                                                 # keep= tensors left uncast, e.g. the FP32 head)
     model.load_state_dict(as_state_dict(flat))   # generator side (copies into the params)
 """
 
@@ -13,12 +14,24 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Callable, Iterable, Optional, Union
 
 import numpy as np
 import torch
 
 _ALIGN = 16  # byte offsets aligned so every dtype view is legal
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty(0, dtype=dtype).element_size()
+
+
+def _identity(t: torch.Tensor) -> tuple:
+    """Where a tensor's values live: equal for the names of one tied parameter (a sharded
+    DTensor is identified by its local shard)."""
+    local = t.to_local() if hasattr(t, "to_local") else t
+    ptr = local.untyped_storage().data_ptr() or id(t)  # no memory (meta, empty): only itself
+    return (local.device, ptr, local.storage_offset(), tuple(t.shape), t.dtype)
 
 
 @dataclass
@@ -27,26 +40,53 @@ class FlatWeights:
     layout: list[tuple[str, str, tuple[int, ...], int, int]]  # name, dtype, shape, offset, nbytes
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, torch.Tensor], dtype: Optional[torch.dtype] = None) -> "FlatWeights":
-        """`dtype`: cast floating-point tensors to it (the trainer sends its compute dtype)."""
-        layout, parts, offset = [], [], 0
-        device = next(iter(state.values())).device if state else torch.device("cpu")
+    def from_state_dict(
+        cls,
+        state: dict[str, torch.Tensor],
+        dtype: Optional[torch.dtype] = None,
+        *,
+        keep: Iterable[torch.Tensor] = (),
+        gather: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
+        write: bool = True,
+    ) -> "FlatWeights":
+        """`dtype`: cast floating-point tensors to it (the trainer sends its compute dtype),
+        except the tensors in `keep` (the FP32 head). Tensors that share memory (tied input
+        and output embeddings) are stored once, every name a view of the same bytes.
+
+        Each tensor is cast on its own device and copied straight into the host buffer, one at a
+        time (no second copy of the model on the device). `gather(t)` makes a sharded tensor
+        whole first (a collective: every rank calls this with the same state); ranks that only
+        take part pass `write=False` and get a FlatWeights without a buffer.
+        """
+        kept = {_identity(t) for t in keep if t is not None}
+        layout: list[tuple[str, str, tuple[int, ...], int, int]] = []
+        todo: list[tuple[torch.Tensor, torch.dtype, int, int]] = []
+        placed: dict[tuple, tuple[str, tuple[int, ...], int, int]] = {}
+        offset = 0
         for name, t in state.items():
-            if dtype is not None and t.is_floating_point() and t.dtype != dtype:
-                t = t.to(dtype)
-            raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
-            layout.append((name, str(t.dtype).removeprefix("torch."), tuple(t.shape), offset, raw.numel()))
-            pad = (-raw.numel()) % _ALIGN
-            parts.append(raw)
-            if pad:
-                parts.append(torch.zeros(pad, dtype=torch.uint8, device=device))
-            offset += raw.numel() + pad
-        flat = torch.cat(parts).cpu() if parts else torch.zeros(0, dtype=torch.uint8)
-        return cls(flat.numpy(), layout)
+            key = _identity(t)
+            if key not in placed:
+                cast = dtype is not None and t.is_floating_point() and key not in kept
+                out = dtype if cast else t.dtype
+                nbytes = t.numel() * _itemsize(out)
+                placed[key] = (str(out).removeprefix("torch."), tuple(t.shape), offset, nbytes)
+                todo.append((t, out, offset, nbytes))
+                offset += nbytes + (-nbytes) % _ALIGN
+            layout.append((name, *placed[key]))
+        buf = np.zeros(offset if write else 0, np.uint8)
+        host = torch.from_numpy(buf)
+        for t, out, off, nbytes in todo:
+            full = gather(t) if gather is not None else t
+            if write and nbytes:
+                raw = full.detach().to(out).contiguous().reshape(-1).view(torch.uint8)
+                host[off : off + nbytes].copy_(raw)  # one tensor's cast copy on the device at a time
+        return cls(buf, layout)
 
     @classmethod
-    def from_module(cls, model: torch.nn.Module, dtype: Optional[torch.dtype] = None) -> "FlatWeights":
-        return cls.from_state_dict(model.state_dict(), dtype=dtype)
+    def from_module(
+        cls, model: torch.nn.Module, dtype: Optional[torch.dtype] = None, *, keep: Iterable[torch.Tensor] = ()
+    ) -> "FlatWeights":
+        return cls.from_state_dict(model.state_dict(), dtype=dtype, keep=keep)
 
     @property
     def nbytes(self) -> int:

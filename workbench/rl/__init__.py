@@ -43,6 +43,8 @@ _LAZY = {
     "position_ids_from_mask": "workbench.rl.head",
     "token_logprobs": "workbench.rl.head",
     "token_entropy": "workbench.rl.head",
+    "body_hidden": "workbench.rl.head",
+    "completion_logprobs": "workbench.rl.head",
 }
 
 __all__ = [

@@ -7,6 +7,16 @@ supervised warm-up, generation and training (HF models otherwise count pads as p
 
     logits, past = causal_lm_forward(model, ids, mask, fp32_head=True)
     logp = token_logprobs(logits[:, :-1], ids[:, 1:])
+
+Training never builds that full [batch, length, vocab] tensor: `completion_logprobs` applies
+the head only to the positions trained on (completion tokens, never the prompt) and computes
+log-probs and entropy chunk by chunk from one logsumexp, recomputing each chunk's logits in
+the backward (`HEAD_CHUNK_BYTES` bounds the fp32 logits alive at once; the gradients are the
+exact ones of the full computation):
+
+    hidden = body_hidden(model, ids, mask)                     # [N, L, H]
+    pos = loss_mask > 0                                        # [N, L-1]
+    logp, ent = completion_logprobs(model, hidden[:, :-1][pos], ids[:, 1:][pos])
 """
 
 from __future__ import annotations
@@ -61,6 +71,12 @@ def causal_lm_forward(
     With a cache, `attention_mask` covers past + new tokens and `position_ids` must be given
     for the new tokens (the generator tracks them).
     """
+    hidden, past = _body(model, input_ids, attention_mask, past_key_values, position_ids, use_cache)
+    return lm_head_logits(model, hidden, fp32_head), past
+
+
+def _body(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, past_key_values: Any,
+          position_ids: torch.Tensor | None, use_cache: bool) -> tuple[torch.Tensor, Any]:
     if position_ids is None:
         position_ids = position_ids_from_mask(attention_mask)[:, -input_ids.shape[1] :]
     out = model.base_model(
@@ -71,8 +87,12 @@ def causal_lm_forward(
         use_cache=use_cache,
     )
     hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
-    logits = lm_head_logits(model, hidden, fp32_head)
-    return logits, (out.past_key_values if use_cache else None)
+    return hidden, (out.past_key_values if use_cache else None)
+
+
+def body_hidden(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The final hidden states [N, L, H] (before the head), positions from the mask."""
+    return _body(model, input_ids, attention_mask, None, None, False)[0]
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -91,3 +111,115 @@ def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tenso
         logits = logits / temperature
     logp = torch.log_softmax(logits, dim=-1)
     return -(logp.exp() * logp).sum(-1)
+
+
+# The fp32 logits of one chunk of rows: the head's forward holds 2 such tensors at once and its
+# backward 3, so a 151,936-token vocabulary runs ~440 rows per chunk (~0.8 GB transient).
+HEAD_CHUNK_BYTES = 256 * 2**20
+
+
+def head_chunk_rows(vocab: int, chunk_bytes: int | None = None) -> int:
+    """Rows per chunk so that one chunk's fp32 logits take at most `chunk_bytes`
+    (default `HEAD_CHUNK_BYTES`), at least 1."""
+    return max(1, (chunk_bytes or HEAD_CHUNK_BYTES) // (4 * max(1, vocab)))
+
+
+def _chunk_logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float) -> torch.Tensor:
+    z = F.linear(h, weight, bias).float()
+    return z.div_(temperature) if temperature != 1.0 else z
+
+
+class _ChunkedHead(torch.autograd.Function):
+    """log p(target) and entropy of softmax(h W^T + b) / T, chunk by chunk over the rows.
+
+    Saves only the inputs and the per-row logsumexp and entropy; each chunk's logits are
+    recomputed in the backward. With z the scaled logits, p = softmax(z), H the entropy:
+    d logp/dz = onehot(target) - p,  dH/dz = -p * (log p + H), and dz/dlogits = 1/T.
+    """
+
+    @staticmethod
+    def forward(ctx, h, weight, bias, targets, temperature, rows):  # type: ignore[override]
+        n = h.shape[0]
+        logp = torch.empty(n, dtype=torch.float32, device=h.device)
+        ent, lse = torch.empty_like(logp), torch.empty_like(logp)
+        for s in range(0, n, rows):
+            z = _chunk_logits(h[s : s + rows], weight, bias, temperature)
+            m = torch.logsumexp(z, dim=-1)
+            logp[s : s + rows] = z.gather(-1, targets[s : s + rows, None])[:, 0] - m
+            p = torch.exp(z - m[:, None])
+            # H = lse - sum_v p_v z_v, as a batched dot product (no [rows, vocab] product kept)
+            ent[s : s + rows] = m - torch.bmm(p[:, None, :], z[:, :, None])[:, 0, 0]
+            lse[s : s + rows] = m
+        ctx.save_for_backward(h, weight, bias, targets, lse, ent)
+        ctx.temperature, ctx.rows = temperature, rows
+        ctx.set_materialize_grads(False)
+        ctx.mark_non_differentiable(lse)
+        return logp, ent
+
+    @staticmethod
+    def backward(ctx, g_logp, g_ent):  # type: ignore[override]
+        h, weight, bias, targets, lse, ent = ctx.saved_tensors
+        temp, rows = ctx.temperature, ctx.rows
+        need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        grad_h = torch.zeros_like(h) if need_h else None
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
+        grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if need_b and bias is not None else None
+        if g_logp is None and g_ent is None:
+            return grad_h, grad_w, grad_b, None, None, None
+        for s in range(0, h.shape[0], rows):
+            hc, e = h[s : s + rows], s + rows
+            logq = _chunk_logits(hc, weight, bias, temp).sub_(lse[s:e, None])  # log p, in place
+            p = logq.exp()
+            gz = torch.zeros_like(p)
+            if g_logp is not None:
+                gz.addcmul_(p, g_logp[s:e, None], value=-1.0)
+                gz.scatter_add_(-1, targets[s:e, None], g_logp[s:e, None].float())
+            if g_ent is not None:  # - g * p * (log p + H), reusing logq's memory
+                gz.sub_(logq.add_(ent[s:e, None]).mul_(p).mul_(g_ent[s:e, None]))
+            del logq, p
+            if temp != 1.0:
+                gz.div_(temp)
+            gz = gz.to(h.dtype)
+            if grad_h is not None:
+                grad_h[s:e] = gz @ weight
+            if grad_w is not None:
+                grad_w.addmm_(gz.t().float(), hc.float())  # fp32 accumulation over the chunks
+            if grad_b is not None:
+                grad_b += gz.float().sum(0)
+        grad_w = grad_w.to(weight.dtype) if grad_w is not None else None
+        grad_b = grad_b.to(bias.dtype) if grad_b is not None else None
+        return grad_h, grad_w, grad_b, None, None, None
+
+
+def completion_logprobs(
+    model: Any,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    fp32_head: bool = True,
+    chunk_rows: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log p(target), entropy), both float32 [n], for selected positions' hidden states [n, H].
+
+    The same numbers as `token_logprobs` / `token_entropy` over `lm_head_logits`, with exact
+    gradients, but no [n, vocab] tensor outlives a chunk of `chunk_rows` rows (default:
+    `head_chunk_rows(vocab)`). The head is computed in float32 when `fp32_head` (from the
+    head's own weight, cast on the fly: a tied embedding keeps its dtype), else in the body's
+    dtype (the autocast dtype when autocast is on).
+    """
+    head = model.get_output_embeddings()
+    if head is None:
+        raise ValueError(f"{type(model).__name__} has no output embeddings (LM head)")
+    weight, bias = head.weight, getattr(head, "bias", None)
+    dev = hidden.device.type
+    if fp32_head:
+        dtype = torch.float32
+    else:
+        dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else hidden.dtype
+    rows = chunk_rows or head_chunk_rows(weight.shape[0])
+    with torch.autocast(device_type=dev, enabled=False):  # the dtype is chosen above, not by autocast
+        return _ChunkedHead.apply(
+            hidden.to(dtype), weight.to(dtype), bias.to(dtype) if bias is not None else None,
+            targets.long(), float(temperature), rows,
+        )  # fmt: skip

@@ -10,21 +10,9 @@ import pytest
 import ray
 import torch
 
-from workbench.engine.rollout.torch_backend import Generator
+from tests.engine.train.helpers import batches
 from workbench.engine.train.trainer import Trainer
 from workbench.engine.train.group import TrainerDied, TrainerGroup, get_all
-
-
-def batches(cfg, n: int):
-    """n steps of generated groups with both rewards in each group (nothing filtered)."""
-    gen = Generator(cfg, 0)
-    out = []
-    for i in range(n):
-        chunk = gen.generate(i, [4 * i, 4 * i + 1, 4 * i + 2], 4, seed=i)
-        for j, g in enumerate(chunk.groups):
-            g.rewards = [1.0 if (c + j) % 3 == 0 else -1.0 for c in range(len(g.rewards))]
-        out.append(chunk.groups)
-    return out
 
 
 @pytest.fixture

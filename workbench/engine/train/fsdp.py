@@ -1,41 +1,62 @@
-"""torch.distributed for the trainer workers: process group, FSDP2 sharding, gathers, sharded checkpoints.
+"""torch.distributed for the trainer workers: process group, FSDP2 sharding, gathers, checkpoints.
 
 Used by `Trainer` when `resources.trainer_workers > 1` (trainer_group.py starts the workers and
 hands them the rendezvous address chosen by rank 0). gloo on CPU, NCCL on CUDA.
 
-- `PolicyForward` is the module FSDP2 shards as its root: its forward runs the body and the FP32
+- `PolicyForward` is the module FSDP2 shards as its root: its forward runs the body and the
   head together, so the root's parameters (embeddings, final norm, the head) are unsharded for
-  the head too (`causal_lm_forward` calls `model.base_model` and the head separately, which
-  would bypass the hooks of a root placed on the HF model itself).
+  the head too. It returns the log-probs and entropies of the selected positions only
+  (`completion_logprobs`: no full-vocabulary logits over the prompt).
+- Start-up without N copies of the model: each worker builds the model on the `meta` device
+  from its config (`load_skeleton`: config and tokenizer only), `shard(...)` cuts it, and
+  `load_from_rank0` allocates the shards and fills them by broadcast from rank 0, the only
+  worker that reads the weights.
 - `shard(...)`: `fully_shard` on each decoder layer, then on the root; bf16 compute with fp32
-  gradient reduction when the precision is mixed. FSDP averages gradients over the ranks; each
-  rank's loss is weighted against the whole optimizer batch and scaled by the world size
-  (`Trainer._accumulate`), so the result is the one-worker sum (gloo has no pre-multiplied sum).
+  gradient reduction when the precision is mixed. With the FP32 head the root unit (embeddings,
+  final norm, the head, tied or not) keeps fp32 parameters, so the head is computed from an
+  fp32 all-gather exactly as one worker computes it from its fp32 master weights. FSDP averages
+  gradients over the ranks; each rank's loss is weighted against the whole optimizer batch and
+  scaled by the world size (`Trainer._accumulate`), so the result is the one-worker sum (gloo
+  has no pre-multiplied sum).
+- Checkpoints are `torch.distributed.checkpoint` folders for any number of workers (one worker
+  writes one without a process group), so a run resumes with a different worker count: DCP
+  reads the saved shards into the new layout (`save_state` / `load_state`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 from pathlib import Path
-from typing import Any
+import warnings
+from typing import Any, Iterator
 
 import torch
 import torch.distributed as dist
 
 from workbench.engine.model.devices import Precision
-from workbench.rl.head import causal_lm_forward
+from workbench.rl.head import body_hidden, completion_logprobs
 
 
 class PolicyForward(torch.nn.Module):
-    """Logits of a HF causal LM with the FP32 head, as one module (the unit FSDP2 hooks into)."""
+    """A HF causal LM's log-probs and entropies at chosen positions, as one module (the unit
+    FSDP2 hooks into): the body over every position, the head only where `positions` is set."""
 
     def __init__(self, model: torch.nn.Module, fp32_head: bool):
         super().__init__()
         self.model = model
         self.fp32_head = fp32_head
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return causal_lm_forward(self.model, input_ids, attention_mask, fp32_head=self.fp32_head)[0]
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, temperature: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions: bool [N, L-1], position t predicting token t+1 (the loss mask's layout).
+        Returns (log p(token), entropy) at those positions, float32, in row-major order."""
+        hidden = body_hidden(self.model, input_ids, attention_mask)
+        return completion_logprobs(
+            self.model, hidden[:, :-1][positions], input_ids[:, 1:][positions],
+            temperature=temperature, fp32_head=self.fp32_head,
+        )  # fmt: skip
 
 
 def node_ip() -> str:
@@ -70,23 +91,61 @@ def shard(model: torch.nn.Module, device: torch.device, precision: Precision, fp
 
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     mp = MixedPrecisionPolicy(param_dtype=precision.compute, reduce_dtype=torch.float32) if precision.mixed else MixedPrecisionPolicy()
+    root_mp = mp
+    if fp32_head and precision.mixed:
+        # the head (tied to the embedding or not) lives in the root unit: gathered in fp32, like
+        # one worker's fp32 master weights; the layers hand back fp32 so the final norm sees one dtype
+        mp = MixedPrecisionPolicy(param_dtype=precision.compute, reduce_dtype=torch.float32, output_dtype=torch.float32)
+        root_mp = MixedPrecisionPolicy(reduce_dtype=torch.float32)
     for layer in decoder_layers(model):
         fully_shard(layer, mesh=mesh, mp_policy=mp)
-    head, emb = model.get_output_embeddings(), model.get_input_embeddings()
-    if fp32_head and precision.mixed and head is not None and head.weight is not emb.weight:
-        # an untied head keeps fp32 parameters in the forward (its own unit); a tied one follows the body
-        fully_shard(head, mesh=mesh, mp_policy=MixedPrecisionPolicy(reduce_dtype=torch.float32))
     root = PolicyForward(model, fp32_head)
-    fully_shard(root, mesh=mesh, mp_policy=mp)
+    fully_shard(root, mesh=mesh, mp_policy=root_mp)
     return root
 
 
-def full_state_dict(root: PolicyForward) -> dict[str, torch.Tensor]:
-    """All ranks call; rank 0 gets the full (unsharded, CPU) weights, keyed like the HF model."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+def load_skeleton(model_cfg: Any, task: Any = None, *, device: str = "cpu", dtype: Any = None, progress: bool = False) -> tuple[Any, Any]:
+    """(model on the meta device, tokenizer), like `load_policy` but reading only the config and
+    the tokenizer: the weights come from rank 0 in `load_from_rank0`."""
+    from transformers import AutoConfig, AutoModelForCausalLM
 
-    sd = get_model_state_dict(root, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    return {k.removeprefix("model."): v for k, v in sd.items()}
+    from workbench.engine.model.hf_dir import check_vocab, load_tokenizer, prepare_tokenizer
+    from workbench.engine.model.load import policy_dir
+
+    d = policy_dir(model_cfg, task, progress=progress)
+    tokenizer = load_tokenizer(d, chat_template=bool(getattr(task, "chat_template", False)))
+    config = AutoConfig.from_pretrained(d, local_files_only=True)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype if isinstance(dtype, torch.dtype) else torch.float32)
+    check_vocab(tokenizer, model, str(d))
+    prepare_tokenizer(tokenizer, model)
+    model.workbench_info = {"from_cache": True, "dir": str(d), "params": sum(p.numel() for p in model.parameters())}
+    return model, tokenizer
+
+
+def load_from_rank0(root: PolicyForward, device: torch.device, model_dir: str) -> None:
+    """Allocate the sharded (meta) model on `device` and fill it from the full fp32 weights that
+    rank 0 alone reads from `model_dir`: parameters by FSDP's broadcast-and-shard, buffers
+    (rotary tables and the like, which a meta model holds only as shapes) by broadcast."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    from workbench.engine.model.load import load_hf_dir
+
+    root.to_empty(device=device)
+    full: dict[str, torch.Tensor] = {}
+    buffers: dict[str, torch.Tensor] = {}
+    if dist.get_rank() == 0:
+        source = load_hf_dir(model_dir, device="cpu", dtype=torch.float32)[0]
+        full = {f"model.{k}": v for k, v in source.state_dict().items()}
+        buffers = dict(source.named_buffers())
+        del source
+    set_model_state_dict(root, full, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    del full
+    with torch.no_grad():
+        for name, buf in root.model.named_buffers():
+            if dist.get_rank() == 0:
+                buf.copy_(buffers[name])
+            dist.broadcast(buf, src=0)
 
 
 def to_local(x: Any) -> Any:
@@ -102,22 +161,34 @@ def gather_objects(obj: Any) -> list[Any]:
     return out
 
 
-def save_sharded(path: Path, root: PolicyForward, optimizer: torch.optim.Optimizer) -> None:
-    """Every rank writes its shards of the weights and the AdamW states (fp32) under `path`."""
+@contextlib.contextmanager
+def _single_process_quiet() -> Iterator[None]:
+    """DCP warns on every single-process save/load that it 'assumes' one process: we mean it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
+        yield
+
+
+def save_state(path: Path, root: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """Every rank writes its shards of the weights and the AdamW states (fp32) under `path`
+    (one worker, no process group: the whole state, in the same format)."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     model_sd, optim_sd = get_state_dict(root, optimizer)
-    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(path))
+    with _single_process_quiet():
+        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(path), no_dist=not dist.is_initialized())
 
 
-def load_sharded(path: Path, root: PolicyForward, optimizer: torch.optim.Optimizer) -> None:
+def load_state(path: Path, root: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """Read a `save_state` folder written by any number of workers into this layout (DCP reshards)."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-    model_sd, optim_sd = get_state_dict(root, optimizer)
+    model_sd, optim_sd = get_state_dict(root, optimizer)  # also creates the AdamW states to load into
     state = {"model": model_sd, "optim": optim_sd}
-    dcp.load(state, checkpoint_id=str(path))
+    with _single_process_quiet():
+        dcp.load(state, checkpoint_id=str(path), no_dist=not dist.is_initialized())
     set_state_dict(root, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
 
 

@@ -3,9 +3,10 @@
 Runs as the Ray actor `Trainer` (see launch.py); the class itself is plain Python so tests can
 drive it directly. Per step: zero-variance filter -> advantages -> per-token aggregation
 weights over the WHOLE step (so micro-batch gradients add up to the full-batch gradient) ->
-micro-batched forward/backward with the FP32 head -> clip -> AdamW (warm-up, then constant LR).
-A non-finite loss or gradient skips the update (and is counted); an empty batch (everything
-filtered) skips explicitly instead of dividing by zero.
+forward/backward in micro-batches cut by tokens (micro.py), the FP32 head only at the positions
+trained on, log-probs and entropy chunked (rl/head.py) -> clip -> AdamW (warm-up, then constant
+LR). A non-finite loss or gradient skips the update (and is counted); an empty batch (everything
+filtered) skips explicitly instead of dividing by zero. Checkpoints load into any worker count.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import contextlib
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -29,9 +30,9 @@ from workbench.engine.model.logs import quiet_hf
 from workbench.errors import UserError
 from workbench.engine.weights import FlatWeights
 from workbench.engine.batch import Group, PackedGroups, build_batch
+from workbench.engine.train.micro import micro_batches
 from workbench.rl.advantages import group_advantages, zero_variance_keep
 from workbench.rl.aggregation import aggregation_weights
-from workbench.rl.head import token_entropy, token_logprobs
 from workbench.rl.length import overlong_penalty
 from workbench.rl.losses import policy_loss
 
@@ -75,6 +76,7 @@ class StepRows:
     advantages: torch.Tensor  # [N]
     weights: torch.Tensor  # [N, L-1] aggregation weights over the whole batch
     num_tokens: int = 0  # prompt + completion tokens of the rows (counted on the host)
+    lengths: list[int] = field(default_factory=list)  # each row's prompt + completion (host)
 
     @property
     def num_rows(self) -> int:
@@ -102,7 +104,8 @@ class Trainer:
         # fp32 master weights always (a bf16 weight does not move at lr 5e-7); see devices.py
         self.precision = trainer_precision(cfg.model.dtype, self.device)
         # cfg.model.path is the model folder the driver resolved (run/actors.actor_config)
-        self.model, self.tokenizer = load_policy(cfg.model, device=str(self.device), dtype=self.precision.master, progress=False)
+        load = load_policy if world_size == 1 else distributed.load_skeleton  # N > 1: weights from rank 0 at connect
+        self.model, self.tokenizer = load(cfg.model, device=str(self.device), dtype=self.precision.master, progress=False)
         self.model.train()
         if cfg.train.gradient_checkpointing:
             # recompute each layer's activations in the backward: memory for compute
@@ -123,6 +126,7 @@ class Trainer:
         """Join the process group and shard the model (every rank at once)."""
         distributed.init_group(self.device, address, port, self.rank, self.world_size, timeout_s)
         self.policy = distributed.shard(self.model, self.device, self.precision, self.cfg.recipe.fp32_head)
+        distributed.load_from_rank0(self.policy, self.device, self.model.workbench_info["dir"])
         self._build_optimizer()
         return self.rank
 
@@ -152,15 +156,17 @@ class Trainer:
 
     # -- weights -------------------------------------------------------------------------
     def get_weights(self) -> Optional[FlatWeights]:
-        """The full weights in the compute dtype, for the generators (None on ranks > 0).
+        """The full weights in the compute dtype, the FP32 head in fp32, for the generators
+        (None on ranks > 0). Cast per tensor on the device; a tied head is sent once.
 
-        With several workers every rank must call this (it all-gathers the shards)."""
-        if not self.sharded:
-            return FlatWeights.from_module(self.model, dtype=self.precision.compute)
-        state = distributed.full_state_dict(self.policy)
-        if self.rank != 0:
-            return None
-        return FlatWeights.from_state_dict(state, dtype=self.precision.compute)
+        With several workers every rank must call this (it all-gathers the shards one by one)."""
+        head = self.model.get_output_embeddings()
+        keep = (head.weight, getattr(head, "bias", None)) if self.cfg.recipe.fp32_head and head is not None else ()
+        flat = FlatWeights.from_state_dict(
+            self.model.state_dict(), dtype=self.precision.compute, keep=keep,
+            gather=distributed.to_local if self.sharded else None, write=self.rank == 0,
+        )  # fmt: skip
+        return flat if self.rank == 0 else None
 
     def info(self) -> dict[str, Any]:
         import ray
@@ -221,16 +227,9 @@ class Trainer:
             advantages=group_advantages(rewards[idx], prompt_index, recipe.advantage_norm),
             weights=aggregation_weights(mask, prompt_index, recipe.aggregation),
             num_tokens=int(batch.attention_mask[idx].sum()),
+            lengths=batch.attention_mask[idx].sum(1).tolist(),
         )
         return stats, move_to(rows, self.device), ""
-
-    def _micro_batches(self, n: int) -> list[slice]:
-        """This rank's rows in micro-batches; every rank runs the same number (FSDP collectives),
-        so a rank short of rows gets empty slices (trained as a zero-weight row)."""
-        per_rank = math.ceil(n / self.world_size)
-        mb = max(1, self.cfg.train.micro_batch_size)
-        first, last = self.rank * per_rank, min(n, (self.rank + 1) * per_rank)
-        return [slice(min(s, last), min(s + mb, last)) for s in range(first, first + max(per_rank, 1), mb)]
 
     def train_step(self, groups: list[Group] | PackedGroups, step: int) -> tuple[dict[str, float], Any]:
         """Train on `groups`; returns (stats, new weights or None when the update was skipped).
@@ -283,39 +282,41 @@ class Trainer:
         return stats, weights
 
     def _accumulate(self, rows: StepRows) -> dict[str, Any]:
-        """Forward/backward over this rank's micro-batches; gradients add up in the parameters."""
-        recipe = self.cfg.recipe
+        """Forward/backward over this rank's micro-batches (by tokens, see micro.py); gradients
+        add up in the parameters. The head runs only at the positions trained on."""
+        recipe, t = self.cfg.recipe, self.cfg.train
         temp = self.cfg.generation.temperature
         loss_total, sums, ent_sum, tok_sum = 0.0, {}, 0.0, 0.0
-        for sl in self._micro_batches(rows.num_rows):
-            empty = sl.start == sl.stop
-            if empty:  # FSDP: every rank takes part in every gather; this one adds nothing
-                sl = slice(0, 1)
-            ids, attn, mask = rows.input_ids[sl], rows.attention_mask[sl], rows.loss_mask[sl]
+        lengths = rows.lengths
+        for part in micro_batches(lengths, self.rank, self.world_size, t.micro_batch_size, t.micro_batch_tokens):
+            empty = not part
+            # FSDP: every rank takes part in every gather; an empty turn runs row 0 and adds nothing
+            pick = torch.tensor(part or [0], device=rows.input_ids.device)
+            width = max(lengths[i] for i in (part or [0]))  # trim the padding this micro-batch does not need
+            ids, attn = rows.input_ids[pick, :width], rows.attention_mask[pick, :width]
+            mask = rows.loss_mask[pick, : width - 1]
+            pos = mask > 0
             with self._autocast():
-                logits = self.policy(ids, attn)[:, :-1]
-            logp = token_logprobs(logits, ids[:, 1:], temperature=temp)
-            finite = empty or bool(torch.isfinite(logp[mask > 0]).all())
+                logp_at, ent_at = self.policy(ids, attn, pos, temp)
+            finite = empty or bool(torch.isfinite(logp_at).all())
             if empty or not finite:
                 if not finite:
                     loss_total = math.nan  # diverged weights: the update is skipped
                     if not self.sharded:
                         break
-                (logits.sum() * 0.0).backward()
+                (logp_at.sum() * 0.0).backward()
                 continue
-            entropy = None
-            with torch.no_grad():
-                ent = token_entropy(logits, temperature=temp)
-            if recipe.loss.entropy_coef:
-                entropy = token_entropy(logits, temperature=temp)
+            logp = torch.zeros(mask.shape, dtype=logp_at.dtype, device=mask.device).masked_scatter(pos, logp_at)
+            ent = torch.zeros_like(logp).masked_scatter(pos, ent_at)
             loss, st = policy_loss(
-                recipe.loss, logp, rows.gen_logp[sl], rows.advantages[sl], mask, rows.weights[sl], entropy=entropy
-            )
+                recipe.loss, logp, rows.gen_logp[pick, : width - 1], rows.advantages[pick], mask,
+                rows.weights[pick, : width - 1], entropy=ent if recipe.loss.entropy_coef else None,
+            )  # fmt: skip
             # FSDP averages over ranks; the weights already sum to the whole batch: undo the mean
             (loss * self.world_size if self.sharded else loss).backward()
             loss_total += float(loss.detach())
-            ntok = float(mask.sum())
-            ent_sum += float((ent * mask).sum())
+            ntok = float(pos.sum())
+            ent_sum += float(ent_at.detach().sum())
             tok_sum += ntok
             add_partial(sums, {k: float(v) * (1.0 if _extreme(k) else ntok) for k, v in st.items() if k not in ("tokens", "loss")})
         return {"loss": loss_total, "sums": sums, "ent": ent_sum, "tok": tok_sum}
@@ -337,8 +338,9 @@ class Trainer:
 
     # -- checkpoints ---------------------------------------------------------------------
     def save(self, path: str) -> str:
-        """One worker: `trainer.pt` (fp32 weights and AdamW states). Several: every rank writes
-        its shards to `trainer_dcp/` (torch.distributed.checkpoint), rank 0 the rest."""
+        """fp32 weights and AdamW states as a `torch.distributed.checkpoint` folder `trainer_dcp/`
+        (every rank writes its shards; one worker writes the whole state, in the same format),
+        and rank 0's `trainer_meta.pt` (scheduler, counters, RNG). Any worker count can load it."""
         p = Path(path)
         p.mkdir(parents=True, exist_ok=True)
         state: dict[str, Any] = {
@@ -348,33 +350,31 @@ class Trainer:
             "torch_rng": torch.get_rng_state(),
             "workers": self.world_size,
         }
-        if self.sharded:
-            distributed.save_sharded(p / "trainer_dcp", self.policy, self.optimizer)
-            name = "trainer_meta.pt"
-        else:
-            state.update(model=self.model.state_dict(), optimizer=self.optimizer.state_dict())
-            name = "trainer.pt"
+        distributed.save_state(p / "trainer_dcp", self.policy, self.optimizer)
         if self.rank == 0:
-            tmp = p / f"{name}.tmp"
+            tmp = p / "trainer_meta.pt.tmp"
             torch.save(state, tmp)
-            tmp.replace(p / name)
-        return str(p / name)
+            tmp.replace(p / "trainer_meta.pt")
+        return str(p / "trainer_meta.pt")
 
     def load(self, path: str) -> int:
+        """Resume from `save`'s folder, written by this or any other number of workers (DCP
+        reshards); a `trainer.pt` from before sharded checkpoints loads into one worker."""
         p = Path(path)
-        name = "trainer_meta.pt" if self.sharded else "trainer.pt"
-        if not (p / name).exists():
-            other = "several trainer workers" if (p / "trainer_meta.pt").exists() else "one trainer worker"
-            raise UserError(
-                f"the checkpoint {p} was written by {other}; resume with the same "
-                f"resources.trainer_workers (this run has {self.world_size})"
-            )
-        state = torch.load(p / name, map_location=self.device, weights_only=True)
-        if self.sharded:
-            distributed.load_sharded(p / "trainer_dcp", self.policy, self.optimizer)
-        else:
+        if (p / "trainer_meta.pt").exists():
+            state = torch.load(p / "trainer_meta.pt", map_location="cpu", weights_only=True)
+            distributed.load_state(p / "trainer_dcp", self.policy, self.optimizer)
+        elif (p / "trainer.pt").exists():
+            if self.sharded:
+                raise UserError(
+                    f"the checkpoint {p} is in the one-worker format of earlier versions (trainer.pt); "
+                    f"resume it with resources.trainer_workers=1 (this run has {self.world_size})"
+                )
+            state = torch.load(p / "trainer.pt", map_location=self.device, weights_only=True)
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
+        else:
+            raise UserError(f"the checkpoint {p} holds no trainer state (trainer_meta.pt)")
         self.scheduler.load_state_dict(state["scheduler"])
         self.version = int(state["version"])
         self.nonfinite_in_a_row = int(state["nonfinite_in_a_row"])

@@ -1,0 +1,36 @@
+"""Shared by the trainer tests: generated steps with both rewards, and a recorder of head calls."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+
+def batches(cfg: Any, n: int) -> list:
+    """n steps of generated groups with both rewards in each group (nothing filtered)."""
+    from workbench.engine.rollout.torch_backend import Generator
+
+    gen = Generator(cfg, 0)
+    out = []
+    for i in range(n):
+        chunk = gen.generate(i, [4 * i, 4 * i + 1, 4 * i + 2], 4, seed=i)
+        for j, g in enumerate(chunk.groups):
+            g.rewards = [1.0 if (c + j) % 3 == 0 else -1.0 for c in range(len(g.rewards))]
+        out.append(chunk.groups)
+    return out
+
+
+def head_recorder(calls: list[dict]) -> Callable:
+    """A stand-in for `fsdp.completion_logprobs` (set it with monkeypatch or setattr) that
+    records each call of the trainer's head, then runs the real one: rows, the dtypes of the
+    hidden states and of the head weight as the head sees it, and that weight's values."""
+    from workbench.engine.train import fsdp
+
+    original = fsdp.completion_logprobs
+
+    def recording(model, hidden, targets, **kw):
+        w = model.get_output_embeddings().weight
+        calls.append({"rows": hidden.shape[0], "hidden": hidden.dtype, "weight": w.dtype,
+                      "weight_values": w.detach().float().clone()})  # fmt: skip
+        return original(model, hidden, targets, **kw)
+
+    return recording

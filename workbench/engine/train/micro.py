@@ -1,0 +1,50 @@
+"""Micro-batches by tokens: which rows each trainer rank runs in each forward/backward.
+
+The memory of one forward/backward grows with rows x padded length (the body's activations;
+the head is chunked, see `workbench.rl.head`), so a micro-batch takes rows until it would pass
+`max_tokens` padded tokens (its rows x its longest row) or `max_rows` rows. A row longer than
+the budget runs alone: a sequence is never split.
+
+Every rank holds the whole batch and plans identically: rank r takes the r-th contiguous share
+of the rows, sorts it longest first (rows of similar length share a micro-batch: less padding),
+and packs it. All ranks run the same number of micro-batches (FSDP's collectives need every
+rank in every forward), so a rank with fewer gets empty ones: it takes part and adds nothing.
+
+    plan = micro_batches(lengths, rank=0, world_size=2, max_rows=64, max_tokens=16384)
+    for rows in plan: ...   # row indices into the batch, longest first; [] = an empty turn
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+
+def rank_rows(n: int, rank: int, world_size: int) -> range:
+    """The rows of rank `rank`: a contiguous share of ceil(n / world_size) rows (the last may be short)."""
+    per_rank = math.ceil(n / world_size)
+    return range(min(n, rank * per_rank), min(n, (rank + 1) * per_rank))
+
+
+def pack(lengths: Sequence[int], rows: Sequence[int], max_rows: int, max_tokens: int) -> list[list[int]]:
+    """`rows` sorted longest first, cut greedily so that each part has at most `max_rows`
+    rows and rows x longest <= `max_tokens` (a single longer row gets its own part)."""
+    order = sorted(rows, key=lambda i: (-lengths[i], i))
+    parts: list[list[int]] = []
+    for i in order:
+        # longest first: the part's width is its first row's length
+        if parts and len(parts[-1]) < max_rows and (len(parts[-1]) + 1) * lengths[parts[-1][0]] <= max_tokens:
+            parts[-1].append(i)
+        else:
+            parts.append([i])
+    return parts
+
+
+def micro_batches(lengths: Sequence[int], rank: int, world_size: int, max_rows: int, max_tokens: int) -> list[list[int]]:
+    """This rank's micro-batches (row indices); as many on every rank, padded with []."""
+    n = len(lengths)
+    plans = [pack(lengths, rank_rows(n, r, world_size), max(1, max_rows), max(1, max_tokens)) for r in range(world_size)]
+    count = max(1, max(len(p) for p in plans))
+    mine = plans[rank]
+    return mine + [[] for _ in range(count - len(mine))]
+
