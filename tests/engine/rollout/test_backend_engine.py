@@ -137,9 +137,3 @@ def test_in_flight_push_is_credited_per_token(setup):
     long = [c for c in comps if len(c.tokens) >= 4]
     assert chunk.weight_swaps == 1 and all(c.versions == sorted(c.versions) for c in comps)
     assert long and all(c.versions[:2] == [v0, v0] and c.versions[-1] == v0 + 1 for c in long)
-    # tokens sampled after the push carry the new weights' log-probs (the model now holds them)
-    late = [c for c in long if c.versions[2:] == [v0 + 1] * (len(c.tokens) - 2)]
-    for c, r in zip(late, _reference_logprobs(model, cfg, late)):
-        mask = torch.tensor(c.sampled)
-        mask[:2] = False
-        torch.testing.assert_close(torch.tensor(c.logprobs)[mask], r[mask], atol=2e-3, rtol=0)

@@ -99,7 +99,11 @@ class WorkbenchWorkerExtension:
     def workbench_load_weights(self, weights: Weights) -> int:
         """Copy a pushed state (FlatWeights, or a dict in tests) into the running model in place."""
         state = weights.tensors() if isinstance(weights, FlatWeights) else weights
-        self.model_runner.model.load_weights(weights=iter(state.items()))
+        runner = self.model_runner
+        if hasattr(runner, "reload_weights"):  # vLLM >= 0.3x: in place, through the weights' post-load processing
+            runner.reload_weights(weights_iterator=iter(state.items()))
+        else:  # (CPU kernels repack weights and drop their loaders, so model.load_weights fails there)
+            runner.model.load_weights(weights=iter(state.items()))
         head = state.get(HEAD_KEY)
         for lp, lm_head in self._wb_heads():
             if lm_head is not None:
