@@ -121,5 +121,7 @@ class WorkbenchWorkerExtension:
         if dtype == "float32":
             return "float32-model"
         model = self.model_runner.model
-        modes = {patch_fp32_logits(m) for m in model.modules() if isinstance(m, LogitsProcessor)}
-        return "patched" if modes else "unavailable (no LogitsProcessor found)"
+        lps = [m for m in model.modules() if isinstance(m, LogitsProcessor)]
+        if not lps or not all(hasattr(m, "_apply_head") for m in lps):  # vLLM < 0.32: model-dtype head
+            return "unavailable (no LogitsProcessor._apply_head in this vLLM)"
+        return "patched" if {patch_fp32_logits(m) for m in lps} == {"patched"} else "unavailable"
