@@ -9,6 +9,8 @@ outputs without restarting the engine, and an in-flight push credited per token.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -75,6 +77,23 @@ def test_engine_runs_on_the_cpu_in_step_mode_with_the_trainers_dtype(setup):
     assert info["backend"] == "vllm" and info["vllm_version"] == "0.32.0" and gen.device == "cpu"
     assert gen.engine_mode == "step"  # in-flight weight swaps need the step API
     assert gen.fp32_head_mode == "float32-model"  # CPU: the trainer computes in fp32, so does vLLM
+
+
+def test_generate_from_another_thread_with_other_openmp_settings(setup):
+    # A Ray actor calls generate on its concurrency-group thread, whose OpenMP thread count comes
+    # from OMP_NUM_THREADS, not from the thread that built the engine: vLLM's CPU attention aborts
+    # on a mismatch ("Check failed: input->metadata->thread_num == thread_num").
+    _, gen, _ = setup
+    out: dict = {}
+
+    def run():
+        torch._C.set_num_threads(1 if gen._engine_threads != 1 else 2)
+        out["chunk"] = gen.generate(9, [0], 2, seed=1)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert len(out["chunk"].groups[0].completions) == 2
 
 
 def test_chunk_types_and_logprobs_match_the_trainer_forward(setup):

@@ -154,6 +154,9 @@ class VllmGenerator(RolloutWorker):
                     f"({kwargs['max_model_len']} tokens) into {model_dir}: {e}"
                 ) from None
             raise
+        # vLLM's CPU attention checks that the calling thread's OpenMP thread count is the one it
+        # planned with; a Ray actor calls generate on its concurrency-group thread (OMP_NUM_THREADS).
+        self._engine_threads = torch.get_num_threads()
         self.logprobs_mode = kwargs.get("logprobs_mode", "raw_logprobs")
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.fp32_head_mode = self.llm.collective_rpc("workbench_fp32_head", args=(bool(cfg.recipe.fp32_head), dtype))[0]
@@ -198,7 +201,13 @@ class VllmGenerator(RolloutWorker):
             output_kind=self._output_kind, stop_token_ids=[int(self.tokenizer.eos_token_id)],
         )  # fmt: skip
 
+    def _engine_thread(self) -> None:
+        """Give this thread the engine's OpenMP thread count (CPU; vLLM no-ops torch.set_num_threads)."""
+        if self.device == "cpu" and torch.get_num_threads() != self._engine_threads:
+            torch._C.set_num_threads(self._engine_threads)
+
     def _load_weights(self, state: Weights) -> None:
+        self._engine_thread()
         # One buffer + layout: a dict of views would pickle the whole buffer once per tensor (TP > 1).
         self.llm.collective_rpc("workbench_load_weights", args=(to_flat(state),))
 
@@ -210,6 +219,7 @@ class VllmGenerator(RolloutWorker):
 
     def _decode(self, prompts: list[list[int]], *, seed: int, budgets: Optional[list[int]], on_step: Any) -> list[Completion]:
         self._calls += 1
+        self._engine_thread()
         if self.engine_mode == "step":
             engine = StepEngine(self.llm.llm_engine, self._make_prompt)
         else:
