@@ -9,8 +9,6 @@ outputs without restarting the engine, and an in-flight push credited per token.
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
 
@@ -79,21 +77,21 @@ def test_engine_runs_on_the_cpu_in_step_mode_with_the_trainers_dtype(setup):
     assert gen.fp32_head_mode == "float32-model"  # CPU: the trainer computes in fp32, so does vLLM
 
 
-def test_generate_from_another_thread_with_other_openmp_settings(setup):
-    # A Ray actor calls generate on its concurrency-group thread, whose OpenMP thread count comes
-    # from OMP_NUM_THREADS, not from the thread that built the engine: vLLM's CPU attention aborts
-    # on a mismatch ("Check failed: input->metadata->thread_num == thread_num").
-    _, gen, _ = setup
-    out: dict = {}
+def test_the_generator_as_a_ray_actor_generates_and_takes_a_push(setup, ray_cluster):
+    # As a run starts it: a Ray actor with concurrency groups (generate on the "compute" thread,
+    # pushes on the "io" thread), the weights as the trainer sends them.
+    from workbench.engine.rollout.worker import CONCURRENCY_GROUPS
 
-    def run():
-        torch._C.set_num_threads(1 if gen._engine_threads != 1 else 2)
-        out["chunk"] = gen.generate(9, [0], 2, seed=1)
-
-    t = threading.Thread(target=run)
-    t.start()
-    t.join()
-    assert len(out["chunk"].groups[0].completions) == 2
+    cfg, _, model = setup
+    actor = ray_cluster.remote(concurrency_groups=CONCURRENCY_GROUPS)(vg.VllmGenerator).options(num_cpus=1).remote(cfg, 0)
+    try:
+        assert ray_cluster.get(actor.ping.remote(), timeout=600)["engine_mode"] == "step"
+        ray_cluster.get(actor.set_weights.remote(FlatWeights.from_module(model), 1))
+        chunk = ray_cluster.get(actor.generate.remote(0, [0, 1], 2, 3), timeout=600)
+        comps = [c for g in chunk.groups for c in g.completions]
+        assert len(comps) == 4 and chunk.weight_swaps == 1 and all(set(c.versions) == {1} for c in comps)
+    finally:
+        ray_cluster.kill(actor)
 
 
 def test_chunk_types_and_logprobs_match_the_trainer_forward(setup):
