@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 def run(config: str, algorithm: str, k: int, steps: int, out: str) -> dict:
     from workbench.config import load_run_config
-    from workbench.engine.run.launch import run_to_end
+    from workbench.engine import run_to_end
 
     cfg = load_run_config(
         config,

@@ -52,7 +52,7 @@ def gpu_tests() -> bool:
 
 def short_run(label: str, overrides: dict, args: argparse.Namespace, out: str) -> dict:
     from workbench.config import load_run_config
-    from workbench.engine.run.launch import run_to_end
+    from workbench.engine import run_to_end
 
     name = "gpu-check-" + overrides["generation.backend"]
     sets = {**SHARES, **overrides, "train.max_steps": args.steps, "eval.every_steps": args.steps, "eval.at_start": False,

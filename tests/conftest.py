@@ -79,7 +79,9 @@ def tiny_config(tmp_path, model_cache):
     """A run config small enough for a few seconds per run on 2 CPUs."""
     from workbench.config import run_config_from_dict
 
-    def make(overrides: dict | None = None, name: str = "t"):
+    def make(overrides: dict | None = None, name: str = "t", *, for_actors: bool = False):
+        """`for_actors`: the config as the driver hands it to the actors (model folder resolved),
+        for tests that build a Trainer or Generator in-process."""
         base = {
             "name": name,
             "out_dir": str(tmp_path / name),
@@ -94,6 +96,12 @@ def tiny_config(tmp_path, model_cache):
             "resources": {"generator_cpus": 0.5, "trainer_cpus": 0.5, "evaluator_cpus": 0.5},
             "checkpoint": {"every_steps": 2, "keep": 2},
         }
-        return run_config_from_dict(base, overrides or {})
+        cfg = run_config_from_dict(base, overrides or {})
+        if for_actors:
+            from workbench.engine.run.actors import actor_config
+            from workbench.tasks.base import load_task
+
+            cfg = actor_config(cfg, load_task(cfg.task))
+        return cfg
 
     return make

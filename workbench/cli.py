@@ -28,7 +28,7 @@ COMMANDS = {
     "sweep": "workbench.sweep",
     "compare": "workbench.tracking.cli",
     "kernel": "workbench.kernel",
-    "cluster": "workbench.engine.cluster",
+    "cluster": "workbench.engine.cluster.cli",
     "ui": "workbench.tracking.cli_ui",
 }
 

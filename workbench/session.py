@@ -184,7 +184,7 @@ class Session:
             from workbench.tracking.sink import read_jsonl
 
             self.view._rows = read_jsonl(self.out_dir / "metrics.jsonl")
-        handle.start(None, max_minutes)  # None: the engine runs to its config's train.max_steps
+        handle.start(max_minutes=max_minutes)  # the engine runs to its config's train.max_steps
         self.handle = handle
         self.view.state = {"status": "starting", "step": 0}
         return self

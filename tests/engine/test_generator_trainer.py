@@ -16,7 +16,7 @@ from workbench.rl.head import causal_lm_forward, token_logprobs
 
 @pytest.fixture
 def cfg(tiny_config):
-    return tiny_config()
+    return tiny_config(for_actors=True)
 
 
 def test_generator_logprobs_match_trainer_forward(cfg):
@@ -101,18 +101,18 @@ def test_run_stops_after_too_many_nonfinite_updates_in_a_row(cfg):
     from workbench.config import run_config_from_dict
     from workbench.configtools import to_dict
     from workbench.engine.run.coordinator import RunCoordinator, RunFailed
+    from workbench.engine.run.weight_sync import WeightSync
 
     cfg = run_config_from_dict(to_dict(cfg), {"train.max_nonfinite_in_a_row": 2})
     coord = RunCoordinator(cfg, resume=False)
 
-    class NoWorkers:  # _finish_step only needs the version bookkeeping
-        version = pushed_version = 0
-        latest_weights = None
+    class NoWorkers:  # _finish_step only needs the version bookkeeping (no generators to push to)
+        sync = WeightSync([], "pipeline")
         num_generators = 1
 
     coord.clock = type("C", (), {"tick": lambda self: None})()
     skipped = {"train/skipped": 1.0, "train/nonfinite": 1.0}
-    coord._finish_step(NoWorkers(), {**skipped, "train/nonfinite_in_a_row": 1.0}, None, {"gen": {"gen_seconds": 0, "swaps": 0}}, "pipeline", False)
-    assert coord.step == 1 and coord.rows[-1]["train/nonfinite"] == 1.0  # logged, run goes on
+    coord._finish_step(NoWorkers(), {**skipped, "train/nonfinite_in_a_row": 1.0}, None, {"gen": {"gen_seconds": 0, "swaps": 0}}, False)
+    assert coord.step == 1 and coord.log.rows[-1]["train/nonfinite"] == 1.0  # logged, run goes on
     with pytest.raises(RunFailed, match="2 non-finite losses in a row"):
-        coord._finish_step(NoWorkers(), {**skipped, "train/nonfinite_in_a_row": 2.0}, None, {"gen": {"gen_seconds": 0, "swaps": 0}}, "pipeline", False)
+        coord._finish_step(NoWorkers(), {**skipped, "train/nonfinite_in_a_row": 2.0}, None, {"gen": {"gen_seconds": 0, "swaps": 0}}, False)

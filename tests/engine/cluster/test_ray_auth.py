@@ -28,10 +28,10 @@ RAY = str(Path(sys.executable).with_name("ray"))
 DRIVER = """
 import sys
 from workbench.config import run_config_from_dict
-from workbench.engine.run.launch import init_ray
+from workbench.engine.cluster import connect_for_run
 from workbench.errors import UserError
 try:
-    init_ray(run_config_from_dict({}, {"resources.ray_address": sys.argv[1]}))
+    connect_for_run(run_config_from_dict({}, {"resources.ray_address": sys.argv[1]}))
 except UserError as e:
     print("USERERROR", e, flush=True)
     sys.exit(2)

@@ -30,7 +30,7 @@ class Reached(Exception):
 def test_every_tensor_the_trainer_computes_with_is_on_its_device(tiny_config):
     # The GPU crash ("index is on cpu, different from other tensors on cuda:0") came from a batch
     # left on the host. Declare another device (meta) and check what reaches the model.
-    cfg = tiny_config()
+    cfg = tiny_config(for_actors=True)
     groups = mixed_groups(cfg)
     tr = Trainer(cfg)
     tr.device = torch.device("meta")
@@ -54,7 +54,7 @@ def test_every_tensor_the_trainer_computes_with_is_on_its_device(tiny_config):
 
 
 def test_bf16_compute_moves_fp32_master_weights_at_a_tiny_lr(tiny_config):
-    cfg = tiny_config({"model.dtype": "bfloat16", "train.lr": 5e-7, "train.warmup_steps": 1})
+    cfg = tiny_config({"model.dtype": "bfloat16", "train.lr": 5e-7, "train.warmup_steps": 1}, for_actors=True)
     groups = mixed_groups(cfg)
     tr = Trainer(cfg)
     assert tr.precision == Precision(master=torch.float32, compute=torch.bfloat16)
@@ -88,7 +88,7 @@ def test_bf16_compute_moves_fp32_master_weights_at_a_tiny_lr(tiny_config):
 
 
 def test_checkpoint_holds_fp32_weights_and_optimizer_states(tiny_config, tmp_path):
-    cfg = tiny_config({"model.dtype": "bfloat16"})
+    cfg = tiny_config({"model.dtype": "bfloat16"}, for_actors=True)
     tr = Trainer(cfg)
     tr.train_step(mixed_groups(cfg), 0)
     state = torch.load(tr.save(str(tmp_path / "ck")), weights_only=True)
@@ -130,7 +130,7 @@ def test_unknown_dtype_is_one_clear_line(tiny_config):
 def test_gradient_checkpointing_trains_the_same_step_with_activations_recomputed(tiny_config):
     # train.gradient_checkpointing trades compute for memory; it must not change what is learned.
     base = {"train.lr": 1e-3, "train.warmup_steps": 1}
-    cfg, cfg_ckpt = tiny_config(base), tiny_config({**base, "train.gradient_checkpointing": True})
+    cfg, cfg_ckpt = tiny_config(base, for_actors=True), tiny_config({**base, "train.gradient_checkpointing": True}, for_actors=True)
     groups = mixed_groups(cfg)
     plain, ckpt = Trainer(cfg), Trainer(cfg_ckpt)
     assert ckpt.model.is_gradient_checkpointing and not plain.model.is_gradient_checkpointing

@@ -115,7 +115,7 @@ def test_trainer_step_and_evaluation_with_the_trained_weights(model_dir, tmp_pat
 
 @pytest.mark.slow
 def test_short_run_through_ray(model_dir, tmp_path, ray_cluster):
-    from workbench.engine.run.launch import run_to_end
+    from workbench.engine import run_to_end
 
     arch, d = model_dir
     summary = run_to_end(make_cfg(d, tmp_path, name=f"hf-{arch}"), resume=False, timeout=600)

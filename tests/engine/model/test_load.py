@@ -9,16 +9,10 @@ import pytest
 import torch
 
 from workbench.config import ModelConfig, TaskConfig
-from workbench.engine.model import load as models
-from workbench.engine.model.load import (
-    INFO_FILE,
-    build_char_tokenizer,
-    builtin_cache_dir,
-    left_pad,
-    load_policy,
-    sample_completions,
-    sampled_pass_rate,
-)
+from workbench.engine.model import builtin as models
+from workbench.engine.model.builtin import INFO_FILE, build_char_tokenizer, builtin_cache_dir
+from workbench.engine.model.load import load_policy
+from workbench.engine.model.sampling import left_pad, sample_completions, sampled_pass_rate
 from workbench.errors import UserError
 from workbench.rl.head import causal_lm_forward
 from workbench.tasks.base import load_task

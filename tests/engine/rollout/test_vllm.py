@@ -96,7 +96,7 @@ def test_backend_vllm_without_vllm_is_a_clear_user_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError, installed or not
     import ray
 
-    from workbench.engine.rollout.torch_backend import CONCURRENCY_GROUPS
+    from workbench.engine.rollout.worker import CONCURRENCY_GROUPS
 
     cfg = _vllm_cfg()
     assert generator_class(cfg) is vg.VllmGenerator
@@ -314,7 +314,7 @@ def fake_vllm(monkeypatch, tmp_path):
     """A fake `vllm` package, CUDA reported available, and a tiny local HF model directory."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from workbench.engine.model.load import build_char_tokenizer, task_alphabet
+    from workbench.engine.model.builtin import build_char_tokenizer, task_alphabet
     from workbench.tasks.base import load_task
 
     mods = {name: types.ModuleType(name) for name in ("vllm", "vllm.engine", "vllm.engine.arg_utils", "vllm.inputs", "vllm.sampling_params")}
@@ -434,7 +434,7 @@ class TestOnGpu:
     def setup(self, tmp_path_factory):
         from transformers import GPT2Config, GPT2LMHeadModel
 
-        from workbench.engine.model.load import build_char_tokenizer, task_alphabet
+        from workbench.engine.model.builtin import build_char_tokenizer, task_alphabet
         from workbench.tasks.base import load_task
 
         lc = {"phrase": self.PHRASE, "end_think": "=", "budget_min": 4, "budget_max": 6, "answer_budget": 3}

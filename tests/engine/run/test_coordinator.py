@@ -23,6 +23,17 @@ def train_rows(out_dir):
     return [r for r in read_jsonl(f"{out_dir}/metrics.jsonl") if "train/loss" in r or "train/skipped" in r]
 
 
+def assert_version_is_step(out_dir):
+    """policy/version counts the optimizer updates: the step, less the updates skipped so far, on
+    every row (train and validation), also across a trainer restart."""
+    skipped, seen = 0, []
+    for r in read_jsonl(f"{out_dir}/metrics.jsonl"):
+        if "train/skipped" in r:
+            skipped += int(r["train/skipped"])
+        seen.append((r["step"], r["policy/version"], r["step"] - skipped))
+    assert seen and all(version == expected for _, version, expected in seen), seen
+
+
 @pytest.mark.parametrize(
     "algorithm,k,steps",
     [("pipeline", 2, 6), ("ppo-off-policy", 3, 6), ("sync", 1, 3)],
@@ -128,13 +139,13 @@ def test_nearly_exhausted_prompt_pool_is_reported_once(tiny_config):
     coord = RunCoordinator(cfg, resume=False)  # no actors: the loop's bookkeeping only
     coord.sampler.retired = set(range(60))  # 20 left = 5 steps' worth: still fine
     coord._check_prompt_pool(4)
-    assert coord.events == []
+    assert coord.log.events == []
     coord.sampler.retired = set(range(70))  # 10 left: fewer than 4 steps' worth
     coord._check_prompt_pool(4)
     coord._check_prompt_pool(4)
-    assert len(coord.events) == 1 and "retired 70 of 80 training prompts" in coord.events[0]
+    assert len(coord.log.events) == 1 and "retired 70 of 80 training prompts" in coord.log.events[0]
     assert "only 10 remain" in (cfg.output_dir() / "events.log").read_text()
-    assert coord.status_dict()["events"] == coord.events
+    assert coord.status_dict()["events"] == coord.log.events
 
 
 def test_impossible_resources_are_refused_clearly(ray_cluster, tiny_config):
@@ -167,6 +178,7 @@ def test_two_trainer_workers_run_resume_and_survive_a_killed_worker(ray_cluster,
     restarts = [e for e in summary["events"] if "restarted the trainer group" in e]
     assert len(restarts) == 1 and "restart 1 of 3" in restarts[0], summary["events"]
     assert "restarted the trainer group" in (cfg.output_dir() / "events.log").read_text()
+    assert_version_is_step(cfg.out_dir)  # the generators reloaded the checkpoint's version, not a newer one
     gathers = [r["time/weight_gather"] for r in train_rows(cfg.out_dir) if "time/weight_gather" in r]
     assert gathers and all(g >= 0 for g in gathers)
     # resume the finished run with more steps: the 2-worker sharded checkpoint loads

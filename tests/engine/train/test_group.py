@@ -33,7 +33,7 @@ def two(tiny_config):
     # adam_eps 1e-8: with 1e-15 AdamW turns the rounding noise of a ~0 gradient (the order of
     # the sums differs between 1 and 2 ranks) into a full lr-sized step of either sign.
     return lambda **kw: tiny_config(
-        {"resources.trainer_workers": 2, "train.micro_batch_size": 5, "train.adam_eps": 1e-8, **kw}
+        {"resources.trainer_workers": 2, "train.micro_batch_size": 5, "train.adam_eps": 1e-8, **kw}, for_actors=True
     )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.engine.train.fsdp import free_port
+from workbench.engine.cluster import free_port
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[3]

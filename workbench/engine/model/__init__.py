@@ -1,1 +1,3 @@
-"""workbench.engine.model: model folders, loading, sampling, devices and dtypes."""
+"""workbench.engine.model: the policy model. `load` (load_policy, resolved_model), `builtin` (the
+tiny GPT, its SFT warm-up and cache), `hf_dir` (local HF folders and their tokenizers),
+`sampling` (the decode loop, pass rates), `devices` (devices and dtypes), `logs` (quiet HF logs)."""

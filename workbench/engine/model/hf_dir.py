@@ -24,6 +24,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.model.devices import weights_dtype
+from workbench.engine.model.logs import no_progress_bars
 from workbench.errors import UserError
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
@@ -108,3 +110,24 @@ def prompt_ids(tokenizer: Any, text: str, *, chat_template: bool = False) -> lis
     out = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
     ids = out["input_ids"] if hasattr(out, "keys") else out  # a BatchEncoding (transformers 5) or a list
     return [int(t) for t in ids]
+
+
+def load_hf_dir(path: str | Path, *, device: str = "cpu", dtype: Any = None, chat_template: bool = False) -> tuple[Any, Any]:
+    """Model + tokenizer from a local Hugging Face directory; clear errors for what is missing."""
+    from transformers import AutoModelForCausalLM
+
+    d = check_model_dir(path)
+    tokenizer = load_tokenizer(d, chat_template=chat_template)
+    try:
+        with no_progress_bars():
+            model = AutoModelForCausalLM.from_pretrained(d, local_files_only=True, dtype=weights_dtype(dtype, device))
+    except (OSError, ValueError) as e:
+        raise UserError(f"model.path: cannot load the model from {d}: {e}") from None
+    check_vocab(tokenizer, model, str(d))
+    prepare_tokenizer(tokenizer, model)
+    return model.to(device), tokenizer
+
+
+def wants_chat_template(task: Any) -> bool:
+    """Whether the task's prompts go through the tokenizer's chat template (`task.chat_template`)."""
+    return bool(getattr(task, "chat_template", False))

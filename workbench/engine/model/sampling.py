@@ -9,12 +9,14 @@ policy version that produced it.
 
     outs = sample_batch(model, [[5, 6, 7], [5, 9]], max_new_tokens=8, eos_id=1, pad_id=0,
                         generator=torch.Generator().manual_seed(0))
+    texts = sample_completions(model, tok, ["12+3="], max_new_tokens=4)   # text in, text out
+    rate = sampled_pass_rate(model, tok, task.val, k=4, max_new_tokens=8, seed=0)   # mean@k
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -155,3 +157,58 @@ def sample_batch(
             )
         )
     return outs
+
+
+def encode(tokenizer: Any, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def sample_completions(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    seed: int = 0,
+    batch_size: int = 512,
+) -> list[str]:
+    """One completion per prompt (text, EOS dropped) from the generators' own sampler
+    (`sampling.sample_batch`: full softmax at `temperature`, 0 = greedy; left padding)."""
+    device = next(model.parameters()).device
+    gen = torch.Generator(device=device).manual_seed(seed)
+    eos = tokenizer.eos_token_id
+    texts: list[str] = []
+    for start in range(0, len(prompts), batch_size):
+        chunk = [encode(tokenizer, p) for p in prompts[start : start + batch_size]]
+        outs = sample_batch(model, chunk, max_new_tokens=max_new_tokens, eos_id=eos, pad_id=tokenizer.pad_token_id,
+                            temperature=temperature, generator=gen)  # fmt: skip
+        for c in outs:
+            tokens = c.tokens[:-1] if c.finished else c.tokens
+            texts.append(tokenizer.decode(tokens, skip_special_tokens=True))
+    return texts
+
+
+def sampled_pass_rate(
+    model: Any,
+    tokenizer: Any,
+    examples: Sequence[Any],
+    *,
+    k: int,
+    max_new_tokens: int,
+    seed: int,
+    temperature: float = 1.0,
+    checker: Callable[[str, str], bool] | None = None,
+    batch_size: int = 512,
+) -> float:
+    """Mean over examples of the fraction of k samples the checker accepts (mean@k)."""
+    from workbench.tasks.base import exact_checker, safe_check
+
+    checker = checker or exact_checker
+    prompts = [ex.prompt for ex in examples for _ in range(k)]
+    completions = sample_completions(
+        model, tokenizer, prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, batch_size=batch_size
+    )
+    answers = [ex for ex in examples for _ in range(k)]
+    hits = sum(safe_check(checker, c, ex.answer, example_id=ex.id) for c, ex in zip(completions, answers))
+    return hits / max(1, len(prompts))

@@ -1,6 +1,6 @@
 """The torch rollout backend: `Generator` (training rollouts) and `Evaluator` (validation).
 
-Both are `RolloutWorker`s (rollout_worker.py: bookkeeping, scoring, chunks, evaluation) that
+Both are `RolloutWorker`s (worker.py: bookkeeping, scoring, chunks, evaluation) that
 sample with `sampling.sample_batch` on a transformers model held in this process. A weight push
 lands in a slot; the decode loop picks it up between two decode steps, so sequences in flight
 continue with the new weights and their old KV cache (PipelineRL). Each token records the
@@ -9,7 +9,7 @@ version that produced it. They run as the Ray actors `ray::Generator` and `ray::
     gen = Generator(cfg, rank=0)
     chunk = gen.generate(chunk_id=0, prompt_ids=[0, 1, 2], n_per_prompt=4, seed=3)
 
-The vLLM backend with the same interface lives in vllm_generator.py.
+The vLLM backend with the same interface lives in vllm/backend.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Optional
 import torch
 
 from workbench.engine.model.devices import resolve_device, weights_dtype
-from workbench.engine.rollout.worker import CONCURRENCY_GROUPS, RolloutWorker, reward_for  # noqa: F401 - re-exported
+from workbench.engine.rollout.worker import RolloutWorker
 from workbench.engine.model.sampling import Completion, sample_batch
 
 

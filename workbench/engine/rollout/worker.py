@@ -69,7 +69,7 @@ class RolloutWorker:
         torch.set_num_threads(cfg.resources.torch_threads)
         self.task = load_task(cfg.task)
         self.version = 0
-        self._pending: Optional[tuple[Weights, int]] = None
+        self._pending: Optional[tuple[Weights, int, bool]] = None  # (weights, version, forced)
         self._lock = threading.Lock()
         self._swaps = 0
         self._prompt_cache: dict[tuple[str, int], list[int]] = {}
@@ -110,10 +110,16 @@ class RolloutWorker:
 
     # -- weights (io group: runs while a generate call is decoding) ------------------------
     @io_group
-    def set_weights(self, weights: Weights, version: int) -> int:
+    def set_weights(self, weights: Weights, version: int, force: bool = False) -> int:
+        """Put `weights` in the slot, taken between two decode steps. Only a newer version replaces
+        what is held, unless `force` (a trainer restarted from a checkpoint: its version is the
+        policy's now, though older). A forced load pending stays forced when newer weights follow it."""
         with self._lock:
-            if self._pending is None or version > self._pending[1]:
-                self._pending = (weights, version)
+            pending = self._pending
+            if force:
+                self._pending = (weights, version, True)
+            elif pending is None or version > pending[1]:
+                self._pending = (weights, version, pending is not None and pending[2])
         return version
 
     @io_group
@@ -123,7 +129,7 @@ class RolloutWorker:
     def _apply_pending(self) -> int:
         with self._lock:
             pending, self._pending = self._pending, None
-        if pending is not None and pending[1] > self.version:
+        if pending is not None and (pending[2] or pending[1] > self.version):
             self._load_weights(as_state_dict(pending[0]))
             self.version = pending[1]
             self._swaps += 1

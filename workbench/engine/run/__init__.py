@@ -1,1 +1,10 @@
-"""workbench.engine.run: the run loop (coordinator), its actors, accounting, launch and `workbench run`."""
+"""workbench.engine.run: one run, driven from the coordinator.
+
+- `coordinator`: the loop and its phases, checkpoint state (`RunCoordinator`, `RunFailed`)
+- `weight_sync`: the policy versions and when weights are pushed to the generators (`WeightSync`)
+- `metrics`: step rows, events and the summary (`RunLog`, `step_row`, `run_summary`)
+- `actors`: spawning the generators, trainer group and evaluator (`spawn_workers`, `Workers`)
+- `handle`: the `Coordinator` Ray actor and the driver's `RunHandle`, `attach`
+- `preflight`: path resolution and fail-fast checks in the driver
+- `launch`: `launch`, `run_to_end`, `wait_with_progress`; `accounting`: compute and time; `cli`: `workbench run`
+"""

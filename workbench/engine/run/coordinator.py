@@ -8,8 +8,10 @@
   then the weights are pushed.
 - `sync`: generate one step, train it, push, repeat.
 
-`RunCoordinator` is plain Python; launch.py runs it inside the Ray actor `Coordinator` so a
-notebook can detach from it. Checkpoints (every N steps and at the end) hold the trainer state
+`RunCoordinator` is plain Python; handle.py runs it inside the Ray actor `Coordinator` so a
+notebook can detach from it. It owns the loop and the checkpoint state; the rows, events and
+summary it writes are metrics.py's (`RunLog`), the versions and weight pushes weight_sync.py's
+(`WeightSync`, through `Workers.sync`), the actors actors.py's. Checkpoints (every N steps and at the end) hold the trainer state
 and this loop's state (step, sampler, counters, prompts in flight); resuming truncates
 metrics.jsonl to the checkpoint so no step is lost or logged twice. A trainer worker that dies
 mid-run restarts the trainer group from the last checkpoint the same way, up to
@@ -33,13 +35,14 @@ import ray
 
 from workbench.config import RunConfig
 from workbench.configtools import to_dict
-from workbench.engine.run import accounting as acc
-from workbench.runs.checkpoint import CheckpointStore
 from workbench.engine.batch import Chunk, GroupBuffer
+from workbench.engine.run import accounting as acc
+from workbench.engine.run.actors import Workers, spawn_workers
+from workbench.engine.run.metrics import RunLog, run_summary, step_row
 from workbench.engine.train.group import TrainerDied
-from workbench.engine.run.actors import spawn_workers
 from workbench.errors import UserError
-from workbench.tracking.sink import JsonlSink, MetricSink
+from workbench.runs.checkpoint import CheckpointStore
+from workbench.tracking.sink import MetricSink
 
 
 class RunFailed(RuntimeError):
@@ -78,6 +81,7 @@ class RunCoordinator:
             len(self.task.train), seed=cfg.seed, retire_threshold=r.resample_threshold, enabled=r.no_positive_resampling
         )
         self.ckpt = CheckpointStore(self.out / "checkpoints", keep=cfg.checkpoint.keep)
+        self.max_steps = cfg.train.max_steps  # the one owner of the target is the config
         self.counters = acc.Counters()
         self.step = 0
         self.chunk_counter = 0
@@ -88,13 +92,13 @@ class RunCoordinator:
             self._restore(state)
         elif (self.out / "metrics.jsonl").exists():
             (self.out / "metrics.jsonl").unlink()  # a fresh run in an old folder starts clean
-        self.sinks: list[MetricSink] = [JsonlSink(self.out / "metrics.jsonl")] + list(sinks or [])
-        self.rows: list[dict[str, Any]] = []
+        self.log = RunLog(self.out, sinks)
+        if state is not None:
+            self.log.back_to(self.step)  # steps logged after the checkpoint are redone: logged once
         self._stop = threading.Event()
         self._paused = threading.Event()
         self.status = "created"
         self.error: Optional[str] = None
-        self.events: list[str] = []  # things an operator must hear about (also in events.log)
         self._warned_pool = False
         self.n_params = 0
         self.restarts = 0  # trainer-group restarts so far
@@ -113,17 +117,17 @@ class RunCoordinator:
         self._paused.clear()
 
     def metrics_since(self, index: int) -> list[dict[str, Any]]:
-        return self.rows[index:]
+        return self.log.since(index)
 
     def status_dict(self) -> dict[str, Any]:
         return {
             "status": "paused" if self._paused.is_set() and self.status == "running" else self.status,
             "step": self.step,
-            "max_steps": self.max_steps if hasattr(self, "max_steps") else self.cfg.train.max_steps,
+            "max_steps": self.max_steps,
             "error": self.error,
             "resumed_from": self.resumed_from,
             "out_dir": str(self.out),
-            "events": list(self.events),
+            "events": list(self.log.events),
             **acc.compute_metrics(self.counters, self.n_params),
         }
 
@@ -149,28 +153,13 @@ class RunCoordinator:
         self.counters = acc.Counters(**state["counters"])
         self.replay = list(state.get("replay", []))
         self.resumed_from = self.step
-        # steps logged after this checkpoint will be redone: drop them so none is logged twice
-        path = self.out / "metrics.jsonl"
-        if path.exists():
-            from workbench.tracking.sink import read_jsonl
-
-            rows = [r for r in read_jsonl(path) if r.get("step", 0) <= self.step]
-            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-    # -- logging -------------------------------------------------------------------------
-    def _log(self, metrics: dict[str, Any], step: int) -> None:
-        row = {"step": step, **{k: v for k, v in metrics.items() if not k.startswith("_")}}
-        self.rows.append(row)
-        for s in self.sinks:
-            s.log_metrics({k: v for k, v in row.items() if k != "step"}, step)
 
     # -- the loop ------------------------------------------------------------------------
-    def run(self, max_steps: Optional[int] = None, max_minutes: Optional[float] = None) -> dict[str, Any]:
-        self.max_steps = max_steps or self.cfg.train.max_steps
+    def run(self, max_minutes: Optional[float] = None) -> dict[str, Any]:
+        """Train to train.max_steps (or `max_minutes`, or a stop request); returns the summary."""
         deadline = time.monotonic() + 60 * max_minutes if max_minutes else math.inf
         self.status = "starting"
-        for s in self.sinks:
-            s.log_config(to_dict(self.cfg))
+        self.log.log_config(to_dict(self.cfg))
         workers = None
         try:
             workers = spawn_workers(self.cfg, self.task)
@@ -178,7 +167,7 @@ class RunCoordinator:
             self.n_params = workers.n_params
             self.trainer_nodes = workers.trainer.num_nodes
             if self.resumed_from is not None:
-                workers.load_trainer(self.ckpt.path_for(self.step))
+                workers.load_trainer(str(self.ckpt.path_for(self.step)))
             self.clock = acc.Clock(self.counters, acc.devices_held(self.cfg))
             self.status = "running"
             self._loop(workers, deadline)
@@ -186,26 +175,26 @@ class RunCoordinator:
             self.status = status
         except Exception as e:  # noqa: BLE001 - recorded, then re-raised with context
             self.status = "failed"
-            self.error = _describe(e)
-            for s in self.sinks:
-                s.close("FAILED")
+            self.error = describe_error(e)
+            self.log.fail()
             if workers is not None:
                 workers.shutdown()
             raise RunFailed(self.error) from None
-        summary = self._summary()
-        (self.out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
-        for s in self.sinks:
-            s.log_artifact(self.out / "summary.json")
-            s.close("FINISHED" if self.status == "finished" else "KILLED")
+        summary = run_summary(
+            self.cfg, status=self.status, steps=self.step, resumed_from=self.resumed_from, rows=self.log.rows,
+            counters=self.counters, n_params=self.n_params, trainer_nodes=self.trainer_nodes,
+            restarts=self.restarts, events=self.log.events,
+        )  # fmt: skip
+        self.log.finish(summary, self.status)
         workers.shutdown()
         return summary
 
-    def _loop(self, w, deadline: float) -> None:
+    def _loop(self, w: Workers, deadline: float) -> None:
         """Phases, until the last step is trained: dispatch generation, queue train steps, collect
         whatever finished. A dead trainer worker restarts the group from the last checkpoint."""
         self.loop = LoopState(last_ckpt=self.step)
         if self.step == 0 and self.cfg.eval.at_start:
-            self.loop.eval_refs[w.evaluate(None, 0, self.cfg.seed)] = (0, self._snapshot())
+            self.loop.eval_refs[w.evaluate(self.cfg.seed, initial=True)] = (0, self._snapshot())
         self.clock.start()
         while True:
             stopping = self._stop.is_set() or time.monotonic() > deadline
@@ -309,7 +298,7 @@ class RunCoordinator:
                 self._on_generated(w, ref)
             elif ref in lp.eval_refs:
                 step, stamp = lp.eval_refs.pop(ref)
-                self._log({**ray.get(ref), **stamp}, step)
+                self.log.log({**ray.get(ref), **stamp}, step)
         if head and any(r in head for r in ready):
             try:
                 ray.get([r for r in ready if r in head])
@@ -326,8 +315,8 @@ class RunCoordinator:
             chunk: Chunk = ray.get(ref)
         except ray.exceptions.RayActorError as e:
             # the actor died: Ray restarts it; give it the current weights, redo the chunk
-            self._log_event(f"generator {rank} died ({type(e).__name__}); regenerating chunk {cid}")
-            w.resync_generator(rank)
+            self.log.event(f"generator {rank} died ({type(e).__name__}); regenerating chunk {cid}")
+            w.sync.resync(rank)
             lp.gen_refs[w.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
             return
         for prompt_id, correct in chunk.packed.group_results():
@@ -349,12 +338,11 @@ class RunCoordinator:
         if lp.t_trainer_start is not None:
             self.counters.trainer_wall_seconds = time.monotonic() - lp.t_trainer_start
         round_done = not lp.gen_refs and not lp.groups and not lp.train_q
-        alg = cfg.recipe.off_policy.algorithm
-        self._finish_step(w, stats, None if stats.get("train/skipped") else call.weights, meta, alg, round_done)
+        self._finish_step(w, stats, None if stats.get("train/skipped") else call.weights, meta, round_done)
         stamp = self._snapshot()
         last = self.step >= self.max_steps or self._stop.is_set() or time.monotonic() > deadline
         if self.step % cfg.eval.every_steps == 0 or last:
-            lp.eval_refs[w.evaluate(w.latest_weights, w.version, cfg.seed + self.step)] = (self.step, stamp)
+            lp.eval_refs[w.evaluate(cfg.seed + self.step)] = (self.step, stamp)
         if not lp.train_q and (self.step % cfg.checkpoint.every_steps == 0 or last):
             self._checkpoint(w, lp.groups.prompt_ids(), lp.gen_refs)
             lp.last_ckpt = self.step
@@ -369,17 +357,17 @@ class RunCoordinator:
         died_at, ck, resumed_from = self.step + 1, self.ckpt.latest_step(), self.resumed_from
         self._restore(self.ckpt.latest_state() if ck is not None else self._start_state)
         self.resumed_from = resumed_from
-        self.rows = [r for r in self.rows if r["step"] <= self.step]
+        self.log.back_to(self.step)
         self.clock = acc.Clock(self.counters, acc.devices_held(self.cfg))
         self.loop = LoopState(last_ckpt=self.step)
-        version = w.restart_trainer(str(self.ckpt.path_for(ck)) if ck is not None else None)
+        version = w.load_trainer(str(self.ckpt.path_for(ck)) if ck is not None else None, restart=True)
         self.clock.start()
-        self._log_event(
+        self.log.event(
             f"{reason} during step {died_at}; restarted the trainer group from step {self.step} "
             f"(restart {self.restarts} of {limit}); the generators reloaded the weights (policy version {version})"
         )
 
-    def _finish_step(self, w, stats: dict, weights_ref, meta: dict, alg: str, round_done: bool) -> None:
+    def _finish_step(self, w: Workers, stats: dict, weights_ref, meta: dict, round_done: bool) -> None:
         if stats.get("train/nonfinite", 0.0) and stats.get("train/nonfinite_in_a_row", 0) >= self.cfg.train.max_nonfinite_in_a_row:
             raise RunFailed(
                 f"{int(stats['train/nonfinite_in_a_row'])} non-finite losses in a row at step {self.step + 1} "
@@ -388,37 +376,17 @@ class RunCoordinator:
             )
         self.step += 1
         t_sync = time.monotonic()
-        if weights_ref is not None:  # None: the update was skipped
-            w.version += 1
-            w.latest_weights = weights_ref
-        # pipeline and sync push after every step; ppo-off-policy only once its round is trained
-        if w.version > w.pushed_version and (alg != "ppo-off-policy" or round_done):
-            w.push_weights(w.latest_weights, w.version)
+        w.sync.trained(weights_ref, round_done=round_done)  # None: the update was skipped
         sync_s = time.monotonic() - t_sync
         self.counters.weight_sync_seconds += sync_s
         acc.add_trained(
             self.counters, int(stats.get("train/tokens_trained", 0)), int(stats.get("train/sequences_trained", 0)), self.n_params
         )
         self.counters.train_seconds += stats.get("time/train_compute", 0.0)
-        wall = max(self.counters.trainer_wall_seconds, 1e-9)
-        c = self.counters
-        row = dict(stats)
-        row.update(
-            {
-                "time/generate": meta["gen"]["gen_seconds"],
-                "time/train": stats.get("time/train_compute", 0.0) + stats.get("time/train_prep", 0.0),
-                "time/weight_sync": sync_s,
-                "time/trainer_wait": c.trainer_wait_seconds,
-                "util/trainer": min(1.0, c.train_seconds / wall) if c.trainer_wall_seconds > 0 else 0.0,
-                "util/generator": min(1.0, c.gen_seconds / max(c.wall_seconds * w.num_generators, 1e-9)),
-                "gen/weight_swaps_in_flight": float(meta["gen"]["swaps"]),
-                "sampler/retired": float(self.sampler.stats().get("retired", 0)),
-                "throughput/samples_per_second": c.samples_trained / max(c.wall_seconds, 1e-9),
-            }
-        )
         self.clock.tick()
-        row.update(acc.compute_metrics(c, self.n_params))
-        self._log(row, self.step)
+        row = step_row(stats, meta["gen"], self.counters, self.n_params, sync_seconds=sync_s,
+                       num_generators=w.num_generators, retired=int(self.sampler.stats().get("retired", 0)))  # fmt: skip
+        self.log.log(row, self.step)
 
     def _checkpoint(self, w, buffered: list[int], gen_refs) -> None:
         pending = buffered + [p for _, ps, _ in gen_refs.values() for p in ps]
@@ -434,45 +402,15 @@ class RunCoordinator:
         if self._warned_pool or active >= 4 * per_step:
             return
         self._warned_pool = True
-        self._log_event(
+        self.log.event(
             f"warning: No-Positive-Resampling has retired {len(self.sampler.retired)} of "
             f"{self.sampler.num_prompts} training prompts at step {self.step}; only {active} remain "
             f"({active / per_step:.1f} steps' worth), so later steps repeat them. Add training prompts "
             "(task.num_train or a bigger dataset), raise recipe.resample_threshold, or stop here."
         )
 
-    def _log_event(self, text: str) -> None:
-        self.events.append(text)
-        with open(self.out / "events.log", "a") as fh:
-            fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
 
-    def _summary(self) -> dict[str, Any]:
-        evals = [r for r in self.rows if "val/pass_rate" in r]
-        c = self.counters
-        summary: dict[str, Any] = {
-            "status": self.status,
-            "steps": self.step,
-            "resumed_from": self.resumed_from,
-            "recipe": self.cfg.recipe.name,
-            "algorithm": self.cfg.recipe.off_policy.algorithm,
-            "val_pass_rate_first": evals[0]["val/pass_rate"] if evals else None,
-            "val_pass_rate_last": evals[-1]["val/pass_rate"] if evals else None,
-            "wall_seconds": c.wall_seconds,
-            "samples_per_second": c.samples_trained / max(c.wall_seconds, 1e-9),
-            "trainer_utilisation": c.train_seconds / max(c.trainer_wall_seconds, 1e-9),
-            "trainer_wall_seconds": c.trainer_wall_seconds,
-            "trainer_wait_seconds": c.trainer_wait_seconds,
-            "trainer_workers": self.cfg.resources.trainer_workers,
-            "trainer_nodes": self.trainer_nodes,
-            "trainer_restarts": self.restarts,
-            "staleness_max": max((r.get("train/staleness_max", 0.0) for r in self.rows), default=0.0),
-            "events": list(self.events),
-            **acc.compute_metrics(c, self.n_params),
-        }
-        return summary
-
-
-def _describe(e: BaseException) -> str:
+def describe_error(e: BaseException) -> str:
     """One readable line for an error raised in this process or inside an actor."""
     if isinstance(e, ray.exceptions.RayTaskError):
         cause = e.cause if getattr(e, "cause", None) is not None else e

@@ -11,14 +11,11 @@ hands them the rendezvous address chosen by rank 0). gloo on CPU, NCCL on CUDA.
   gradient reduction when the precision is mixed. FSDP averages gradients over the ranks; each
   rank's loss is weighted against the whole optimizer batch and scaled by the world size
   (`Trainer._accumulate`), so the result is the one-worker sum (gloo has no pre-multiplied sum).
-
-    python -c "from workbench.engine.train.fsdp import free_port; print(free_port())"
 """
 
 from __future__ import annotations
 
 import datetime
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +42,6 @@ def node_ip() -> str:
     import ray
 
     return ray.util.get_node_ip_address() if ray.is_initialized() else "127.0.0.1"
-
-
-def free_port() -> int:
-    """A TCP port free on this node now (rank 0 binds it a moment later for the rendezvous)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
 
 
 def init_group(device: torch.device, address: str, port: int, rank: int, world_size: int, timeout_s: float) -> None:

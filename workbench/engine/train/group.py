@@ -24,6 +24,7 @@ from typing import Any, Optional
 import ray
 
 from workbench.config import RunConfig
+from workbench.engine.cluster.common import kill_actors
 from workbench.engine.train.trainer import Trainer
 from workbench.errors import UserError
 
@@ -116,11 +117,7 @@ class TrainerGroup:
         return pg
 
     def kill(self) -> None:
-        for a in self.actors:
-            try:
-                ray.kill(a, no_restart=True)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
+        kill_actors(self.actors)
         if self.pg is not None:
             from ray.util.placement_group import remove_placement_group
 
@@ -161,9 +158,6 @@ class TrainerGroup:
 
     def load(self, path: Optional[str]) -> int:
         return int(get_all([a.load.remote(str(path)) for a in self.actors])[0])
-
-    def set_version(self, version: int) -> int:
-        return int(get_all([a.set_version.remote(version) for a in self.actors])[0])
 
     @property
     def num_nodes(self) -> int:

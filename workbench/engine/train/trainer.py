@@ -21,6 +21,7 @@ from typing import Any, Optional
 import torch
 
 from workbench.config import RunConfig
+from workbench.engine.cluster.common import free_port
 from workbench.engine.train import fsdp as distributed
 from workbench.engine.model.devices import move_to, resolve_device, trainer_precision
 from workbench.engine.train.fsdp import PolicyForward
@@ -39,17 +40,26 @@ def count_params(model: Any) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def _extreme(key: str) -> bool:
+    return key.endswith("_max") or key.endswith("_min")
+
+
+def add_partial(sums: dict[str, float], part: dict[str, float]) -> None:
+    """Fold one partial result into `sums` (micro-batches, ranks): extremes take max/min, the rest add."""
+    for key, val in part.items():
+        if key.endswith("_max"):
+            sums[key] = max(sums.get(key, -math.inf), val)
+        elif key.endswith("_min"):
+            sums[key] = min(sums.get(key, math.inf), val)
+        else:
+            sums[key] = sums.get(key, 0.0) + val
+
+
 def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Add up the ranks' partial sums (loss, entropy, token counts); extremes take max/min."""
     sums: dict[str, float] = {}
     for p in parts:
-        for key, val in p["sums"].items():
-            if key.endswith("_max"):
-                sums[key] = max(sums.get(key, -math.inf), val)
-            elif key.endswith("_min"):
-                sums[key] = min(sums.get(key, math.inf), val)
-            else:
-                sums[key] = sums.get(key, 0.0) + val
+        add_partial(sums, p["sums"])
     total = {k: sum(p[k] for p in parts) for k in ("loss", "ent", "tok")}
     return {**total, "sums": sums}
 
@@ -80,7 +90,6 @@ class Trainer:
 
     def __init__(self, cfg: RunConfig, rank: int = 0, world_size: int = 1):
         from workbench.engine.model.load import load_policy
-        from workbench.tasks.base import load_task
 
         self.cfg = cfg
         self.rank, self.world_size = rank, world_size
@@ -92,9 +101,8 @@ class Trainer:
             self.device = torch.device("cuda", torch.cuda.current_device())
         # fp32 master weights always (a bf16 weight does not move at lr 5e-7); see devices.py
         self.precision = trainer_precision(cfg.model.dtype, self.device)
-        self.model, self.tokenizer = load_policy(
-            cfg.model, load_task(cfg.task), device=str(self.device), dtype=self.precision.master, progress=False
-        )
+        # cfg.model.path is the model folder the driver resolved (run/actors.actor_config)
+        self.model, self.tokenizer = load_policy(cfg.model, device=str(self.device), dtype=self.precision.master, progress=False)
         self.model.train()
         if cfg.train.gradient_checkpointing:
             # recompute each layer's activations in the backward: memory for compute
@@ -109,7 +117,7 @@ class Trainer:
 
     def rendezvous(self) -> tuple[str, int]:
         """Rank 0: the address and a free port where the process group meets."""
-        return distributed.node_ip(), distributed.free_port()
+        return distributed.node_ip(), free_port()
 
     def connect(self, address: str, port: int, timeout_s: float = 600.0) -> int:
         """Join the process group and shard the model (every rank at once)."""
@@ -246,8 +254,7 @@ class Trainer:
         stats["train/grad_norm"] = grad_norm
         stats["train/entropy"] = ent_sum / max(tok_sum, 1.0)
         for key, val in sums.items():
-            extreme = key.endswith("_max") or key.endswith("_min")
-            stats[f"train/{key}"] = val if extreme else val / max(tok_sum, 1.0)
+            stats[f"train/{key}"] = val if _extreme(key) else val / max(tok_sum, 1.0)
         if not (math.isfinite(loss_total) and math.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
             self.nonfinite_in_a_row += 1
@@ -310,13 +317,7 @@ class Trainer:
             ntok = float(mask.sum())
             ent_sum += float((ent * mask).sum())
             tok_sum += ntok
-            for key, val in st.items():
-                if key.endswith("_max"):
-                    sums[key] = max(sums.get(key, -math.inf), float(val))
-                elif key.endswith("_min"):
-                    sums[key] = min(sums.get(key, math.inf), float(val))
-                elif key not in ("tokens", "loss"):  # summed elsewhere
-                    sums[key] = sums.get(key, 0.0) + float(val) * ntok
+            add_partial(sums, {k: float(v) * (1.0 if _extreme(k) else ntok) for k, v in st.items() if k not in ("tokens", "loss")})
         return {"loss": loss_total, "sums": sums, "ent": ent_sum, "tok": tok_sum}
 
     def _skip(self, stats: dict, t0: float, reason: str, fwd_start: float | None = None):
@@ -378,11 +379,6 @@ class Trainer:
         self.version = int(state["version"])
         self.nonfinite_in_a_row = int(state["nonfinite_in_a_row"])
         torch.set_rng_state(state["torch_rng"].cpu())
-        return self.version
-
-    def set_version(self, version: int) -> int:
-        """Continue counting from `version` (after a restart, above every version the generators hold)."""
-        self.version = int(version)
         return self.version
 
     def ping(self) -> int:

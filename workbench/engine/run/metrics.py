@@ -1,0 +1,130 @@
+"""What a run writes as it goes: metric rows, events and the end-of-run summary.
+
+    log = RunLog(out_dir, sinks=[MlflowSink(...)])   # metrics.jsonl always, plus the sinks given
+    log.log_config(cfg_dict)
+    log.log(row, step)          # one row: train stats, or a validation result, at `step`
+    log.since(i)                # rows logged by this process from index i (the dashboard polls)
+    log.event("...")            # a thing an operator must hear about: status, events.log, summary
+    log.back_to(step)           # a trainer restart / resume: drop the rows after `step`, in
+                                # memory and in metrics.jsonl, so each step is logged once
+    row = step_row(stats, ...)  # a trainer step's row: its stats plus timings and utilisation
+    summary = run_summary(...)  # summary.json
+
+Rows are flat dicts of floats with "step"; keys starting with "_" are not metrics and stay out.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from workbench.config import RunConfig
+from workbench.engine.run import accounting as acc
+from workbench.tracking.sink import JsonlSink, MetricSink, read_jsonl
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Keep the rows of metrics.jsonl up to `step` (the ones after it will be redone)."""
+    if path.exists():
+        rows = [r for r in read_jsonl(path) if r.get("step", 0) <= step]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+class RunLog:
+    """The run's rows (metrics.jsonl and the sinks), its events (events.log) and the summary file."""
+
+    def __init__(self, out: Path, sinks: Optional[list[MetricSink]] = None):
+        self.out = Path(out)
+        self.sinks: list[MetricSink] = [JsonlSink(self.out / "metrics.jsonl")] + list(sinks or [])
+        self.rows: list[dict[str, Any]] = []
+        self.events: list[str] = []
+
+    def log_config(self, config: dict[str, Any]) -> None:
+        for s in self.sinks:
+            s.log_config(config)
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        row = {"step": step, **{k: v for k, v in metrics.items() if not k.startswith("_")}}
+        self.rows.append(row)
+        for s in self.sinks:
+            s.log_metrics({k: v for k, v in row.items() if k != "step"}, step)
+
+    def since(self, index: int) -> list[dict[str, Any]]:
+        return self.rows[index:]
+
+    def back_to(self, step: int) -> None:
+        self.rows = [r for r in self.rows if r["step"] <= step]
+        truncate_metrics(self.out / "metrics.jsonl", step)
+
+    def event(self, text: str) -> None:
+        self.events.append(text)
+        with open(self.out / "events.log", "a") as fh:
+            fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+
+    def fail(self) -> None:
+        for s in self.sinks:
+            s.close("FAILED")
+
+    def finish(self, summary: dict[str, Any], status: str) -> None:
+        """Write summary.json and close the sinks (FINISHED, or KILLED for a stopped run)."""
+        path = self.out / "summary.json"
+        path.write_text(json.dumps(summary, indent=2, default=float))
+        for s in self.sinks:
+            s.log_artifact(path)
+            s.close("FINISHED" if status == "finished" else "KILLED")
+
+
+def step_row(
+    stats: dict[str, Any], gen: dict[str, float], c: acc.Counters, n_params: int, *, sync_seconds: float,
+    num_generators: int, retired: int,
+) -> dict[str, Any]:  # fmt: skip
+    """A trainer step's row: the trainer's stats, the generation behind it (`gen`: seconds,
+    in-flight swaps), timings, utilisation, throughput and the compute counters."""
+    wall = max(c.trainer_wall_seconds, 1e-9)
+    row = dict(stats)
+    row.update(
+        {
+            "time/generate": gen["gen_seconds"],
+            "time/train": stats.get("time/train_compute", 0.0) + stats.get("time/train_prep", 0.0),
+            "time/weight_sync": sync_seconds,
+            "time/trainer_wait": c.trainer_wait_seconds,
+            "util/trainer": min(1.0, c.train_seconds / wall) if c.trainer_wall_seconds > 0 else 0.0,
+            "util/generator": min(1.0, c.gen_seconds / max(c.wall_seconds * num_generators, 1e-9)),
+            "gen/weight_swaps_in_flight": float(gen["swaps"]),
+            "sampler/retired": float(retired),
+            "throughput/samples_per_second": c.samples_trained / max(c.wall_seconds, 1e-9),
+        }
+    )
+    row.update(acc.compute_metrics(c, n_params))
+    return row
+
+
+def run_summary(
+    cfg: RunConfig, *, status: str, steps: int, resumed_from: Optional[int], rows: list[dict[str, Any]],
+    counters: acc.Counters, n_params: int, trainer_nodes: int, restarts: int, events: list[str],
+) -> dict[str, Any]:  # fmt: skip
+    """summary.json: how the run ended, first and last validation, throughput, utilisation, restarts."""
+    evals = [r for r in rows if "val/pass_rate" in r]
+    c = counters
+    return {
+        "status": status,
+        "steps": steps,
+        "resumed_from": resumed_from,
+        "recipe": cfg.recipe.name,
+        "algorithm": cfg.recipe.off_policy.algorithm,
+        "val_pass_rate_first": evals[0]["val/pass_rate"] if evals else None,
+        "val_pass_rate_last": evals[-1]["val/pass_rate"] if evals else None,
+        "wall_seconds": c.wall_seconds,
+        "samples_per_second": c.samples_trained / max(c.wall_seconds, 1e-9),
+        "trainer_utilisation": c.train_seconds / max(c.trainer_wall_seconds, 1e-9),
+        "trainer_wall_seconds": c.trainer_wall_seconds,
+        "trainer_wait_seconds": c.trainer_wait_seconds,
+        "trainer_workers": cfg.resources.trainer_workers,
+        "trainer_nodes": trainer_nodes,
+        "trainer_restarts": restarts,
+        "staleness_max": max((r.get("train/staleness_max", 0.0) for r in rows), default=0.0),
+        "events": list(events),
+        **acc.compute_metrics(c, n_params),
+    }
