@@ -97,3 +97,31 @@ def test_load_refuses_another_dataset_and_bad_input():
         s.update(0, [])
     with pytest.raises(UserError, match="num_prompts"):
         CurriculumSampler(0, seed=0)
+
+
+def test_pool_warning_counts_only_prompts_ever_solved():
+    """Capped answers: half the pool can never be solved. Those prompts stay active forever, so
+    counting active prompts never warns; counting ever-solved ones warns while some remain."""
+    import random
+
+    per_step, n = 16, 400
+    unsolvable = set(range(0, n, 2))
+    s = CurriculumSampler(n, seed=0)
+    rng = random.Random(0)
+    skill, warned_with = 0.05, None
+    for step in range(400):
+        for pid in s.next_prompts(per_step):
+            p = 0.0 if pid in unsolvable else skill
+            s.update(pid, [rng.random() < p for _ in range(8)])
+        skill = min(0.98, skill + 0.01)
+        if step < 20:
+            assert s.pool_warning(per_step) is None, f"warned at step {step}, while the policy was young"
+        if warned_with is None and (msg := s.pool_warning(per_step)):
+            warned_with = (step, s.solvable_left(), msg)
+        if len(s.retired) >= n - len(unsolvable):
+            break
+    assert len(s.retired) == n - len(unsolvable), "the solvable half should all retire in this simulation"
+    assert n - len(s.retired) >= n // 2  # the old rule's active count never dropped under 4 steps' worth
+    assert warned_with is not None, "no warning before the solvable prompts ran out"
+    step, left, msg = warned_with
+    assert 0 < left < 4 * per_step and "never solved" in msg

@@ -121,6 +121,30 @@ class CurriculumSampler:
     def is_retired(self, prompt_id: int) -> bool:
         return int(prompt_id) in self.retired
 
+    def solvable_left(self) -> float:
+        """How many prompts the policy can still learn from: prompts that have had at least one
+        correct sample and are not retired, plus the unseen prompts in the proportion of seen ones
+        that were ever solved. A prompt never solved counts as unsolvable (capped answers, wrong
+        labels): counting it as active hides a pool that No-Positive-Resampling is draining."""
+        solved = {pid for pid, r in self.history.items() if r[1] > 0}
+        seen = len(self.history)
+        unseen = self.num_prompts - seen
+        share = len(solved) / seen if seen else 1.0
+        return len(solved - self.retired) + share * unseen
+
+    def pool_warning(self, per_step: int, steps_left: float = 4.0) -> str | None:
+        """The warning to give when fewer than `steps_left` steps' worth of solvable prompts remain
+        and retirement (not a young policy that solves little yet) is what drained them."""
+        left = self.solvable_left()
+        if not self.enabled or left >= steps_left * per_step or len(self.retired) <= left:
+            return None
+        return (
+            f"No-Positive-Resampling has retired {len(self.retired)} of {self.num_prompts} training prompts; "
+            f"about {left:.0f} solvable ones remain ({left / per_step:.1f} steps' worth; prompts never solved "
+            "are not counted), so later steps repeat them or learn nothing. Add training prompts "
+            "(task.num_train or a bigger dataset), raise recipe.resample_threshold, or stop here."
+        )
+
     def stats(self) -> dict[str, float]:
         seen = len(self.history)
         gens = sum(r[0] for r in self.history.values())

@@ -6,6 +6,17 @@ training loop for a transient logging failure; it warns once and carries on.
 
     sink = JsonlSink(out_dir / "metrics.jsonl")
     sink.log_metrics({"val/pass_rate": 0.3, "compute/flops": 1e12}, step=10)
+    sink.commit(10)       # a checkpoint covering step 10 is on disk
+    sink.rollback(10)     # the run went back to the step-10 checkpoint: steps after it are redone
+
+Every step once, in every sink. A run that restarts from a checkpoint (a trainer worker died, the
+driver was restarted, `Session.resume_from`) redoes the steps after it. `JsonlSink.rollback`
+truncates the file. A store that cannot delete what it was sent (MLflow has no call that removes
+logged points) is wrapped in `CommitGatedSink`: it holds a step's metrics until a checkpoint
+covering that step has committed, so what it sent is never redone, and it drops what it holds on
+a rollback. The MLflow UI therefore lags by up to `checkpoint.every_steps`; the live widget reads
+the run's own rows and does not. A run that fails leaves its uncommitted steps in
+metrics.jsonl only (a resume redoes them), and the store's run is tagged with their range.
 """
 
 from __future__ import annotations
@@ -22,6 +33,13 @@ class MetricSink(Protocol):
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
     def log_artifact(self, path: str | Path) -> None: ...
     def close(self, status: str = "FINISHED") -> None: ...
+
+
+def rewindable(sink: MetricSink) -> "JsonlSink | CommitGatedSink":
+    """The sink as the engine holds it: able to `commit` and `rollback` steps (see above)."""
+    if isinstance(sink, (JsonlSink, CommitGatedSink)):
+        return sink
+    return CommitGatedSink(sink)
 
 
 def _clean(v: Any) -> Any:
@@ -48,9 +66,76 @@ class JsonlSink:
     def log_artifact(self, path: str | Path) -> None:
         pass  # artifacts already live in the run directory
 
+    def commit(self, step: int) -> None:
+        pass  # every row is written at once; rollback() takes back the ones redone
+
+    def rollback(self, step: int) -> None:
+        """Drop every row after `step` (they will be redone), keeping the file's other rows."""
+        self._fh.flush()
+        rows = [r for r in read_jsonl(self.path) if r.get("step", 0) <= step]
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        self._fh.close()
+        tmp.replace(self.path)  # atomic: a crash here leaves the old file or the new one
+        self._fh = open(self.path, "a", buffering=1)
+
     def close(self, status: str = "FINISHED") -> None:
         if not self._fh.closed:
             self._fh.close()
+
+
+class CommitGatedSink:
+    """Wraps a sink that cannot take back what it was sent: metrics of a step reach it only once
+    a checkpoint covering that step has committed (`commit`), or at a clean close. See the module
+    docstring for why. Config, artifacts and tags pass straight through."""
+
+    def __init__(self, inner: Any, committed: int = 0):
+        self.inner = inner
+        self.committed = int(committed)  # the last step a committed checkpoint covers
+        self._held: list[tuple[int, dict[str, float]]] = []
+
+    def log_config(self, config: dict[str, Any]) -> None:
+        self.inner.log_config(config)
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        if step <= self.committed:  # e.g. an evaluation of a step already checkpointed
+            self.inner.log_metrics(metrics, step)
+        else:
+            self._held.append((int(step), dict(metrics)))
+
+    def log_artifact(self, path: str | Path) -> None:
+        self.inner.log_artifact(path)
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        if hasattr(self.inner, "set_tags"):
+            self.inner.set_tags(tags)
+
+    def commit(self, step: int) -> None:
+        self.committed = max(self.committed, int(step))
+        send = [(s, m) for s, m in self._held if s <= self.committed]
+        self._held = [(s, m) for s, m in self._held if s > self.committed]
+        for s, m in send:
+            self.inner.log_metrics(m, s)
+
+    def rollback(self, step: int) -> None:
+        self._held = [(s, m) for s, m in self._held if s <= step]
+        self.committed = int(step)
+
+    @property
+    def held_steps(self) -> list[int]:
+        return sorted({s for s, _ in self._held})
+
+    def close(self, status: str = "FINISHED") -> None:
+        """A clean end (FINISHED, KILLED: the engine wrote its last checkpoint) sends what is held;
+        a failure keeps it back, since a resume will redo those steps, and says so in a tag."""
+        if str(status).upper() == "FAILED":
+            held = self.held_steps
+            if held:
+                self.set_tags({"workbench.uncommitted_steps": f"{held[0]}-{held[-1]} (in metrics.jsonl only; a resume redoes them)"})
+            self._held = []
+        else:
+            self.commit(max([self.committed] + self.held_steps))
+        self.inner.close(status)
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -132,20 +132,76 @@ def test_killed_generator_is_restarted_and_the_run_completes(ray_cluster, tiny_c
     assert any("generator 0 died" in e for e in summary["events"]), summary["events"]
 
 
-def test_nearly_exhausted_prompt_pool_is_reported_once(tiny_config):
+def test_drained_prompt_pool_is_reported_once(tiny_config):
     from workbench.engine.run.coordinator import RunCoordinator
 
     cfg = tiny_config({"task.num_train": 80, "train.prompts_per_step": 4}, name="pool")
     coord = RunCoordinator(cfg, resume=False)  # no actors: the loop's bookkeeping only
-    coord.sampler.retired = set(range(60))  # 20 left = 5 steps' worth: still fine
+    s = coord.sampler
+    for pid in range(80):  # capped answers: the odd half was never solved
+        s.update(pid, [pid % 2 == 0, False])
+    s.retired = set(range(0, 40, 2))  # 20 of 40 solvable retired: 20 left = 5 steps' worth
     coord._check_prompt_pool(4)
-    assert coord.log.events == []
-    coord.sampler.retired = set(range(70))  # 10 left: fewer than 4 steps' worth
+    assert coord.log.events == [], "40 never-solved prompts are not a pool to learn from, but 20 solvable are"
+    s.retired = set(range(0, 60, 2))  # 10 solvable left, although 50 prompts are still active
     coord._check_prompt_pool(4)
     coord._check_prompt_pool(4)
-    assert len(coord.log.events) == 1 and "retired 70 of 80 training prompts" in coord.log.events[0]
-    assert "only 10 remain" in (cfg.output_dir() / "events.log").read_text()
+    assert len(coord.log.events) == 1 and "retired 30 of 80 training prompts" in coord.log.events[0]
+    assert "about 10 solvable ones remain" in (cfg.output_dir() / "events.log").read_text()
     assert coord.status_dict()["events"] == coord.log.events
+
+
+def test_killed_trainer_worker_leaves_a_clean_record_in_mlflow(ray_cluster, tiny_config, tmp_path):
+    """Issue 17: a trainer worker killed mid-run with MLflow on. Afterwards MLflow's own metric
+    history equals metrics.jsonl (each step once, the surviving timeline's values), the policy
+    version is the trainer's step count at every row, no utilisation is above 1, and the summary says what the
+    restart threw away."""
+    import math
+    import os
+    import signal
+
+    import ray
+    from mlflow import MlflowClient
+
+    from workbench.tracking.store import create_run, ensure_experiment
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ensure_experiment("faults", uri)
+    run_id = create_run("faults", "tw2-mlflow", {"workbench.out_dir": str(tmp_path / "tw2m")}, tracking_uri=uri)
+    over = {"resources.trainer_workers": 2, "train.max_steps": 10, "checkpoint.every_steps": 3, "recipe.off_policy.k": 2,
+            "tracking.mlflow": True, "tracking.tracking_uri": uri, "tracking.run_id": run_id}
+    cfg = tiny_config(over, name="tw2m")
+    handle = launch(cfg)
+    try:
+        handle.start()
+        deadline = time.time() + 300
+        while handle.status()["step"] < 5 and time.time() < deadline:  # past the step-3 checkpoint
+            time.sleep(0.05)
+        worker = ray.get_actor("tw2m/Trainer/1", namespace="workbench")
+        os.kill(ray.get(worker.pid.remote()), signal.SIGKILL)
+        summary = handle.wait(timeout=400)
+    finally:
+        handle.kill()
+    assert summary["status"] == "finished" and summary["trainer_restarts"] == 1, summary["events"]
+    rows = read_jsonl(f"{cfg.out_dir}/metrics.jsonl")
+    train = [r for r in rows if "train/loss" in r or "train/skipped" in r]
+    assert [r["step"] for r in train] == list(range(1, 11))
+    # the version counts the optimizer updates applied: the step, less the steps whose update was
+    # skipped (zero-variance batches); after the restart it must not jump past that
+    applied = [sum(1 for q in train[: i + 1] if not q.get("train/skipped")) for i in range(len(train))]
+    assert [r["policy/version"] for r in train] == applied, "versions must mean trainer steps after a restart"
+    for r in train:
+        assert 0.0 <= r["util/trainer"] <= 1.0 and 0.0 <= r["util/generator"] <= 1.0, r
+    assert summary["trainer_utilisation"] <= 1.0
+    assert summary["compute/discarded_steps"] >= 1 and summary["compute/discarded_device_hours"] > 0
+    client = MlflowClient(uri)
+    for key in ("train/loss", "policy/version", "compute/device_hours", "val/pass_rate"):
+        jsonl = sorted((r["step"], r[key]) for r in rows if r.get(key) is not None)
+        # a skipped update's loss is NaN in MLflow and null in metrics.jsonl: compare the numbers
+        history = sorted((m.step, m.value) for m in client.get_metric_history(run_id, key) if not math.isnan(m.value))
+        assert [s for s, _ in history] == [s for s, _ in jsonl], f"{key}: steps in MLflow differ from metrics.jsonl"
+        assert [v for _, v in history] == pytest.approx([v for _, v in jsonl], rel=1e-6), key
+    assert client.get_run(run_id).info.status == "FINISHED"
 
 
 def test_impossible_resources_are_refused_clearly(ray_cluster, tiny_config):

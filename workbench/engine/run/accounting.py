@@ -5,6 +5,13 @@
   slot: on GPUs this is the paper's GPU-hours. Evaluation is not counted (as in the paper).
 - `compute/flops`: 2N per generated token + 6N per trained token (N = policy parameters).
 The counters are part of every checkpoint, so a resumed run continues the same curve.
+
+Faults: the compute axis follows the surviving timeline. A run that goes back to a checkpoint (a
+trainer worker died, or a driver restart resumed it) redoes the steps after it; the compute those
+steps had spent, and the devices held while the trainer group restarted, are not on the axis, so
+a run that survived a fault draws the same curve as one that had none (its A and B are the
+recipe's, not the cluster's). What was thrown away is kept beside the axis, in `discarded_*`
+(steps redone, device-hours, FLOPs), and summary.json reports it.
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ class Counters:
     trainer_wall_seconds: float = 0.0  # trainer busy-or-waiting since its first step
     weight_sync_seconds: float = 0.0
     trainer_wait_seconds: float = 0.0
+    discarded_steps: int = 0  # steps trained, then redone after going back to a checkpoint
+    discarded_device_hours: float = 0.0  # their compute, plus devices held during restarts
+    discarded_flops: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -63,6 +73,36 @@ class Clock:
         self._last = now
         self.c.wall_seconds += dt
         self.c.device_hours += self.devices * dt / 3600.0
+
+
+def carry_discarded(kept: Counters, lost: Counters, lost_steps: int, restart_device_hours: float = 0.0) -> None:
+    """Going back from `lost` (the counters when the fault hit) to `kept` (the checkpoint's):
+    `kept` takes over what `lost` had discarded so far plus everything spent after the checkpoint."""
+    kept.discarded_steps = lost.discarded_steps + max(0, int(lost_steps))
+    kept.discarded_device_hours = (
+        lost.discarded_device_hours + max(0.0, lost.device_hours - kept.device_hours) + max(0.0, restart_device_hours)
+    )
+    kept.discarded_flops = lost.discarded_flops + max(0.0, lost.flops - kept.flops)
+
+
+def discarded_from_rows(kept: Counters, rows_after: list[dict]) -> None:
+    """A resume after the driver died: the rows logged after the checkpoint are all that is left
+    of the lost timeline; take its steps and compute from them (see `carry_discarded`)."""
+    steps = {r["step"] for r in rows_after if "train/loss" in r or "train/skipped" in r}
+    if not steps:
+        return
+    last = max(rows_after, key=lambda r: r.get("compute/device_hours") or 0.0)
+    lost = Counters(**{**kept.to_dict(), "device_hours": float(last.get("compute/device_hours") or 0.0),
+                       "flops": float(last.get("compute/flops") or 0.0)})  # fmt: skip
+    carry_discarded(kept, lost, len(steps))
+
+
+def discarded_metrics(c: Counters) -> dict[str, float]:
+    return {
+        "compute/discarded_steps": float(c.discarded_steps),
+        "compute/discarded_device_hours": c.discarded_device_hours,
+        "compute/discarded_flops": c.discarded_flops,
+    }
 
 
 def compute_metrics(c: Counters, n_params: int) -> dict[str, float]:

@@ -42,6 +42,7 @@ from workbench.engine.run.metrics import RunLog, run_summary, step_row
 from workbench.engine.train.group import TrainerDied
 from workbench.errors import UserError
 from workbench.runs.checkpoint import CheckpointStore
+from workbench.runs.liveness import Heartbeat
 from workbench.tracking.sink import MetricSink
 
 
@@ -64,6 +65,7 @@ class LoopState:
     train_q: collections.deque = field(default_factory=collections.deque)  # (TrainCall, meta)
     idle_since: Optional[float] = None
     t_trainer_start: Optional[float] = None
+    trainer_wall_base: float = 0.0  # trainer wall seconds of the timeline before this loop began
     gen_stats: dict = field(default_factory=_fresh_gen_stats)
 
 
@@ -92,6 +94,10 @@ class RunCoordinator:
             self._restore(state)
         elif (self.out / "metrics.jsonl").exists():
             (self.out / "metrics.jsonl").unlink()  # a fresh run in an old folder starts clean
+        if state is not None:  # what the lost timeline had done after the checkpoint, if it logged it
+            from workbench.tracking.sink import read_jsonl
+
+            acc.discarded_from_rows(self.counters, [r for r in read_jsonl(self.out / "metrics.jsonl") if r.get("step", 0) > self.step])
         self.log = RunLog(self.out, sinks)
         if state is not None:
             self.log.back_to(self.step)  # steps logged after the checkpoint are redone: logged once
@@ -161,6 +167,7 @@ class RunCoordinator:
         self.status = "starting"
         self.log.log_config(to_dict(self.cfg))
         workers = None
+        beat = Heartbeat(self.out).start()  # a run whose beat stops is marked dead (runs/liveness.py)
         try:
             workers = spawn_workers(self.cfg, self.task)
             self.workers = workers
@@ -180,6 +187,8 @@ class RunCoordinator:
             if workers is not None:
                 workers.shutdown()
             raise RunFailed(self.error) from None
+        finally:
+            beat.stop()
         summary = run_summary(
             self.cfg, status=self.status, steps=self.step, resumed_from=self.resumed_from, rows=self.log.rows,
             counters=self.counters, n_params=self.n_params, trainer_nodes=self.trainer_nodes,
@@ -278,6 +287,7 @@ class RunCoordinator:
             now = time.monotonic()
             if lp.t_trainer_start is None:
                 lp.t_trainer_start = now
+                lp.trainer_wall_base = self.counters.trainer_wall_seconds
             elif not lp.train_q and lp.idle_since is not None:
                 self.counters.trainer_wait_seconds += now - lp.idle_since
             lp.train_q.append((w.train(batch, self.step + len(lp.train_q)), {"gen": dict(lp.gen_stats)}))
@@ -336,7 +346,8 @@ class RunCoordinator:
         if not lp.train_q:
             lp.idle_since = time.monotonic()
         if lp.t_trainer_start is not None:
-            self.counters.trainer_wall_seconds = time.monotonic() - lp.t_trainer_start
+            # added to the restored wall time: the restored train_seconds are counted against it
+            self.counters.trainer_wall_seconds = lp.trainer_wall_base + time.monotonic() - lp.t_trainer_start
         round_done = not lp.gen_refs and not lp.groups and not lp.train_q
         self._finish_step(w, stats, None if stats.get("train/skipped") else call.weights, meta, round_done)
         stamp = self._snapshot()
@@ -355,12 +366,16 @@ class RunCoordinator:
         if self.restarts > limit:
             raise RunFailed(f"{reason} at step {self.step + 1}; gave up after {limit} trainer restarts (resources.max_restarts)")
         died_at, ck, resumed_from = self.step + 1, self.ckpt.latest_step(), self.resumed_from
+        self.clock.tick()
+        lost, lost_step, t0 = self.counters, self.step, time.monotonic()
         self._restore(self.ckpt.latest_state() if ck is not None else self._start_state)
         self.resumed_from = resumed_from
         self.log.back_to(self.step)
         self.clock = acc.Clock(self.counters, acc.devices_held(self.cfg))
         self.loop = LoopState(last_ckpt=self.step)
         version = w.load_trainer(str(self.ckpt.path_for(ck)) if ck is not None else None, restart=True)
+        held = acc.devices_held(self.cfg) * (time.monotonic() - t0) / 3600.0  # devices idle while restarting
+        acc.carry_discarded(self.counters, lost, lost_step - self.step, held)
         self.clock.start()
         self.log.event(
             f"{reason} during step {died_at}; restarted the trainer group from step {self.step} "
@@ -393,21 +408,17 @@ class RunCoordinator:
         path = self.ckpt.begin(self.step)
         w.save_trainer(path)
         self.ckpt.commit(self.step, self._state(pending))
+        self.log.commit(self.step)  # MLflow gets the steps this checkpoint now covers
 
     def _check_prompt_pool(self, per_step: int) -> None:
-        """Warn once when No-Positive-Resampling has retired nearly every training prompt: the
-        few left are then drawn over and over, and the policy tends to overfit them and collapse
-        (seen here: 2-digit addition with 4,000 prompts collapsed after ~1,700 steps of 64)."""
-        active = self.sampler.num_prompts - len(self.sampler.retired)
-        if self._warned_pool or active >= 4 * per_step:
+        """Warn once when No-Positive-Resampling has nearly drained the prompts the policy can
+        still learn from (rule: `CurriculumSampler.pool_warning`): the few left are then drawn over
+        and over, and the policy tends to overfit them and collapse (seen here: 2-digit addition
+        with 4,000 prompts collapsed after ~1,700 steps of 64)."""
+        if self._warned_pool or (warning := self.sampler.pool_warning(per_step)) is None:
             return
         self._warned_pool = True
-        self.log.event(
-            f"warning: No-Positive-Resampling has retired {len(self.sampler.retired)} of "
-            f"{self.sampler.num_prompts} training prompts at step {self.step}; only {active} remain "
-            f"({active / per_step:.1f} steps' worth), so later steps repeat them. Add training prompts "
-            "(task.num_train or a bigger dataset), raise recipe.resample_threshold, or stop here."
-        )
+        self.log.event(f"warning at step {self.step}: {warning}")
 
 
 def describe_error(e: BaseException) -> str:

@@ -5,12 +5,15 @@
     log.log(row, step)          # one row: train stats, or a validation result, at `step`
     log.since(i)                # rows logged by this process from index i (the dashboard polls)
     log.event("...")            # a thing an operator must hear about: status, events.log, summary
+    log.commit(step)            # a checkpoint covering `step` committed: gated sinks (MLflow) may send it
     log.back_to(step)           # a trainer restart / resume: drop the rows after `step`, in
-                                # memory and in metrics.jsonl, so each step is logged once
+                                # memory, in metrics.jsonl and in what MLflow was not yet sent
     row = step_row(stats, ...)  # a trainer step's row: its stats plus timings and utilisation
     summary = run_summary(...)  # summary.json
 
 Rows are flat dicts of floats with "step"; keys starting with "_" are not metrics and stay out.
+Every step reaches every sink once: a sink that cannot take points back (MLflow) is wrapped in
+`CommitGatedSink`, which holds a step until a checkpoint covering it commits (workbench/tracking/sink.py).
 """
 
 from __future__ import annotations
@@ -22,14 +25,7 @@ from typing import Any, Optional
 
 from workbench.config import RunConfig
 from workbench.engine.run import accounting as acc
-from workbench.tracking.sink import JsonlSink, MetricSink, read_jsonl
-
-
-def truncate_metrics(path: Path, step: int) -> None:
-    """Keep the rows of metrics.jsonl up to `step` (the ones after it will be redone)."""
-    if path.exists():
-        rows = [r for r in read_jsonl(path) if r.get("step", 0) <= step]
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+from workbench.tracking.sink import JsonlSink, MetricSink, rewindable
 
 
 class RunLog:
@@ -37,7 +33,7 @@ class RunLog:
 
     def __init__(self, out: Path, sinks: Optional[list[MetricSink]] = None):
         self.out = Path(out)
-        self.sinks: list[MetricSink] = [JsonlSink(self.out / "metrics.jsonl")] + list(sinks or [])
+        self.sinks = [JsonlSink(self.out / "metrics.jsonl")] + [rewindable(s) for s in sinks or []]
         self.rows: list[dict[str, Any]] = []
         self.events: list[str] = []
 
@@ -54,9 +50,14 @@ class RunLog:
     def since(self, index: int) -> list[dict[str, Any]]:
         return self.rows[index:]
 
+    def commit(self, step: int) -> None:
+        for s in self.sinks:
+            s.commit(step)
+
     def back_to(self, step: int) -> None:
         self.rows = [r for r in self.rows if r["step"] <= step]
-        truncate_metrics(self.out / "metrics.jsonl", step)
+        for s in self.sinks:
+            s.rollback(step)
 
     def event(self, text: str) -> None:
         self.events.append(text)
@@ -127,4 +128,5 @@ def run_summary(
         "staleness_max": max((r.get("train/staleness_max", 0.0) for r in rows), default=0.0),
         "events": list(events),
         **acc.compute_metrics(c, n_params),
+        **acc.discarded_metrics(c),
     }
