@@ -30,6 +30,7 @@ from scipy.special import expit
 from scipy.stats import norm
 
 from workbench.errors import UserError
+from workbench.scaling.forecast import MIN_POINTS_BLEND, Blend
 
 Interval = tuple[float, float]
 
@@ -103,6 +104,23 @@ class SigmoidFit:
     samples: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))  # bootstrap (A, B, C_mid)
     no_gain: bool = False  # the data show no rise: a flat forecast at the level A (B, C_mid are NaN)
     gain_p: float = math.nan  # p-value of the gain test (nan when A was held fixed)
+    method: str = "sigmoid"  # "auto" (sigmoid / flat / trend weighted by backtest), "sigmoid" or "paper"
+    forecast: Blend | None = None  # method="auto": the forecast used at and beyond the last fitted compute
+
+    @property
+    def forecast_used(self) -> str:
+        """Which forecast `predict` and `band` use beyond the data, and why (one line)."""
+        if self.forecast is not None:
+            w = self.forecast.weights
+            mix = ", ".join(f"{k} {w[k]:.0%}" for k in sorted(w, key=lambda k: -w[k]))
+            return f"blend ({mix}): {self.forecast.why}"
+        if self.method == "paper":
+            return "sigmoid (the paper's procedure: A x C_mid grid, B fitted, sigmoid always kept)"
+        if self.no_gain:
+            return "flat level (no gain detected)"
+        if self.method == "auto":
+            return f"sigmoid alone (fewer than {MIN_POINTS_BLEND} fitted points: too few for a rolling-origin backtest)"
+        return "sigmoid"
 
     # ---------------------------------------------------------------- predictions
     def predict(self, c: Any) -> Any:
@@ -112,6 +130,8 @@ class SigmoidFit:
             out = np.where(arr > 0, self.A, self.R0)
         else:
             out = _curve(arr, self.R0, self.A, self.B, self.C_mid)
+        if self.forecast is not None:
+            out = np.where(arr >= self.forecast.origin, self.forecast.predict(arr), out)
         return float(out) if np.ndim(c) == 0 else out
 
     def sample_curves(self, c: Any) -> np.ndarray:
@@ -119,8 +139,16 @@ class SigmoidFit:
         arr = np.atleast_1d(self._compute_arg(c))
         s = self.samples
         if self.no_gain:
-            return np.where(arr[None, :] > 0, s[:, :1], self.R0)
-        return _curve(arr[None, :], self.R0, s[:, :1], s[:, 1:2], s[:, 2:3])
+            out = np.where(arr[None, :] > 0, s[:, :1], self.R0)
+        else:
+            out = _curve(arr[None, :], self.R0, s[:, :1], s[:, 1:2], s[:, 2:3])
+        fc = self.forecast
+        if fc is not None and len(s):
+            # the sigmoid candidates' spread: the bootstrap curves' (none when the fit kept no sigmoid)
+            sig = out if not self.no_gain else np.zeros_like(out)
+            mixed = fc.sample(arr, sig, np.random.default_rng([self.seed, 2]))
+            out = np.where(arr[None, :] >= fc.origin, mixed, out)
+        return out
 
     def band(self, c: Any, level: float = 0.95, kind: Literal["mean", "prediction"] = "mean") -> tuple[np.ndarray, np.ndarray]:
         """(lo, hi) arrays of a pointwise band at compute c.
@@ -139,11 +167,16 @@ class SigmoidFit:
         curves = self.sample_curves(arr)
         a = (1 - level) / 2
         lo, hi = np.quantile(curves, [a, 1 - a], axis=0)
-        if kind == "prediction":
-            mid = np.asarray(self.predict(arr))
-            z = norm.ppf(1 - a) * self.sigma
-            lo = mid - np.hypot(np.maximum(mid - lo, 0), z)
-            hi = mid + np.hypot(np.maximum(hi - mid, 0), z)
+        mid = np.asarray(self.predict(arr))
+        z = norm.ppf(1 - a)
+        extra = np.where(kind == "prediction", self.sigma, 0.0) * np.ones_like(arr)
+        if self.forecast is not None:
+            # beyond the data, the blend's own rolling-origin error (grown with the horizon) is
+            # what the replicates do not know: widen by it (with point noise for a prediction band)
+            after = arr >= self.forecast.origin
+            extra = np.where(after, self.forecast.model_sd(arr, noise=kind == "prediction"), extra)
+        lo = mid - np.hypot(np.maximum(mid - lo, 0), z * extra)
+        hi = mid + np.hypot(np.maximum(hi - mid, 0), z * extra)
         return np.clip(lo, 0, 1), np.clip(hi, 0, 1)
 
     def compute_to_reach(self, target: float, level: float | None = None) -> Reach:
@@ -214,6 +247,7 @@ class SigmoidFit:
                 "  B, C_mid: not identified (no rise in the data)",
                 f"  rmse = {self.rmse:.4g}   sigma = {self.sigma:.4g}   residual lag-1 autocorr = {self.autocorr:.2f} (block {self.block})",
                 f"  {self.reason}",
+                f"  forecast: {self.forecast_used}",
             ]
             return "\n".join(lines + [f"  warning: {w}" for w in self.warnings])
         lines = [
@@ -225,6 +259,7 @@ class SigmoidFit:
         ]
         if not self.converged:
             lines.append(f"  NOT CONVERGED: {self.reason}")
+        lines.append(f"  forecast: {self.forecast_used}")
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -244,6 +279,8 @@ class SigmoidFit:
                 v = [_num_out(x) for x in v]
             elif isinstance(v, float):
                 v = _num_out(v)
+            elif isinstance(v, Blend):
+                v = v.to_dict()
             out[f.name] = v
         return out
 
@@ -265,6 +302,8 @@ class SigmoidFit:
                 kw[k] = np.asarray(kw[k], dtype=dt)
         if "samples" in kw:
             kw["samples"] = np.asarray(kw["samples"], dtype=float).reshape(-1, 3)
+        if kw.get("forecast") is not None:
+            kw["forecast"] = Blend.from_dict(kw["forecast"])
         return cls(**kw)
 
     def to_json(self, indent: int | None = None) -> str:
