@@ -71,7 +71,11 @@ def _trend(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     return b, s / math.sqrt(sxx), s
 
 
-def _sigmoid(kind: str, x: np.ndarray, y: np.ndarray, r0: float) -> np.ndarray:
+def _sigmoid(kind: str, x: np.ndarray, y: np.ndarray, r0: float, prior: Any = None) -> np.ndarray:
+    if prior is not None and kind == "sigmoid":
+        from workbench.scaling.prior import map_theta
+
+        return map_theta(x, y, r0, prior)[0]
     if kind == "paper":
         from workbench.scaling.paper import fit_paper
 
@@ -80,10 +84,10 @@ def _sigmoid(kind: str, x: np.ndarray, y: np.ndarray, r0: float) -> np.ndarray:
     return theta
 
 
-def _candidates(x: np.ndarray, y: np.ndarray, r0: float, lo: float, hi: float) -> dict[str, Predictor]:
+def _candidates(x: np.ndarray, y: np.ndarray, r0: float, lo: float, hi: float, prior: Any = None) -> dict[str, Predictor]:
     out: dict[str, Predictor] = {}
     for k in SIGMOIDS:
-        th = _sigmoid(k, x, y, r0)
+        th = _sigmoid(k, x, y, r0, prior)
         out[k] = lambda xn, th=th: engine.predict(th[None, :], r0, xn[None, :])[0]
     level, _ = _flat(x, y)
     slope, _, _ = _trend(x, y)
@@ -166,9 +170,10 @@ class Blend:
         return cls(**{k: (float(v) if isinstance(v, (int, float, str)) and k not in ("why",) else v) for k, v in d.items()})
 
 
-def blend(x: np.ndarray, y: np.ndarray, r0: float, sigmoid_theta: np.ndarray, lo: float = 0.0, hi: float = 1.0) -> Blend | None:
+def blend(x: np.ndarray, y: np.ndarray, r0: float, sigmoid_theta: np.ndarray, lo: float = 0.0, hi: float = 1.0, prior: Any = None) -> Blend | None:
     """Weigh the candidates on rolling origins inside (x = ln C, y), sorted by x. None when the
-    prefix is too short for a backtest (then the sigmoid alone is the forecast)."""
+    prefix is too short for a backtest (then the sigmoid alone is the forecast). With a history
+    prior (prior.SigmoidPrior) the "sigmoid" candidate is its MAP fit, on every origin too."""
     order = np.argsort(x, kind="stable")
     x, y = x[order], y[order]
     n = len(y)
@@ -181,7 +186,7 @@ def blend(x: np.ndarray, y: np.ndarray, r0: float, sigmoid_theta: np.ndarray, lo
         m = int(round(o * n))
         if m < 4 or n - m < 2:
             continue
-        preds = _candidates(x[:m], y[:m], r0, lo, hi)
+        preds = _candidates(x[:m], y[:m], r0, lo, hi, prior)
         for k in names:
             errs[k].append(preds[k](x[m:]) - y[m:])
         horizons.append(float(np.mean(x[m:] - x[m - 1])))
@@ -194,7 +199,7 @@ def blend(x: np.ndarray, y: np.ndarray, r0: float, sigmoid_theta: np.ndarray, lo
     slope, slope_se, noise = _trend(x, y)
     sigmoids = {}
     for k in SIGMOIDS:
-        A, m_, lb = (float(v) for v in (sigmoid_theta if k == "sigmoid" else _sigmoid(k, x, y, r0)))
+        A, m_, lb = (float(v) for v in (sigmoid_theta if k == "sigmoid" else _sigmoid(k, x, y, r0, prior)))
         sigmoids[k] = (A, math.exp(lb), math.exp(m_))
     rmse = {k: math.sqrt(v) for k, v in mse.items()}
     ranked = sorted(names, key=lambda k: -weights[k])

@@ -106,6 +106,7 @@ class SigmoidFit:
     gain_p: float = math.nan  # p-value of the gain test (nan when A was held fixed)
     method: str = "sigmoid"  # "auto" (sigmoid / flat / trend weighted by backtest), "sigmoid" or "paper"
     forecast: Blend | None = None  # method="auto": the forecast used at and beyond the last fitted compute
+    prior_note: str = ""  # with a history prior: the prior, and how far it moved A, B, C_mid
 
     @property
     def forecast_used(self) -> str:
@@ -260,6 +261,8 @@ class SigmoidFit:
         if not self.converged:
             lines.append(f"  NOT CONVERGED: {self.reason}")
         lines.append(f"  forecast: {self.forecast_used}")
+        if self.prior_note:
+            lines.append(f"  {self.prior_note}")
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 

@@ -46,6 +46,7 @@ import numpy as np
 
 from workbench.errors import UserError
 from workbench.scaling import engine, forecast, paper
+from workbench.scaling.prior import SigmoidPrior, bootstrap_map, fit_map, shift_note
 from workbench.scaling.data import Curve, as_curve
 from workbench.scaling.result import SigmoidFit, _ci
 
@@ -69,6 +70,7 @@ def fit_sigmoid(
     level: float = 0.95,
     seed: int = 0,
     method: str = "auto",
+    prior: SigmoidPrior | None = None,
 ) -> SigmoidFit:
     """Fit one curve.
 
@@ -87,7 +89,7 @@ def fit_sigmoid(
     """
     return fit_sigmoid_multi(
         [Curve(compute, score)], r0=r0, fit_from=fit_from, fit_until=fit_until, fixed_A=fixed_A, n_boot=n_boot, block=block, level=level, seed=seed,
-        method=method,
+        method=method, prior=prior,
     )
 
 
@@ -103,6 +105,7 @@ def fit_sigmoid_multi(
     level: float = 0.95,
     seed: int = 0,
     method: str = "auto",
+    prior: SigmoidPrior | None = None,
 ) -> SigmoidFit:
     """Fit several runs (seeds) of one recipe jointly: shared A, B, C_mid and R0.
 
@@ -122,6 +125,8 @@ def fit_sigmoid_multi(
         raise UserError(f"unknown forecast method {method!r}: use one of {', '.join(METHODS)}")
     if fixed_A is not None:
         method = "sigmoid"  # a refit at a shared A compares B: the sigmoid itself, nothing blended
+    if method == "paper" or fixed_A is not None:
+        prior = None
     if n_boot < 0 or (0 < n_boot < 20):
         raise UserError(f"n_boot must be 0 or at least 20 (got {n_boot})")
     if fit_from is not None and not (math.isfinite(fit_from) and fit_from >= 0):
@@ -157,7 +162,12 @@ def fit_sigmoid_multi(
     else:
         bounds = engine.Bounds.for_data(x)
         theta, sse, lm_ok = engine.fit_global(x, y, R0, bounds, fixed_A)
-    blend = forecast.blend(x, y, R0, theta) if method == "auto" else None
+    prior_note = ""
+    if prior is not None:
+        lsq = theta
+        theta = fit_map(x, y, R0, prior, math.sqrt(sse / max(len(y) - 3, 1)), lsq, bounds)
+        sse = float(((y - engine.predict(theta[None, :], R0, x[None, :])[0]) ** 2).sum())
+        prior_note = shift_note(prior, lsq, theta)
     fitted = engine.predict(theta[None, :], R0, x[None, :])[0]
     resid = y - fitted
     p = 2 if fixed_A is not None else 3
@@ -173,8 +183,8 @@ def fit_sigmoid_multi(
     converged, reason, warnings = _diagnose(theta, bounds, lm_ok, n, fixed_A, float(y.max()))
     rng = np.random.default_rng(seed)
     common = dict(R0=R0, level=level, n=n, r0_source=r0_source, fit_from=fit_from, fit_until=fit_until, seed=seed,
-                  compute=compute, score=score, used=used, run=run, run_names=names, method=method, forecast=blend)
-    if fixed_A is None and method != "paper":
+                  compute=compute, score=score, used=used, run=run, run_names=names, method=method, forecast=None, prior_note=prior_note)
+    if fixed_A is None and method != "paper" and prior is None:
         # the gain test has its own random stream, so a rising curve's intervals do not depend on it
         gain_p = engine.gain_test(x, y, run[used], R0, bounds, sse, resid, rho, L, N_NULL, np.random.default_rng([seed, 1]))
         step_side = int(min((x < theta[1]).sum(), (x >= theta[1]).sum())) if theta[2] >= bounds.lb_hi - 1e-6 else n
@@ -182,12 +192,19 @@ def fit_sigmoid_multi(
         alpha = GAIN_ALPHA if converged else GAIN_ALPHA_UNIDENTIFIED
         why = _no_gain_reason(theta, gain_p, alpha, 1 - sse / sst if sst > 0 else 0.0, step_side, collapse)
         if why:
+            # no gain: the flat level is the forecast (a blend would extrapolate noise)
             return _flat_fit(y, compute[used], run[used], why, gain_p, n_boot, rng, common)
     else:
         gain_p = math.nan
+    if method == "auto":
+        common["forecast"] = forecast.blend(x, y, R0, theta, prior=prior)
     samples = np.zeros((0, 3))
     if n_boot:
-        th_b, at_bound = engine.bootstrap(x, fitted, resid, run[used], R0, theta, bounds, n_boot, L, rng, fixed_A)
+        if prior is not None:
+            th_b = bootstrap_map(x, y, theta, run[used], R0, prior, bounds, n_boot, L, rng)
+            at_bound = np.zeros(n_boot, bool)
+        else:
+            th_b, at_bound = engine.bootstrap(x, fitted, resid, run[used], R0, theta, bounds, n_boot, L, rng, fixed_A)
         samples = np.column_stack([th_b[:, 0], np.exp(th_b[:, 2]), np.exp(th_b[:, 1])])
         if at_bound.mean() > 0.1:
             warnings.append(f"{at_bound.mean():.0%} of bootstrap refits hit the C_mid/B search bounds: the intervals are truncated")
