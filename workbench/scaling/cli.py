@@ -182,7 +182,7 @@ def _text(fit: Any, curve: Curve, out: dict[str, Any]) -> str:
         )
         paper = out["backtest_paper_rmse"]
         lines.append(
-            f"  other forecasts on the same points: rmse {out['backtest_naive_last_rmse']:.4f} (last fitted value), "
+            f"  naive forecasts on the same points: rmse {out['backtest_naive_last_rmse']:.4f} (last fitted value), "
             f"{out['backtest_naive_mean_rmse']:.4f} (mean of the fitted points)"
             + (f", {paper:.4f} (the paper's procedure)" if isinstance(paper, float) else "")
         )

@@ -18,6 +18,8 @@ Candidates (x = ln C):
   level at the last fitted compute, clipped to the score range.
 
 The blend applies at and beyond the last fitted compute (`origin`); below it `predict` is the fit.
+Beyond LINE_REACH (10x the origin) the lines hand their weight over to the sigmoids, so far
+forecasts saturate at the sigmoids' ceilings instead of following a line in ln C forever.
 Band: replicate curves (the sigmoid's bootstrap curves, the level and the slope drawn from their
 standard errors) mixed with the weights, widened in quadrature by the blend's own rolling-origin
 error, grown with the horizon as sqrt(horizon / mean inner horizon) (errors of a forecast grow
@@ -41,6 +43,7 @@ SIGMOIDS = ("sigmoid", "paper")
 LINES = {"flat": 0.0, "trend": 1.0}
 ORIGINS = (0.6, 0.7, 0.8)  # rolling origins, as shares of the prefix's points
 WEIGHT_POWER = 2.0  # weights proportional to (rolling-origin mse) ** -WEIGHT_POWER
+LINE_REACH = math.log(10.0)  # lines are trusted to 10x the last fitted compute; beyond, the sigmoids take over
 MIN_POINTS_BLEND = 10  # fewest fitted points for a rolling-origin backtest (4 to fit, 2 to score)
 
 Predictor = Callable[[np.ndarray], np.ndarray]
@@ -133,9 +136,27 @@ class Blend:
             out[k] = np.clip(self.level + d * self.slope * (x - math.log(self.origin)), self.lo, self.hi)
         return out
 
+    def weights_at(self, c: np.ndarray) -> dict[str, np.ndarray]:
+        """Weights at compute c: the backtest's up to LINE_REACH past the origin; beyond it the
+        lines' share shrinks as LINE_REACH / horizon and passes to the sigmoids (a straight line in
+        ln C is not a forecast for 1000x the compute, while the sigmoid saturates at A)."""
+        h = np.log(np.maximum(np.asarray(c, dtype=float), 1e-300)) - math.log(self.origin)
+        keep = np.minimum(1.0, LINE_REACH / np.maximum(h, 1e-300))
+        line_w = sum(self.weights[k] for k in self.lines)
+        sig_w = sum(self.weights[k] for k in self.sigmoids)
+        out = {}
+        for k, w in self.weights.items():
+            if k in self.lines:
+                out[k] = w * keep
+            else:
+                share = w / sig_w if sig_w > 0 else 1.0 / len(self.sigmoids)
+                out[k] = w + share * line_w * (1 - keep)
+        return out
+
     def predict(self, c: np.ndarray) -> np.ndarray:
-        p = self.parts(np.asarray(c, dtype=float))
-        return sum(self.weights[k] * p[k] for k in self.weights)
+        c = np.asarray(c, dtype=float)
+        p, w = self.parts(c), self.weights_at(c)
+        return sum(w[k] * p[k] for k in w)
 
     def model_sd(self, c: np.ndarray, noise: bool) -> np.ndarray:
         """Error of the blend at c from its rolling-origin rmse, grown with the horizon; without
@@ -155,19 +176,23 @@ class Blend:
         lv = self.level + self.level_se * rng.standard_normal((n, 1))
         sl = self.slope + self.slope_se * rng.standard_normal((n, 1))
         out = np.zeros((n, len(c)))
-        for k, w in self.weights.items():
+        for k, w in self.weights_at(c).items():
             if k in self.sigmoids:
-                out += w * (parts[k][None, :] + spread)
+                out += w[None, :] * (parts[k][None, :] + spread)
             else:
-                out += w * np.clip(lv + self.lines[k] * sl * (x - math.log(self.origin)), self.lo, self.hi)
+                out += w[None, :] * np.clip(lv + self.lines[k] * sl * (x - math.log(self.origin)), self.lo, self.hi)
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["sigmoids"] = {k: list(v) for k, v in self.sigmoids.items()}
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Blend":
-        return cls(**{k: (float(v) if isinstance(v, (int, float, str)) and k not in ("why",) else v) for k, v in d.items()})
+        kw = {k: (float(v) if isinstance(v, (int, float, str)) and k != "why" else v) for k, v in d.items()}
+        kw["sigmoids"] = {k: tuple(float(x) for x in v) for k, v in d["sigmoids"].items()}
+        return cls(**kw)
 
 
 def blend(x: np.ndarray, y: np.ndarray, r0: float, sigmoid_theta: np.ndarray, lo: float = 0.0, hi: float = 1.0, prior: Any = None) -> Blend | None:
