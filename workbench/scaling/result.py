@@ -6,6 +6,11 @@ The intervals come from bootstrap replicates kept in `samples` (columns A, B, C_
 derived quantity (a forecast, a band, the compute to reach a target) gets an interval by pushing
 each replicate through the same formula and taking percentiles.
 
+Forecast: with method "auto" (fit_sigmoid's default) `forecast` holds a Blend (forecast.py):
+at and beyond the last fitted compute, predict / band / sample_curves use it instead of the
+sigmoid alone; `forecast_used` says which forecast and why. compute_to_reach stays the sigmoid's
+(A, B, C_mid are what recipes are compared by).
+
 No gain: when the data show no rise (see sigmoid.py), `no_gain` is True and the fit is a flat
 forecast. A is then the level (with its bootstrap interval in A_ci and the level replicates in
 samples[:, 0]), B and C_mid are NaN (not identified), converged is False and `reason` starts with
@@ -156,7 +161,9 @@ class SigmoidFit:
 
         kind="mean": where the true curve lies (percentiles of the bootstrap curves).
         kind="prediction": where a new measured point lies: the mean band widened in quadrature
-        by the residual noise, z * sigma. Both are clipped to [0, 1].
+        by the residual noise, z * sigma. With a blended forecast (`forecast`, method "auto"), at
+        and beyond its origin the replicates are the blend's, and both bands are widened by the
+        blend's rolling-origin error (Blend.model_sd). Both are clipped to [0, 1].
         """
         if kind not in ("mean", "prediction"):
             raise UserError(f"band kind must be 'mean' or 'prediction', not {kind!r}")
@@ -168,16 +175,18 @@ class SigmoidFit:
         curves = self.sample_curves(arr)
         a = (1 - level) / 2
         lo, hi = np.quantile(curves, [a, 1 - a], axis=0)
-        mid = np.asarray(self.predict(arr))
         z = norm.ppf(1 - a)
-        extra = np.where(kind == "prediction", self.sigma, 0.0) * np.ones_like(arr)
-        if self.forecast is not None:
-            # beyond the data, the blend's own rolling-origin error (grown with the horizon) is
-            # what the replicates do not know: widen by it (with point noise for a prediction band)
-            after = arr >= self.forecast.origin
-            extra = np.where(after, self.forecast.model_sd(arr, noise=kind == "prediction"), extra)
-        lo = mid - np.hypot(np.maximum(mid - lo, 0), z * extra)
-        hi = mid + np.hypot(np.maximum(hi - mid, 0), z * extra)
+        if kind == "prediction" or self.forecast is not None:
+            mid = np.asarray(self.predict(arr))
+            extra = np.full(arr.shape, self.sigma if kind == "prediction" else 0.0)
+            if self.forecast is not None:
+                # beyond the data, the blend's own rolling-origin error (grown with the horizon) is
+                # what the replicates do not know: widen by it (with point noise for a prediction band)
+                after = arr >= self.forecast.origin
+                extra = np.where(after, self.forecast.model_sd(arr, noise=kind == "prediction"), extra)
+            widen = extra > 0
+            lo = np.where(widen, mid - np.hypot(np.maximum(mid - lo, 0), z * extra), lo)
+            hi = np.where(widen, mid + np.hypot(np.maximum(hi - mid, 0), z * extra), hi)
         return np.clip(lo, 0, 1), np.clip(hi, 0, 1)
 
     def compute_to_reach(self, target: float, level: float | None = None) -> Reach:
