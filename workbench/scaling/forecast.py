@@ -1,30 +1,37 @@
-"""Forecasts weighted by the prefix's own backtest: sigmoid, flat recent level, log-linear trend.
+"""Forecasts weighted by the prefix's own backtest: two sigmoids, the flat recent level, a trend.
 
     fit = fit_sigmoid(compute, score)          # method="auto" (the default) attaches a Blend
-    fit.forecast.weights, fit.forecast.why      # which forecast was used, and why
-    fit.predict(c); fit.band(c)                 # beyond the last fitted compute: the blend
+    fit.forecast.weights, fit.forecast_used     # which forecast was used, and why
+    fit.predict(c); fit.band(c)                 # at and beyond the last fitted compute: the blend
 
 Why: on real curves a sigmoid fitted to a prefix that has not bent is often worse than "nothing
 changes", and "nothing changes" is badly wrong on a run that is taking off. Which one to trust
 can be read from the prefix itself: refit every candidate on rolling origins inside the prefix
-(the first 60%, 70% and 80% of its points), score each on the later points of the prefix, and
-weight the candidates by the inverse of that mean squared error.
+(its first 60%, 70% and 80% of points), score each on the later points of the prefix, and weight
+the candidates by (mean squared error) ** -WEIGHT_POWER.
 
 Candidates (x = ln C):
-- sigmoid: the least-squares Eq. 1 sigmoid (the fit's own A, B, C_mid), always fitted, even when
-  the gain test called the data flat;
+- sigmoid: the least-squares Eq. 1 sigmoid (the fit's own A, B, C_mid; with a history prior its
+  MAP fit, see prior.py);
+- paper: the paper's grid fit (paper.py), which holds C_mid within 10x the data and A >= R0 on a
+  rising curve, so it extrapolates more tamely from a short prefix;
 - flat: the mean of the latest max(3, n/5) points;
-- trend: a straight line in ln C through the latest half of the points, anchored at the flat
-  level at the last fitted compute, clipped to the score range.
+- trend: a straight line in ln C with the slope of the latest half of the points, anchored at
+  the flat level at the last fitted compute, clipped to the score range.
+
+Measured on the 24 development curves (benchmarks/bench_forecast.py, README "Measured here"):
+these four with power 2 gave the best medians at both 25% and 50% prefixes among the variants
+tried (sigmoid/flat/trend only; power 1, 2, 3; origins at 50-70% or 40-70% of the points; origins
+by compute share; a half-slope trend; the paper's fit alone as the sigmoid).
 
 The blend applies at and beyond the last fitted compute (`origin`); below it `predict` is the fit.
 Beyond LINE_REACH (10x the origin) the lines hand their weight over to the sigmoids, so far
 forecasts saturate at the sigmoids' ceilings instead of following a line in ln C forever.
-Band: replicate curves (the sigmoid's bootstrap curves, the level and the slope drawn from their
-standard errors) mixed with the weights, widened in quadrature by the blend's own rolling-origin
-error, grown with the horizon as sqrt(horizon / mean inner horizon) (errors of a forecast grow
-with how far it reaches). With fewer than MIN_POINTS_BLEND fitted points there is no inner
-backtest and the forecast is the sigmoid alone.
+Band: replicate curves (the fit's bootstrap spread around each sigmoid candidate, the level and
+the slope drawn from their standard errors) mixed with the weights, widened in quadrature by the
+blend's own rolling-origin error, grown with the horizon as sqrt(horizon / mean inner horizon).
+With fewer than MIN_POINTS_BLEND fitted points there is no inner backtest and the forecast is the
+sigmoid alone; a fit that detects no gain forecasts its flat level (sigmoid.py).
 """
 
 from __future__ import annotations
