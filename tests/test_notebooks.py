@@ -59,7 +59,7 @@ def test_quickstart_runs_end_to_end_and_shows_the_fit(kernel, tmp_path, monkeypa
     out = tmp_path / "quickstart.out.ipynb"
     papermill.execute_notebook(
         str(NOTEBOOKS / "quickstart.ipynb"), str(out), kernel_name=kernel, cwd=str(tmp_path), progress_bar=False,
-        parameters={"max_steps": 10, "overrides": {**TINY, "out_dir": str(tmp_path / "run")}, "tracking_uri": uri,
+        parameters={"config": "configs/quickstart.yaml", "max_steps": 10, "overrides": {**TINY, "out_dir": str(tmp_path / "run")}, "tracking_uri": uri,
                     "experiment": "nbtest"},
     )
     outs = outputs(out)

@@ -73,3 +73,14 @@ def test_backtest_bad_input():
     with pytest.raises(UserError, match="compute 0"):
         backtest((c[1:], y[1:]))
     assert np.isfinite(backtest((c[1:], y[1:]), r0="first", fractions=(0.6,), n_boot=0).rows[0].rmse)
+
+
+def test_the_demo_runs_own_40pct_backtest_meets_its_targets():
+    # a real demo run (tests/scaling/data/README.md); the `workbench run` report's backtest:
+    # fit the first 40% of the compute, forecast the rest: RMSE <= 0.03, band coverage >= 80%
+    from pathlib import Path
+
+    cv = Curve.from_csv(Path(__file__).parent / "data" / "demo_seed0__val.csv")
+    row = backtest(cv, fractions=(0.4,)).rows[0]
+    assert row.rmse <= 0.03 and row.coverage >= 0.8
+    assert row.rmse < row.naive_last_rmse

@@ -117,3 +117,40 @@ def test_flat_curve_says_no_gain_in_text_and_json(tmp_path):
     assert d["no_gain"] is True and d["reason"].startswith("no gain detected") and d["B"] == d["C_mid"] == "nan"
     assert d["forecast"]["10x"]["score"] == pytest.approx(d["A"]) and d["forecast"]["10x"]["lo"] < d["A"] < d["forecast"]["10x"]["hi"]
     assert d["backtest_rmse"] <= min(d["backtest_naive_last_rmse"], d["backtest_naive_mean_rmse"]) + 0.02
+
+
+def test_json_names_the_forecast_used_and_scores_the_paper_beside_the_naive_ones():
+    p = wb(str(curve_path(QWEN_VAL)), "--until-fraction", "0.5", "--json", "--n-boot", "50")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["method"] == "auto" and "rolling-origin" in out["forecast_used"]
+    assert abs(sum(out["forecast_weights"].values()) - 1) < 1e-9
+    assert out["backtest_until"] > 0 and out["backtest_n"] > 0
+    for k in ("backtest_rmse", "backtest_paper_rmse", "backtest_naive_last_rmse", "backtest_naive_mean_rmse"):
+        assert isinstance(out[k], float), k
+    paper = json.loads(wb(str(curve_path(QWEN_VAL)), "--until-fraction", "0.5", "--json", "--n-boot", "0", "--method", "paper").stdout)
+    assert paper["method"] == "paper" and "paper's procedure" in paper["forecast_used"] and paper["forecast_weights"] is None
+
+
+def test_batch_backtest_over_a_folder_prints_the_table_and_summary(tmp_path):
+    for name in (QWEN_VAL, GEMMA_TRAIN):
+        shutil.copy(curve_path(name), tmp_path / name)
+    # a summed reward in [-1, 4], scaled by the folder's ranges.csv
+    (tmp_path / "reward.csv").write_text("step,metric\n" + "".join(f"{i},{-1 + 5 * (0.2 + 0.5 * i / (i + 20)):.4f}\n" for i in range(1, 80)))
+    (tmp_path / "ranges.csv").write_text("file,lo,hi,why\nreward.csv,-1,4,test\n")
+    p = wb(str(tmp_path), "--until-fraction", "0.25", "0.5", "--n-boot", "30")
+    assert p.returncode == 0, p.stderr
+    for word in ("workbench", "paper", "last", "mean", "cover95", "prefix 0.25 over 3 curves", "prefix 0.50 over 3 curves", "reward"):
+        assert word in p.stdout, word
+    j = json.loads(wb(str(tmp_path), "--until-fraction", "0.5", "--n-boot", "0", "--json").stdout)
+    assert len(j["rows"]) == 3 and j["summary"][0]["curves"] == 3
+    assert all(set(r["rmse"]) == {"workbench", "paper", "last", "mean"} for r in j["rows"])
+
+
+def test_batch_and_range_errors_are_one_line():
+    p = wb(str(ROOT / "examples" / "curves"), "--until", "3")
+    assert p.returncode == 2 and "batch backtest" in p.stderr and "Traceback" not in p.stderr
+    p = wb(str(curve_path(QWEN_VAL)), "--y-range", "1", "0")
+    assert p.returncode == 2 and "lo < hi" in p.stderr
+    p = wb(str(curve_path(QWEN_VAL)), "--until-fraction", "1.5")
+    assert p.returncode == 2 and "(0, 1)" in p.stderr

@@ -16,8 +16,10 @@ from .synthetic import PAPER_8B, sigmoid, synth
 
 @pytest.fixture(scope="module")
 def fit() -> SigmoidFit:
+    # the sigmoid's own formulas (predict, band, reach) are tested here: method="sigmoid";
+    # the default blended forecast is tested in test_forecast.py
     c, y = synth(n=60, noise=0.01, seed=11)
-    return fit_sigmoid(c, y)
+    return fit_sigmoid(c, y, method="sigmoid")
 
 
 def test_predict_scalar_array_and_special_points(fit):

@@ -3,13 +3,19 @@
     from workbench.scaling import fit_sigmoid, scaling_gain, compare, backtest
     fit = fit_sigmoid(gpu_hours, pass_rate, fit_from=1500)   # R0 = score at compute 0
     print(fit.summary()); fit.band(c); fit.compute_to_reach(0.6)
+    fit.forecast_used                                         # which forecast beyond the data, and why
+    fit_sigmoid(c, y, method="paper")                         # the paper's procedure, by name
+    fit_sigmoid(c, y, prior=SigmoidPrior.from_fits(finished)) # borrow the shape of finished runs
     scaling_gain(fit, factor=10).verdict                      # is 10x worth it?
     compare({"cispo": f1, "dapo": f2})                        # ranked, with the +-0.02 A tie rule
     from workbench.scaling import chart_fit, save_chart       # Altair, imported on first use
 
 numpy/scipy only: no torch, Ray or notebooks here. Altair is loaded lazily by the chart functions.
 Modules: data (validation, CSV), engine (grid + LM + bootstrap numerics), result (SigmoidFit),
-sigmoid (fit functions), powerlaw, backtest, compare, decision, early_stop, charts, cli (`workbench fit`).
+sigmoid (fit functions), forecast (the default blend: sigmoid / paper / flat / trend weighted by a
+rolling-origin backtest), paper (the paper's procedure), prior (history prior, MAP fit), powerlaw,
+backtest, scoreboard (forecasts vs naive ones over many curves), compare, decision, early_stop,
+charts, cli (`workbench fit`).
 MIN_POINTS (the fewest fitted points any fit accepts) is the one constant sessions and reports import.
 Flat, falling-to-nothing or noisy data give a no-gain fit (`fit.no_gain`): a flat forecast, see sigmoid.py.
 """
@@ -22,14 +28,19 @@ from workbench.scaling.backtest import BacktestResult, BacktestRow, backtest
 from workbench.scaling.compare import Comparison, CompareRow, compare
 from workbench.scaling.data import Curve, check_curve
 from workbench.scaling.decision import ScalingGain, scaling_gain
+from workbench.scaling.forecast import Blend
 from workbench.scaling.powerlaw import PowerLawFit, fit_power_law
+from workbench.scaling.prior import SigmoidPrior
 from workbench.scaling.result import Reach, SigmoidFit
-from workbench.scaling.sigmoid import MIN_POINTS, fit_sigmoid, fit_sigmoid_multi, refit_at_shared_A
+from workbench.scaling.sigmoid import METHODS, MIN_POINTS, fit_sigmoid, fit_sigmoid_multi, refit_at_shared_A
 
 _CHARTS = ("chart_fit", "chart_overlay", "save_chart")
 
 __all__ = [
+    "METHODS",
     "MIN_POINTS",
+    "Blend",
+    "SigmoidPrior",
     "BacktestResult",
     "BacktestRow",
     "Comparison",

@@ -13,6 +13,7 @@ deep inside an optimiser.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,7 +24,8 @@ from workbench.errors import UserError
 
 # Column names tried, in order, when the caller does not name the x / y column.
 X_CANDIDATES = ("gpu_hours_est", "gpu_hours", "compute", "flops", "gpu_hours_total", "step", "steps")
-Y_CANDIDATES = ("val_pass_rate", "pass_rate", "val_score", "score", "accuracy", "val_reward", "train_reward_mean")
+Y_CANDIDATES = ("val_pass_rate", "pass_rate", "val_score", "score", "accuracy", "val_reward", "train_reward_mean", "metric")
+RANGES_FILE = "ranges.csv"  # beside curve CSVs: file,lo,hi for scores not bounded to [0, 1]
 
 
 def _first_bad(mask: np.ndarray) -> int:
@@ -94,8 +96,13 @@ class Curve:
         return Curve(self.compute[keep], self.score[keep], self.name, self.x_label, self.y_label)
 
     @classmethod
-    def from_csv(cls, path: str | Path, x: str | None = None, y: str | None = None) -> "Curve":
-        """Load a curve from a CSV with a header row; x / y name columns (guessed when None)."""
+    def from_csv(cls, path: str | Path, x: str | None = None, y: str | None = None, y_range: tuple[float, float] | None = None) -> "Curve":
+        """Load a curve from a CSV with a header row; x / y name columns (guessed when None).
+
+        y_range=(lo, hi): the score's possible range when it is not a pass rate in [0, 1] (a summed
+        reward, say); scores are mapped to (y - lo) / (hi - lo) and the label says so. Without it,
+        the range comes from a `ranges.csv` beside the file (columns file, lo, hi) when that lists it.
+        """
         path = Path(path)
         if not path.is_file():
             raise UserError(f"curve file not found: {path}")
@@ -113,7 +120,29 @@ class Curve:
         for line, row in enumerate(rows[1:], start=2):
             xs.append(_number(row, xcol, header, path, line))
             ys.append(_number(row, ycol, header, path, line))
-        return cls(np.array(xs), np.array(ys), name=path.stem, x_label=header[xcol], y_label=header[ycol])
+        y_arr, y_label = np.array(ys), header[ycol]
+        y_range = y_range if y_range is not None else score_range(path)
+        if y_range is not None:
+            lo, hi = (float(v) for v in y_range)
+            if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
+                raise UserError(f"{path}: score range must be two numbers lo < hi, got {y_range}")
+            y_arr, y_label = (y_arr - lo) / (hi - lo), f"{y_label} scaled from [{lo:g}, {hi:g}]"
+        return cls(np.array(xs), y_arr, name=path.stem, x_label=header[xcol], y_label=y_label)
+
+
+def score_range(path: Path) -> tuple[float, float] | None:
+    """The (lo, hi) that a ranges.csv beside `path` lists for it, else None."""
+    table = path.parent / RANGES_FILE
+    if not table.is_file():
+        return None
+    with table.open(newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get("file", "").strip() == path.name:
+                try:
+                    return float(row["lo"]), float(row["hi"])
+                except (KeyError, TypeError, ValueError):
+                    raise UserError(f"{table}: row for {path.name} needs numeric lo and hi columns") from None
+    return None
 
 
 def _pick_column(header: list[str], wanted: str | None, candidates: Sequence[str], role: str, flag: str, path: Path) -> int:

@@ -7,7 +7,8 @@ points to stop. Two rules, in order:
    the lower end of the best point's interval.
 2. **Forecast behind.** While the A intervals overlap, a point stops when its forecast at the
    sweep's budget is below the best point's forecast there by more than the paper's margin
-   (0.02, `compare.A_MARGIN`).
+   (0.02, `compare.A_MARGIN`). With a blended forecast (fit_sigmoid's default method "auto") the
+   point is judged by the upper end of its 95% forecast band at the budget, not its point forecast.
 
 The best point is the one forecast highest at the sweep's budget (ties broken by A): the point
 the sweep would spend its budget on. The best point never stops. Neither rule can stop a point
@@ -66,13 +67,25 @@ def rung_decisions(
             out[name] = StopDecision(name, False, "", forecasts.get(name, float("nan")), best)
             continue
         hi = float(fit.A_ci[1])
-        gap = forecasts[best] - (hi if fit.no_gain else forecasts[name])
+        top = _forecast_top(fit, budget)
+        gap = forecasts[best] - (hi if fit.no_gain else top)
         if hi < best_lo:
             reason = f"A's 95% interval ends at {hi:.3f}, below {best}'s lower end {best_lo:.3f}"
         elif gap > margin:
-            what = f"flat forecast (no gain detected) at most {hi:.3f}" if fit.no_gain else f"forecast at budget {budget:.3g} is {forecasts[name]:.3f}"
+            what = (f"flat forecast (no gain detected) at most {hi:.3f}" if fit.no_gain
+                    else f"forecast at budget {budget:.3g} is {forecasts[name]:.3f}" + (f" (95% band up to {top:.3f})" if top != forecasts[name] else ""))
             reason = f"{what}, {gap:.3f} below {best}'s {forecasts[best]:.3f} (margin {margin:g})"
         else:
             reason = ""
         out[name] = StopDecision(name, bool(reason), reason, forecasts[name], best)
     return out
+
+
+def _forecast_top(fit: SigmoidFit, budget: float) -> float:
+    """What rule 2 judges a rising point by: its forecast at the budget, or for a blended forecast
+    (method "auto") the upper end of its 95% band there. The blend's weights come from a short
+    backtest and can flip between near-identical points; two such points must not stop each
+    other over that."""
+    if fit.forecast is None or not len(fit.samples):
+        return float(fit.predict(budget))
+    return float(fit.band([budget], level=0.95, kind="mean")[1][0])

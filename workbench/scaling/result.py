@@ -6,6 +6,11 @@ The intervals come from bootstrap replicates kept in `samples` (columns A, B, C_
 derived quantity (a forecast, a band, the compute to reach a target) gets an interval by pushing
 each replicate through the same formula and taking percentiles.
 
+Forecast: with method "auto" (fit_sigmoid's default) `forecast` holds a Blend (forecast.py):
+at and beyond the last fitted compute, predict / band / sample_curves use it instead of the
+sigmoid alone; `forecast_used` says which forecast and why. compute_to_reach stays the sigmoid's
+(A, B, C_mid are what recipes are compared by).
+
 No gain: when the data show no rise (see sigmoid.py), `no_gain` is True and the fit is a flat
 forecast. A is then the level (with its bootstrap interval in A_ci and the level replicates in
 samples[:, 0]), B and C_mid are NaN (not identified), converged is False and `reason` starts with
@@ -30,6 +35,7 @@ from scipy.special import expit
 from scipy.stats import norm
 
 from workbench.errors import UserError
+from workbench.scaling.forecast import MIN_POINTS_BLEND, Blend
 
 Interval = tuple[float, float]
 
@@ -103,6 +109,24 @@ class SigmoidFit:
     samples: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))  # bootstrap (A, B, C_mid)
     no_gain: bool = False  # the data show no rise: a flat forecast at the level A (B, C_mid are NaN)
     gain_p: float = math.nan  # p-value of the gain test (nan when A was held fixed)
+    method: str = "sigmoid"  # "auto" (sigmoid / flat / trend weighted by backtest), "sigmoid" or "paper"
+    forecast: Blend | None = None  # method="auto": the forecast used at and beyond the last fitted compute
+    prior_note: str = ""  # with a history prior: the prior, and how far it moved A, B, C_mid
+
+    @property
+    def forecast_used(self) -> str:
+        """Which forecast `predict` and `band` use beyond the data, and why (one line)."""
+        if self.forecast is not None:
+            w = self.forecast.weights
+            mix = ", ".join(f"{k} {w[k]:.0%}" for k in sorted(w, key=lambda k: -w[k]))
+            return f"blend ({mix}): {self.forecast.why}"
+        if self.method == "paper":
+            return "sigmoid (the paper's procedure: A x C_mid grid, B fitted, sigmoid always kept)"
+        if self.no_gain:
+            return "flat level (no gain detected)"
+        if self.method == "auto":
+            return f"sigmoid alone (fewer than {MIN_POINTS_BLEND} fitted points: too few for a rolling-origin backtest)"
+        return "sigmoid"
 
     # ---------------------------------------------------------------- predictions
     def predict(self, c: Any) -> Any:
@@ -112,6 +136,8 @@ class SigmoidFit:
             out = np.where(arr > 0, self.A, self.R0)
         else:
             out = _curve(arr, self.R0, self.A, self.B, self.C_mid)
+        if self.forecast is not None:
+            out = np.where(arr >= self.forecast.origin, self.forecast.predict(arr), out)
         return float(out) if np.ndim(c) == 0 else out
 
     def sample_curves(self, c: Any) -> np.ndarray:
@@ -119,15 +145,25 @@ class SigmoidFit:
         arr = np.atleast_1d(self._compute_arg(c))
         s = self.samples
         if self.no_gain:
-            return np.where(arr[None, :] > 0, s[:, :1], self.R0)
-        return _curve(arr[None, :], self.R0, s[:, :1], s[:, 1:2], s[:, 2:3])
+            out = np.where(arr[None, :] > 0, s[:, :1], self.R0)
+        else:
+            out = _curve(arr[None, :], self.R0, s[:, :1], s[:, 1:2], s[:, 2:3])
+        fc = self.forecast
+        if fc is not None and len(s):
+            # the sigmoid candidates' spread: the bootstrap curves' (none when the fit kept no sigmoid)
+            sig = out if not self.no_gain else np.zeros_like(out)
+            mixed = fc.sample(arr, sig, np.random.default_rng([self.seed, 2]))
+            out = np.where(arr[None, :] >= fc.origin, mixed, out)
+        return out
 
     def band(self, c: Any, level: float = 0.95, kind: Literal["mean", "prediction"] = "mean") -> tuple[np.ndarray, np.ndarray]:
         """(lo, hi) arrays of a pointwise band at compute c.
 
         kind="mean": where the true curve lies (percentiles of the bootstrap curves).
         kind="prediction": where a new measured point lies: the mean band widened in quadrature
-        by the residual noise, z * sigma. Both are clipped to [0, 1].
+        by the residual noise, z * sigma. With a blended forecast (`forecast`, method "auto"), at
+        and beyond its origin the replicates are the blend's, and both bands are widened by the
+        blend's rolling-origin error (Blend.model_sd). Both are clipped to [0, 1].
         """
         if kind not in ("mean", "prediction"):
             raise UserError(f"band kind must be 'mean' or 'prediction', not {kind!r}")
@@ -139,11 +175,18 @@ class SigmoidFit:
         curves = self.sample_curves(arr)
         a = (1 - level) / 2
         lo, hi = np.quantile(curves, [a, 1 - a], axis=0)
-        if kind == "prediction":
+        z = norm.ppf(1 - a)
+        if kind == "prediction" or self.forecast is not None:
             mid = np.asarray(self.predict(arr))
-            z = norm.ppf(1 - a) * self.sigma
-            lo = mid - np.hypot(np.maximum(mid - lo, 0), z)
-            hi = mid + np.hypot(np.maximum(hi - mid, 0), z)
+            extra = np.full(arr.shape, self.sigma if kind == "prediction" else 0.0)
+            if self.forecast is not None:
+                # beyond the data, the blend's own rolling-origin error (grown with the horizon) is
+                # what the replicates do not know: widen by it (with point noise for a prediction band)
+                after = arr >= self.forecast.origin
+                extra = np.where(after, self.forecast.model_sd(arr, noise=kind == "prediction"), extra)
+            widen = extra > 0
+            lo = np.where(widen, mid - np.hypot(np.maximum(mid - lo, 0), z * extra), lo)
+            hi = np.where(widen, mid + np.hypot(np.maximum(hi - mid, 0), z * extra), hi)
         return np.clip(lo, 0, 1), np.clip(hi, 0, 1)
 
     def compute_to_reach(self, target: float, level: float | None = None) -> Reach:
@@ -214,6 +257,7 @@ class SigmoidFit:
                 "  B, C_mid: not identified (no rise in the data)",
                 f"  rmse = {self.rmse:.4g}   sigma = {self.sigma:.4g}   residual lag-1 autocorr = {self.autocorr:.2f} (block {self.block})",
                 f"  {self.reason}",
+                f"  forecast: {self.forecast_used}",
             ]
             return "\n".join(lines + [f"  warning: {w}" for w in self.warnings])
         lines = [
@@ -225,6 +269,9 @@ class SigmoidFit:
         ]
         if not self.converged:
             lines.append(f"  NOT CONVERGED: {self.reason}")
+        lines.append(f"  forecast: {self.forecast_used}")
+        if self.prior_note:
+            lines.append(f"  {self.prior_note}")
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -244,6 +291,8 @@ class SigmoidFit:
                 v = [_num_out(x) for x in v]
             elif isinstance(v, float):
                 v = _num_out(v)
+            elif isinstance(v, Blend):
+                v = v.to_dict()
             out[f.name] = v
         return out
 
@@ -265,6 +314,8 @@ class SigmoidFit:
                 kw[k] = np.asarray(kw[k], dtype=dt)
         if "samples" in kw:
             kw["samples"] = np.asarray(kw["samples"], dtype=float).reshape(-1, 3)
+        if kw.get("forecast") is not None:
+            kw["forecast"] = Blend.from_dict(kw["forecast"])
         return cls(**kw)
 
     def to_json(self, indent: int | None = None) -> str:

@@ -45,7 +45,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from workbench.errors import UserError
-from workbench.scaling import engine
+from workbench.scaling import engine, forecast, paper
+from workbench.scaling.prior import SigmoidPrior, bootstrap_map, fit_map, shift_note
 from workbench.scaling.data import Curve, as_curve
 from workbench.scaling.result import SigmoidFit, _ci
 
@@ -53,6 +54,7 @@ MIN_POINTS = 4  # fewest fitted points for any fit (sessions, reports and sweeps
 GAIN_ALPHA = 0.05  # the sigmoid is kept only when the gain test's p-value is at most this...
 GAIN_ALPHA_UNIDENTIFIED = 0.01  # ...or this, for a fit that did not converge (its forecast extrapolates more)
 N_NULL = 200  # flat-noise replicates of the gain test
+METHODS = ("auto", "sigmoid", "paper")  # forecast methods of fit_sigmoid (see its docstring)
 
 
 def fit_sigmoid(
@@ -67,6 +69,8 @@ def fit_sigmoid(
     block: int | str = "auto",
     level: float = 0.95,
     seed: int = 0,
+    method: str = "auto",
+    prior: SigmoidPrior | None = None,
 ) -> SigmoidFit:
     """Fit one curve.
 
@@ -77,9 +81,15 @@ def fit_sigmoid(
     fixed_A: hold A at this value and fit only B and C_mid (used to compare B at a shared A).
     n_boot: bootstrap replicates for the intervals (0 = none; intervals are then NaN).
     block: bootstrap block length, or "auto" (from the residuals' lag-1 autocorrelation).
+    method: how to forecast (see METHODS). "auto" (default): A, B, C_mid and their intervals are
+    the least-squares sigmoid's, and the forecast beyond the data blends the sigmoid, the flat
+    recent level and a log-linear trend by their rolling-origin backtest inside the prefix
+    (forecast.py; `fit.forecast_used` says which and why). "sigmoid": the sigmoid (or the flat
+    level when no gain is detected) alone. "paper": the paper's procedure (paper.py).
     """
     return fit_sigmoid_multi(
-        [Curve(compute, score)], r0=r0, fit_from=fit_from, fit_until=fit_until, fixed_A=fixed_A, n_boot=n_boot, block=block, level=level, seed=seed
+        [Curve(compute, score)], r0=r0, fit_from=fit_from, fit_until=fit_until, fixed_A=fixed_A, n_boot=n_boot, block=block, level=level, seed=seed,
+        method=method, prior=prior,
     )
 
 
@@ -94,6 +104,8 @@ def fit_sigmoid_multi(
     block: int | str = "auto",
     level: float = 0.95,
     seed: int = 0,
+    method: str = "auto",
+    prior: SigmoidPrior | None = None,
 ) -> SigmoidFit:
     """Fit several runs (seeds) of one recipe jointly: shared A, B, C_mid and R0.
 
@@ -109,6 +121,12 @@ def fit_sigmoid_multi(
     names = [name if name is not None else (cv.name if len(curves) == 1 else f"run{i}") for i, ((name, _), cv) in enumerate(zip(items, curves))]
     if not 0 < level < 1:
         raise UserError(f"level must be in (0, 1), got {level}")
+    if method not in METHODS:
+        raise UserError(f"unknown forecast method {method!r}: use one of {', '.join(METHODS)}")
+    if fixed_A is not None:
+        method = "sigmoid"  # a refit at a shared A compares B: the sigmoid itself, nothing blended
+    if method == "paper" or fixed_A is not None:
+        prior = None
     if n_boot < 0 or (0 < n_boot < 20):
         raise UserError(f"n_boot must be 0 or at least 20 (got {n_boot})")
     if fit_from is not None and not (math.isfinite(fit_from) and fit_from >= 0):
@@ -137,8 +155,19 @@ def fit_sigmoid_multi(
         raise UserError(f"scores{where} are all {y[0]:g}: nothing to fit")
 
     x = np.log(compute[used])
-    bounds = engine.Bounds.for_data(x)
-    theta, sse, lm_ok = engine.fit_global(x, y, R0, bounds, fixed_A)
+    if method == "paper":
+        bounds = paper.bounds_for(x, R0)
+        theta, sse = paper.fit_paper(x, y, R0)
+        lm_ok = True
+    else:
+        bounds = engine.Bounds.for_data(x)
+        theta, sse, lm_ok = engine.fit_global(x, y, R0, bounds, fixed_A)
+    prior_note = ""
+    if prior is not None:
+        lsq = theta
+        theta = fit_map(x, y, R0, prior, math.sqrt(sse / max(len(y) - 3, 1)), lsq, bounds)
+        sse = float(((y - engine.predict(theta[None, :], R0, x[None, :])[0]) ** 2).sum())
+        prior_note = shift_note(prior, lsq, theta)
     fitted = engine.predict(theta[None, :], R0, x[None, :])[0]
     resid = y - fitted
     p = 2 if fixed_A is not None else 3
@@ -154,8 +183,8 @@ def fit_sigmoid_multi(
     converged, reason, warnings = _diagnose(theta, bounds, lm_ok, n, fixed_A, float(y.max()))
     rng = np.random.default_rng(seed)
     common = dict(R0=R0, level=level, n=n, r0_source=r0_source, fit_from=fit_from, fit_until=fit_until, seed=seed,
-                  compute=compute, score=score, used=used, run=run, run_names=names)
-    if fixed_A is None:
+                  compute=compute, score=score, used=used, run=run, run_names=names, method=method, forecast=None, prior_note=prior_note)
+    if fixed_A is None and method != "paper" and prior is None:
         # the gain test has its own random stream, so a rising curve's intervals do not depend on it
         gain_p = engine.gain_test(x, y, run[used], R0, bounds, sse, resid, rho, L, N_NULL, np.random.default_rng([seed, 1]))
         step_side = int(min((x < theta[1]).sum(), (x >= theta[1]).sum())) if theta[2] >= bounds.lb_hi - 1e-6 else n
@@ -163,12 +192,19 @@ def fit_sigmoid_multi(
         alpha = GAIN_ALPHA if converged else GAIN_ALPHA_UNIDENTIFIED
         why = _no_gain_reason(theta, gain_p, alpha, 1 - sse / sst if sst > 0 else 0.0, step_side, collapse)
         if why:
+            # no gain: the flat level is the forecast (a blend would extrapolate noise)
             return _flat_fit(y, compute[used], run[used], why, gain_p, n_boot, rng, common)
     else:
         gain_p = math.nan
+    if method == "auto":
+        common["forecast"] = forecast.blend(x, y, R0, theta, prior=prior)
     samples = np.zeros((0, 3))
     if n_boot:
-        th_b, at_bound = engine.bootstrap(x, fitted, resid, run[used], R0, theta, bounds, n_boot, L, rng, fixed_A)
+        if prior is not None:
+            th_b = bootstrap_map(x, y, theta, run[used], R0, prior, bounds, n_boot, L, rng)
+            at_bound = np.zeros(n_boot, bool)
+        else:
+            th_b, at_bound = engine.bootstrap(x, fitted, resid, run[used], R0, theta, bounds, n_boot, L, rng, fixed_A)
         samples = np.column_stack([th_b[:, 0], np.exp(th_b[:, 2]), np.exp(th_b[:, 1])])
         if at_bound.mean() > 0.1:
             warnings.append(f"{at_bound.mean():.0%} of bootstrap refits hit the C_mid/B search bounds: the intervals are truncated")

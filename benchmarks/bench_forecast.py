@@ -1,0 +1,84 @@
+"""Benchmark: held-out RMSE of the workbench's forecast against the paper's procedure and the
+naive forecasts, on every development curve in examples/curves (and its more/ folder).
+
+    .venv/bin/python benchmarks/bench_forecast.py                   # 25% and 50% prefixes
+    .venv/bin/python benchmarks/bench_forecast.py --fractions 0.25 0.5 0.75 --json out.json
+
+Prints one row per curve and prefix (workbench, paper, last value, prefix mean, coverage of the
+workbench's 95% prediction band) and the summary rows per prefix that issue 16 asks for: the
+medians, the workbench's gain over the better of last value and paper, the worst per-curve gaps
+and the median coverage. Curves not bounded to [0, 1] are scaled by the ranges in their folder's
+ranges.csv (see data.Curve.from_csv). Single-threaded BLAS, so figures do not depend on load.
+
+--family-prior adds what a history prior does on real data: each curve is refitted with a
+SigmoidPrior built from the full-curve fits of the OTHER curves of its family (same file-name
+prefix before "__": the 7 verl replicates, the 6 EXP-27 runs, the unsloth notebooks; leave one
+out), as a user with those runs in MLflow would get from workbench.tracking.prior.history_prior.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+
+from workbench.errors import UserError  # noqa: E402
+from workbench.scaling import SigmoidPrior, fit_sigmoid  # noqa: E402
+from workbench.scaling.scoreboard import format_table, load_folder, score_prefix, summary  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = (ROOT / "examples" / "curves", ROOT / "examples" / "curves" / "more")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fractions", type=float, nargs="+", default=[0.25, 0.5])
+    ap.add_argument("--n-boot", type=int, default=200)
+    ap.add_argument("--json", help="also write the rows and summary to this file")
+    ap.add_argument("--family-prior", action="store_true", help="also score the workbench with a leave-one-out prior from each curve's family")
+    args = ap.parse_args()
+    curves = [cv for folder in FOLDERS for cv in load_folder(folder)]
+    t0 = time.perf_counter()
+    rows = [score_prefix(cv, f, n_boot=args.n_boot) for f in args.fractions for cv in curves]
+    print(format_table(rows))
+    print(f"({len(curves)} curves, {len(rows)} prefixes in {time.perf_counter() - t0:.1f} s)")
+    if args.family_prior:
+        family_prior_table(curves, args.fractions, {(r.curve, r.fraction): r for r in rows})
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": [r.to_dict() for r in rows], "summary": summary(rows)}, indent=1))
+
+
+def family_prior_table(curves: list, fractions: list[float], plain: dict) -> None:
+    """Per prefix: median held-out RMSE with and without the leave-one-out family prior."""
+    r0 = lambda cv: None if cv.compute[0] == 0 else "first"  # noqa: E731
+    full = {cv.name: fit_sigmoid(cv.compute, cv.score, r0=r0(cv), method="sigmoid", n_boot=0) for cv in curves}
+    for f in fractions:
+        with_p, without = [], []
+        for cv in curves:
+            family = [full[o.name] for o in curves if o.name != cv.name and o.name.split("__")[0] == cv.name.split("__")[0]]
+            row = plain[(cv.name, f)]
+            try:
+                prior = SigmoidPrior.from_fits(family)
+            except UserError:
+                continue  # fewer than 2 other rising runs in the family
+            if row.error:
+                continue
+            c, s = cv.compute, cv.score
+            until = f * c[-1]
+            fit = fit_sigmoid(c, s, r0=r0(cv), fit_until=until, n_boot=0, prior=prior)
+            test = c > until
+            with_p.append(float(np.sqrt(np.mean((np.asarray(fit.predict(c[test])) - s[test]) ** 2))))
+            without.append(row.rmse["workbench"])
+        print(f"prefix {f:.2f}, {len(with_p)} curves with a family prior: median rmse {np.median(with_p):.4f} with it, {np.median(without):.4f} without; "
+              f"better on {int(np.sum(np.array(with_p) < np.array(without)))} of them")
+
+
+if __name__ == "__main__":
+    main()

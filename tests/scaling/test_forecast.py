@@ -1,0 +1,102 @@
+"""The default forecast (method="auto"): candidates weighted by the prefix's rolling-origin backtest."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from workbench.errors import UserError
+from workbench.scaling import SigmoidFit, fit_sigmoid
+from workbench.scaling.data import Curve
+from workbench.scaling.forecast import MIN_POINTS_BLEND
+
+from .synthetic import EXAMPLE_CURVES, synth
+
+
+def test_blend_weights_choose_the_candidate_that_backtests_best():
+    # a curve that has saturated: flat-ish recent points, the sigmoid and the level both fit
+    c, y = synth(n=60, noise=0.005, seed=1, lo=1500, hi=200000)
+    fit = fit_sigmoid(c, y, n_boot=50)
+    fc = fit.forecast
+    assert fc is not None and fit.method == "auto"
+    assert sum(fc.weights.values()) == pytest.approx(1.0)
+    assert set(fc.weights) == {"sigmoid", "paper", "flat", "trend"}
+    # weights follow the inner backtest: a smaller rolling-origin rmse never gets a smaller weight
+    ranked = sorted(fc.weights, key=lambda k: fc.inner_rmse[k])
+    assert all(fc.weights[a] >= fc.weights[b] - 1e-12 for a, b in zip(ranked, ranked[1:]))
+    assert "rolling-origin" in fit.forecast_used and "forecast:" in fit.summary()
+
+
+def test_predict_is_the_fit_inside_the_data_and_the_blend_beyond():
+    c, y = synth(n=40, noise=0.01, seed=2)
+    blended, plain = fit_sigmoid(c, y, n_boot=0), fit_sigmoid(c, y, n_boot=0, method="sigmoid")
+    inside = c[1:-1]
+    assert np.allclose(blended.predict(inside), plain.predict(inside))
+    far = c[-1] * np.array([2.0, 5.0])
+    assert np.allclose(blended.predict(far), blended.forecast.predict(far))
+    # the paper's A, B, C_mid are reported either way: the blend changes only the forecast
+    assert (blended.A, blended.B, blended.C_mid) == (plain.A, plain.B, plain.C_mid)
+
+
+def test_far_forecasts_hand_over_to_the_sigmoids():
+    c, y = synth(n=60, noise=0.01, seed=3)
+    fit = fit_sigmoid(c, y, n_boot=0)
+    w_near, w_far = fit.forecast.weights_at(np.array([c[-1] * 2, c[-1] * 1e8]))["flat"]
+    assert w_far < w_near
+    sig = fit.forecast.sigmoids
+    lo, hi = min(v[0] for v in sig.values()), max(v[0] for v in sig.values())
+    assert lo - 0.05 <= fit.predict(c[-1] * 1e30) <= hi + 0.05  # saturates near the sigmoids' A
+
+
+def test_band_and_json_round_trip_with_a_blend():
+    c, y = synth(n=40, noise=0.01, seed=4)
+    fit = fit_sigmoid(c, y, n_boot=60)
+    far = np.geomspace(c[-1], c[-1] * 20, 5)
+    lo, hi = fit.band(far, kind="prediction")
+    mlo, mhi = fit.band(far)
+    mid = fit.predict(far)
+    assert np.all(lo <= mid + 1e-12) and np.all(mid <= hi + 1e-12)
+    assert np.all(lo <= mlo + 1e-12) and np.all(mhi <= hi + 1e-12)  # the prediction band holds the mean band
+    assert np.all(np.diff(hi - lo) >= -1e-9)  # widens with the horizon
+    back = SigmoidFit.from_json(fit.to_json())
+    json.loads(fit.to_json())
+    assert back.forecast == fit.forecast
+    assert np.array_equal(back.predict(far), fit.predict(far))
+    assert back.to_dict() == fit.to_dict()
+
+
+def test_short_prefix_uses_the_sigmoid_alone_and_says_so():
+    c, y = synth(n=MIN_POINTS_BLEND - 2, noise=0.01, seed=5)
+    fit = fit_sigmoid(c, y, n_boot=0)
+    assert fit.forecast is None and "too few for a rolling-origin backtest" in fit.forecast_used
+
+
+def test_unknown_method_is_a_user_error():
+    c, y = synth(n=20)
+    with pytest.raises(UserError, match="unknown forecast method 'magic'"):
+        fit_sigmoid(c, y, method="magic")
+
+
+def test_paper_method_keeps_the_sigmoid_on_flat_data():
+    rng = np.random.default_rng(6)
+    c = np.r_[0.0, np.geomspace(10, 1000, 30)]
+    y = np.r_[0.5, 0.5 + rng.normal(0, 0.02, 30)]
+    assert fit_sigmoid(c, y, n_boot=0).no_gain
+    paper = fit_sigmoid(c, y, n_boot=0, method="paper")
+    assert not paper.no_gain and paper.forecast is None and "paper's procedure" in paper.forecast_used
+    assert round(paper.A / 0.005) * 0.005 == pytest.approx(paper.A)  # on the paper's A grid
+
+
+def test_blend_beats_last_value_and_paper_on_a_real_validation_run():
+    # qwen2.5-0.5B validation (examples/curves), fitted on its first half: it has bent and still creeps up
+    cv = Curve.from_csv(EXAMPLE_CURVES / "qwen2.5-0.5b-instruct_gsm8k_ppo__val.csv")
+    until = 0.5 * cv.compute[-1]
+    fit = fit_sigmoid(cv.compute, cv.score, fit_until=until)
+    test = cv.compute > until
+    err = np.sqrt(np.mean((fit.predict(cv.compute[test]) - cv.score[test]) ** 2))
+    last = np.sqrt(np.mean((cv.score[~test][-1] - cv.score[test]) ** 2))
+    paper = fit_sigmoid(cv.compute, cv.score, fit_until=until, method="paper", n_boot=0)
+    err_paper = np.sqrt(np.mean((paper.predict(cv.compute[test]) - cv.score[test]) ** 2))
+    assert err < last and err < err_paper

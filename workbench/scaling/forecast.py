@@ -1,0 +1,245 @@
+"""Forecasts weighted by the prefix's own backtest: two sigmoids, the flat recent level, a trend.
+
+    fit = fit_sigmoid(compute, score)          # method="auto" (the default) attaches a Blend
+    fit.forecast.weights, fit.forecast_used     # which forecast was used, and why
+    fit.predict(c); fit.band(c)                 # at and beyond the last fitted compute: the blend
+
+Why: on real curves a sigmoid fitted to a prefix that has not bent is often worse than "nothing
+changes", and "nothing changes" is badly wrong on a run that is taking off. Which one to trust
+can be read from the prefix itself: refit every candidate on rolling origins inside the prefix
+(its first 60%, 70% and 80% of points), score each on the later points of the prefix, and weight
+the candidates by (mean squared error) ** -WEIGHT_POWER.
+
+Candidates (x = ln C):
+- sigmoid: the least-squares Eq. 1 sigmoid (the fit's own A, B, C_mid; with a history prior its
+  MAP fit, see prior.py);
+- paper: the paper's grid fit (paper.py), which holds C_mid within 10x the data and A >= R0 on a
+  rising curve, so it extrapolates more tamely from a short prefix;
+- flat: the mean of the latest max(3, n/5) points;
+- trend: a straight line in ln C with the slope of the latest half of the points, anchored at
+  the flat level at the last fitted compute, clipped to the score range.
+
+Measured on the 24 development curves (benchmarks/bench_forecast.py, README "Measured here"):
+these four with power 2 gave the best medians at both 25% and 50% prefixes among the variants
+tried (sigmoid/flat/trend only; power 1, 2, 3; origins at 50-70% or 40-70% of the points; origins
+by compute share; a half-slope trend; the paper's fit alone as the sigmoid).
+
+The blend applies at and beyond the last fitted compute (`origin`); below it `predict` is the fit.
+Beyond LINE_REACH (10x the origin) the lines hand their weight over to the sigmoids, so far
+forecasts saturate at the sigmoids' ceilings instead of following a line in ln C forever.
+Band: replicate curves (the fit's bootstrap spread around each sigmoid candidate, the level and
+the slope drawn from their standard errors) mixed with the weights, widened in quadrature by the
+blend's own rolling-origin error, grown with the horizon as sqrt(horizon / mean inner horizon).
+With fewer than MIN_POINTS_BLEND fitted points there is no inner backtest and the forecast is the
+sigmoid alone; a fit that detects no gain forecasts its flat level (sigmoid.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from workbench.scaling import engine
+
+# Candidates: sigmoids fitted by least squares ("sigmoid") or the paper's grid ("paper"), and lines
+# in ln C through the recent level with the recent slope times a damping factor (0 = flat).
+SIGMOIDS = ("sigmoid", "paper")
+LINES = {"flat": 0.0, "trend": 1.0}
+ORIGINS = (0.6, 0.7, 0.8)  # rolling origins, as shares of the prefix's points
+WEIGHT_POWER = 2.0  # weights proportional to (rolling-origin mse) ** -WEIGHT_POWER
+LINE_REACH = math.log(10.0)  # lines are trusted to 10x the last fitted compute; beyond, the sigmoids take over
+MIN_POINTS_BLEND = 10  # fewest fitted points for a rolling-origin backtest (4 to fit, 2 to score)
+
+Predictor = Callable[[np.ndarray], np.ndarray]
+
+
+def _level_k(n: int) -> int:
+    return max(3, math.ceil(n / 5))
+
+
+def _flat(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Recent level and its standard error."""
+    k = min(len(y), _level_k(len(y)))
+    tail = y[-k:]
+    return float(tail.mean()), float(tail.std(ddof=1) / math.sqrt(k)) if k > 1 else 0.0
+
+
+def _trend(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """Slope in ln C of the latest half of the points, its standard error, and the residual sd."""
+    h = max(4, len(y) // 2)
+    xs, ys = x[-h:], y[-h:]
+    xc = xs - xs.mean()
+    sxx = float(xc @ xc)
+    if sxx <= 0:
+        return 0.0, 0.0, float(ys.std())
+    b = float(xc @ (ys - ys.mean()) / sxx)
+    r = ys - ys.mean() - b * xc
+    s = float(math.sqrt(r @ r / max(h - 2, 1)))
+    return b, s / math.sqrt(sxx), s
+
+
+def _sigmoid(kind: str, x: np.ndarray, y: np.ndarray, r0: float, prior: Any = None) -> np.ndarray:
+    if prior is not None and kind == "sigmoid":
+        from workbench.scaling.prior import map_theta
+
+        return map_theta(x, y, r0, prior)[0]
+    if kind == "paper":
+        from workbench.scaling.paper import fit_paper
+
+        return fit_paper(x, y, r0)[0]
+    theta, _, _ = engine.fit_global(x, y, r0, engine.Bounds.for_data(x), None, n_m=48, n_b=32, n_starts=3)
+    return theta
+
+
+def _candidates(x: np.ndarray, y: np.ndarray, r0: float, lo: float, hi: float, prior: Any = None) -> dict[str, Predictor]:
+    out: dict[str, Predictor] = {}
+    for k in SIGMOIDS:
+        th = _sigmoid(k, x, y, r0, prior)
+        out[k] = lambda xn, th=th: engine.predict(th[None, :], r0, xn[None, :])[0]
+    level, _ = _flat(x, y)
+    slope, _, _ = _trend(x, y)
+    x0 = float(x[-1])
+    for k, damp in LINES.items():
+        out[k] = lambda xn, d=damp: np.clip(level + d * slope * (xn - x0), lo, hi)
+    return out
+
+
+@dataclass(frozen=True)
+class Blend:
+    """The forecast beyond `origin`: candidates mixed by their rolling-origin backtest."""
+
+    origin: float  # last fitted compute; the blend applies at C >= origin
+    weights: dict[str, float]
+    inner_rmse: dict[str, float]  # each candidate's rolling-origin rmse inside the prefix
+    blend_rmse: float  # the blend's own rolling-origin rmse (sets the band's model error)
+    horizon: float  # mean rolling-origin horizon in ln C
+    R0: float
+    sigmoids: dict[str, tuple[float, float, float]]  # sigmoid candidates' (A, B, C_mid), kept even when the fit reports no gain
+    lines: dict[str, float]  # line candidates' slope damping (0 = flat)
+    level: float
+    level_se: float
+    slope: float  # per unit ln C
+    slope_se: float
+    noise_sd: float  # point noise around the recent trend
+    lo: float = 0.0  # score range the trend is clipped to
+    hi: float = 1.0
+    why: str = ""
+
+    @property
+    def chosen(self) -> str:
+        """The candidate with the largest weight."""
+        return max(self.weights, key=lambda k: self.weights[k])
+
+    def parts(self, c: np.ndarray) -> dict[str, np.ndarray]:
+        x = np.log(np.maximum(c, 1e-300))
+        out = {}
+        for k, (A, B, C_mid) in self.sigmoids.items():
+            with np.errstate(over="ignore"):
+                out[k] = self.R0 + (A - self.R0) / (1 + np.exp(-B * (x - math.log(C_mid))))
+        for k, d in self.lines.items():
+            out[k] = np.clip(self.level + d * self.slope * (x - math.log(self.origin)), self.lo, self.hi)
+        return out
+
+    def weights_at(self, c: np.ndarray) -> dict[str, np.ndarray]:
+        """Weights at compute c: the backtest's up to LINE_REACH past the origin; beyond it the
+        lines' share shrinks as LINE_REACH / horizon and passes to the sigmoids (a straight line in
+        ln C is not a forecast for 1000x the compute, while the sigmoid saturates at A)."""
+        h = np.log(np.maximum(np.asarray(c, dtype=float), 1e-300)) - math.log(self.origin)
+        keep = np.minimum(1.0, LINE_REACH / np.maximum(h, 1e-300))
+        line_w = sum(self.weights[k] for k in self.lines)
+        sig_w = sum(self.weights[k] for k in self.sigmoids)
+        out = {}
+        for k, w in self.weights.items():
+            if k in self.lines:
+                out[k] = w * keep
+            else:
+                share = w / sig_w if sig_w > 0 else 1.0 / len(self.sigmoids)
+                out[k] = w + share * line_w * (1 - keep)
+        return out
+
+    def predict(self, c: np.ndarray) -> np.ndarray:
+        c = np.asarray(c, dtype=float)
+        p, w = self.parts(c), self.weights_at(c)
+        return sum(w[k] * p[k] for k in w)
+
+    def model_sd(self, c: np.ndarray, noise: bool) -> np.ndarray:
+        """Error of the blend at c from its rolling-origin rmse, grown with the horizon; without
+        point noise (noise=False, for a band on the true curve) or with it."""
+        h = np.maximum(np.log(np.maximum(c, 1e-300)) - math.log(self.origin), 0.0)
+        grow = np.sqrt(np.maximum(1.0, h / max(self.horizon, 1e-9)))
+        base = self.blend_rmse if noise else math.sqrt(max(self.blend_rmse**2 - self.noise_sd**2, 0.0))
+        return base * grow
+
+    def sample(self, c: np.ndarray, sig_curves: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """(n, len(c)) blended replicate curves. sig_curves: the fit's bootstrap curves at c, which
+        stand for every sigmoid candidate's spread around its own curve."""
+        n = len(sig_curves)
+        x = np.log(np.maximum(c, 1e-300))[None, :]
+        parts = self.parts(c)
+        spread = sig_curves - np.median(sig_curves, axis=0, keepdims=True)
+        lv = self.level + self.level_se * rng.standard_normal((n, 1))
+        sl = self.slope + self.slope_se * rng.standard_normal((n, 1))
+        out = np.zeros((n, len(c)))
+        for k, w in self.weights_at(c).items():
+            if k in self.sigmoids:
+                out += w[None, :] * (parts[k][None, :] + spread)
+            else:
+                out += w[None, :] * np.clip(lv + self.lines[k] * sl * (x - math.log(self.origin)), self.lo, self.hi)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["sigmoids"] = {k: list(v) for k, v in self.sigmoids.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Blend":
+        kw = {k: (float(v) if isinstance(v, (int, float, str)) and k != "why" else v) for k, v in d.items()}
+        kw["sigmoids"] = {k: tuple(float(x) for x in v) for k, v in d["sigmoids"].items()}
+        return cls(**kw)
+
+
+def blend(x: np.ndarray, y: np.ndarray, r0: float, sigmoid_theta: np.ndarray, lo: float = 0.0, hi: float = 1.0, prior: Any = None) -> Blend | None:
+    """Weigh the candidates on rolling origins inside (x = ln C, y), sorted by x. None when the
+    prefix is too short for a backtest (then the sigmoid alone is the forecast). With a history
+    prior (prior.SigmoidPrior) the "sigmoid" candidate is its MAP fit, on every origin too."""
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    n = len(y)
+    if n < MIN_POINTS_BLEND:
+        return None
+    names = SIGMOIDS + tuple(LINES)
+    errs: dict[str, list[np.ndarray]] = {k: [] for k in names}
+    horizons = []
+    for o in ORIGINS:
+        m = int(round(o * n))
+        if m < 4 or n - m < 2:
+            continue
+        preds = _candidates(x[:m], y[:m], r0, lo, hi, prior)
+        for k in names:
+            errs[k].append(preds[k](x[m:]) - y[m:])
+        horizons.append(float(np.mean(x[m:] - x[m - 1])))
+    mse = {k: float(np.mean(np.concatenate(v) ** 2)) for k, v in errs.items()}
+    inv = {k: max(v, 1e-10) ** -WEIGHT_POWER for k, v in mse.items()}
+    tot = sum(inv.values())
+    weights = {k: v / tot for k, v in inv.items()}
+    mixed = sum(weights[k] * np.concatenate(errs[k]) for k in names)
+    level, level_se = _flat(x, y)
+    slope, slope_se, noise = _trend(x, y)
+    sigmoids = {}
+    for k in SIGMOIDS:
+        A, m_, lb = (float(v) for v in (sigmoid_theta if k == "sigmoid" else _sigmoid(k, x, y, r0, prior)))
+        sigmoids[k] = (A, math.exp(lb), math.exp(m_))
+    rmse = {k: math.sqrt(v) for k, v in mse.items()}
+    ranked = sorted(names, key=lambda k: -weights[k])
+    why = ("rolling-origin backtest inside the prefix (refit at 60/70/80% of its points, scored on the rest): rmse "
+           + ", ".join(f"{k} {rmse[k]:.4f}" for k in ranked)
+           + "; weights " + ", ".join(f"{k} {weights[k]:.2f}" for k in ranked) + f" (mean squared error to the power -{WEIGHT_POWER:g})")
+    return Blend(
+        origin=float(math.exp(x[-1])), weights=weights, inner_rmse=rmse, blend_rmse=float(math.sqrt(np.mean(mixed**2))),
+        horizon=float(np.mean(horizons)), R0=float(r0), sigmoids=sigmoids, lines=dict(LINES), level=level, level_se=level_se,
+        slope=slope, slope_se=slope_se, noise_sd=noise, lo=lo, hi=hi, why=why,
+    )

@@ -1,0 +1,139 @@
+"""Score forecasts against naive ones on the held-out rest of many curves (the issue-16 table).
+
+    rows = [score_prefix(curve, 0.25) for curve in curves]   # one row per curve and prefix
+    print(format_table(rows)); summary(rows)                  # per curve, then per prefix
+
+For each curve and prefix (a fraction of the curve's final compute), the forecasts are fitted
+on the points with C <= fraction x C_last and scored on the rest (held-out RMSE):
+- workbench: `fit_sigmoid` at its default method ("auto"),
+- paper: the paper's procedure (method="paper"),
+- last: the prefix's last value, mean: the mean of the prefix's fitted points (backtest.naive_rmse).
+Coverage is the share of held-out points inside the workbench's 95% prediction band.
+R0 is the score at compute 0 when the curve has one, else the first point's score.
+The summary per prefix gives the medians, the worst per-curve gaps (workbench minus the better
+naive forecast, workbench minus paper) and the median coverage. `workbench fit DIR...` and
+benchmarks/bench_forecast.py print these.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from workbench.errors import UserError
+from workbench.scaling.backtest import naive_rmse, score_holdout
+from workbench.scaling.data import RANGES_FILE, Curve
+from workbench.scaling.sigmoid import fit_sigmoid
+
+COLUMNS = ("workbench", "paper", "last", "mean")
+
+
+@dataclass(frozen=True)
+class PrefixScore:
+    curve: str
+    fraction: float
+    until: float
+    n_fit: int
+    n_test: int
+    rmse: dict[str, float] = field(default_factory=dict)  # per COLUMNS entry; nan when not fitted
+    coverage: float = math.nan  # workbench's 95% prediction band on the held-out points
+    forecast: str = ""  # which forecast the workbench used (blend weights), or why none
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["rmse"] = {k: (v if math.isfinite(v) else None) for k, v in self.rmse.items()}
+        d["coverage"] = self.coverage if math.isfinite(self.coverage) else None
+        return d
+
+
+def score_prefix(curve: Curve, fraction: float, *, fit_from: float | None = None, n_boot: int = 200, level: float = 0.95, seed: int = 0) -> PrefixScore:
+    """Fit the workbench and the paper's procedure on C <= fraction x C_last; score all four forecasts."""
+    if not 0 < fraction < 1:
+        raise UserError(f"prefix fractions must be in (0, 1), got {fraction}")
+    c, s = curve.compute, curve.score
+    until = fraction * float(c[-1])
+    test = c > until
+    n_fit = int((~test & (c > 0)).sum())
+    last, mean = naive_rmse(c, s, until, fit_from)
+    rmse = {"workbench": math.nan, "paper": math.nan, "last": last, "mean": mean}
+    r0 = None if c[0] == 0 else "first"
+    kw = dict(r0=r0, fit_from=fit_from, fit_until=until, level=level, seed=seed)
+    try:
+        fit = fit_sigmoid(c, s, n_boot=n_boot, **kw)
+        paper = fit_sigmoid(c, s, n_boot=0, method="paper", **kw)
+    except UserError as e:
+        return PrefixScore(curve.name, fraction, until, n_fit, int(test.sum()), rmse, error=str(e))
+    rmse["workbench"], _, cover = score_holdout(fit, c[test], s[test])
+    rmse["paper"] = float(np.sqrt(np.mean((np.asarray(paper.predict(c[test])) - s[test]) ** 2)))
+    return PrefixScore(curve.name, fraction, until, fit.n, int(test.sum()), rmse, cover, fit.forecast_used)
+
+
+def summary(rows: Sequence[PrefixScore]) -> list[dict[str, Any]]:
+    """Per prefix: medians of each column, worst gaps, median coverage, curves fitted / not."""
+    out = []
+    for f in sorted({r.fraction for r in rows}):
+        ok = [r for r in rows if r.fraction == f and not r.error]
+        if not ok:
+            out.append({"fraction": f, "curves": 0, "not_fitted": sum(r.fraction == f for r in rows)})
+            continue
+        col = {k: np.array([r.rmse[k] for r in ok]) for k in COLUMNS}
+        naive = np.minimum(col["last"], col["mean"])
+        best_ref = min(float(np.median(col["last"])), float(np.median(col["paper"])))
+        med_wb = float(np.median(col["workbench"]))
+        cover = np.array([r.coverage for r in ok])
+        out.append({
+            "fraction": f,
+            "curves": len(ok),
+            "not_fitted": sum(r.fraction == f and bool(r.error) for r in rows),
+            **{f"median_{k}": float(np.median(col[k])) for k in COLUMNS},
+            "gain_vs_better_of_last_and_paper": 1 - med_wb / best_ref if best_ref > 0 else math.nan,
+            "worst_vs_naive": float(np.max(col["workbench"] - naive)),
+            "worst_vs_naive_curve": ok[int(np.argmax(col["workbench"] - naive))].curve,
+            "curves_worse_than_naive_by_0.02": int(np.sum(col["workbench"] - naive > 0.02)),
+            "worst_vs_paper": float(np.max(col["workbench"] - col["paper"])),
+            "worst_vs_paper_curve": ok[int(np.argmax(col["workbench"] - col["paper"]))].curve,
+            "curves_worse_than_paper_by_0.05": int(np.sum(col["workbench"] - col["paper"] > 0.05)),
+            "median_coverage": float(np.nanmedian(cover)) if np.isfinite(cover).any() else math.nan,
+        })
+    return out
+
+
+def format_table(rows: Sequence[PrefixScore]) -> str:
+    """The per-curve table, then the summary rows."""
+    w = max([len(r.curve) for r in rows] + [5])
+    head = f"{'curve':<{w}} {'prefix':>6} {'n_fit':>5} {'n_test':>6} " + " ".join(f"{k:>9}" for k in COLUMNS) + f" {'cover95':>7}"
+    lines = [head]
+    for r in sorted(rows, key=lambda r: (r.fraction, r.curve)):
+        if r.error:
+            lines.append(f"{r.curve:<{w}} {r.fraction:>6.2f} {r.n_fit:>5d} {r.n_test:>6d} not fitted: {r.error}")
+            continue
+        lines.append(f"{r.curve:<{w}} {r.fraction:>6.2f} {r.n_fit:>5d} {r.n_test:>6d} " + " ".join(f"{r.rmse[k]:>9.4f}" for k in COLUMNS) + f" {r.coverage:>7.0%}")
+    for s in summary(rows):
+        if not s["curves"]:
+            lines.append(f"prefix {s['fraction']:.2f}: no curve could be fitted")
+            continue
+        lines.append(
+            f"prefix {s['fraction']:.2f} over {s['curves']} curves ({s['not_fitted']} not fitted): median rmse "
+            + ", ".join(f"{k} {s['median_' + k]:.4f}" for k in COLUMNS)
+            + f"; workbench {s['gain_vs_better_of_last_and_paper']:+.0%} under the better of last and paper; "
+            f"worst vs better naive {s['worst_vs_naive']:+.4f} ({s['worst_vs_naive_curve']}; {s['curves_worse_than_naive_by_0.02']} curves > 0.02), "
+            f"worst vs paper {s['worst_vs_paper']:+.4f} ({s['curves_worse_than_paper_by_0.05']} curves > 0.05); "
+            f"median coverage {s['median_coverage']:.0%}"
+        )
+    return "\n".join(lines)
+
+
+def load_folder(folder: str | Path) -> list[Curve]:
+    """Every *.csv curve in `folder` (sorted; ranges.csv is the score-range table, not a curve)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UserError(f"not a folder of curve CSVs: {folder}")
+    files = sorted(p for p in folder.glob("*.csv") if p.name != RANGES_FILE)
+    if not files:
+        raise UserError(f"{folder}: no .csv curves in it")
+    return [Curve.from_csv(p) for p in files]
