@@ -49,6 +49,9 @@ def test_full_dashboard_shows_fit_band_forecast_progress_and_train_metrics(run_f
     assert d.forecast["budget"] == pytest.approx(10 * latest)  # default budget: 10x the latest compute
     assert d.forecast["lo"] <= d.forecast["pass_rate"] <= d.forecast["hi"]
     assert "forecast at" in d._fit_text.value and "A = 0.6" in d._fit_text.value
+    # which forecast was used, and why, is shown beside it
+    assert d.forecast["forecast_used"] == d.fit.forecast_used
+    assert f"forecast: {d.fit.forecast_used.split()[0]}" in d._fit_text.value
     assert d._progress.value == 150 and "finished" in d._header.value
     for label in ("reward", "staleness (mean)", "truncation rate", "entropy"):
         assert label in d._train.value

@@ -28,7 +28,7 @@ def forecast_from_fit(fit: Any, budget: float, *, x: str = "compute/device_hours
     out: dict[str, Any] = {
         "x": x, "budget": float(budget), "current": current, "pass_rate": float(fit.predict(budget)),
         "lo": lo, "hi": hi, "level": level, "A": fit.A, "A_ci": fit.A_ci, "B": fit.B, "C_mid": fit.C_mid,
-        "converged": fit.converged, "reason": fit.reason,
+        "converged": fit.converged, "reason": fit.reason, "forecast_used": fit.forecast_used,
         "gain": None, "gain_lo": None, "gain_hi": None, "worth": None, "verdict": None,
     }
     if budget > current:

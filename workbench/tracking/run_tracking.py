@@ -37,7 +37,7 @@ def _quiet(logger: str) -> Iterator[None]:
 
 
 def open_run(cfg: RunConfig, *, experiment: str, run_id: Optional[str] = None, parent_run_id: Optional[str] = None,
-             tracking_uri: Optional[str] = None, enabled: bool = True) -> tuple[RunConfig, bool]:
+             tracking_uri: Optional[str] = None, enabled: bool = True, kind: str = "session") -> tuple[RunConfig, bool]:
     """`cfg` with its tracking part set to log into an MLflow run (a new one, or `run_id`
     reopened) and whether this call created it. The URI: `tracking_uri`, else the config's.
     Not `enabled`: `cfg` logging to metrics.jsonl only (no MLflow run)."""
@@ -50,7 +50,8 @@ def open_run(cfg: RunConfig, *, experiment: str, run_id: Optional[str] = None, p
     if created:
         with _quiet("mlflow.store.db.utils"):  # "Creating initial MLflow database tables..."
             store.ensure_experiment(experiment, uri)
-        tags = {"workbench.kind": "session", "workbench.run": cfg.name, "workbench.out_dir": str(cfg.out_dir)}
+        # the absolute folder: how `runs.liveness.mark_dead_runs` finds the run's heartbeat later
+        tags = {"workbench.kind": kind, "workbench.run": cfg.name, "workbench.out_dir": str(cfg.output_dir().resolve())}
         run_id = store.create_run(experiment, cfg.name, tags, parent_run_id=parent_run_id, tracking_uri=uri)
     else:
         try:

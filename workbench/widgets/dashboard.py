@@ -231,4 +231,5 @@ class Dashboard(widgets.VBox):
                      f"[{fc['lo']:.4f}, {fc['hi']:.4f}]</div>")
             if fc.get("verdict"):
                 text += f"<div style='color:#555;font-size:90%'>{html.escape(fc['verdict'])}</div>"
+        text += f"<div style='color:#555;font-size:90%'>forecast: {html.escape(f.forecast_used)}</div>"
         return text

@@ -152,3 +152,39 @@ def test_raising_checker_in_the_driver_fails_fast(tmp_path, model_cache):
     path = write_config(tmp_path, model_cache, task={"checker": "bad_checkers:raising"})
     proc = run_cli("run", "--config", str(path), "--out", str(tmp_path / "o"), "--quiet")
     assert_one_line_error(proc, 2, "checker 'raising' failed on example", "verifier crashed")
+
+
+def test_tracking_keys_that_cannot_take_effect_are_refused(tmp_path, model_cache):
+    path = write_config(tmp_path, model_cache, tracking={"run_id": "abc123"})
+    proc = run_cli("run", "--config", str(path), "--out", str(tmp_path / "o"))
+    assert_one_line_error(proc, 2, "tracking.run_id is set but tracking.mlflow is false")
+
+
+@pytest.mark.slow
+def test_run_with_mlflow_creates_its_run_and_a_resume_reopens_it(tmp_path, model_cache):
+    """`workbench run --set tracking.mlflow=true` is tracked like a session: its own MLflow run with
+    params, every step once, and the fit; running it again (a resume) logs into the same run."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    path = write_config(tmp_path, model_cache, tracking={"mlflow": True, "tracking_uri": uri, "experiment": "cli-runs"},
+                        train={"max_steps": 4})
+    out = tmp_path / "o"
+    proc = run_cli("run", "--config", str(path), "--out", str(out), "--max-steps", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "tracking in MLflow run" in proc.stderr
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("cli-runs").experiment_id])
+    assert run.info.status == "FINISHED" and run.data.params["train.lr"] == "0.0001"
+    assert run.data.tags["workbench.kind"] == "run" and run.data.tags["workbench.out_dir"] == str(out.resolve())
+    proc = run_cli("run", "--config", str(path), "--out", str(out), "--max-steps", "4")
+    assert proc.returncode == 0 and "resuming cli from step 2" in proc.stderr, proc.stderr
+    runs = client.search_runs([client.get_experiment_by_name("cli-runs").experiment_id])
+    assert [r.info.run_id for r in runs] == [run.info.run_id], "the resume must log into the same MLflow run"
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert sorted(r["step"] for r in rows if "train/reward_mean" in r) == [1, 2, 3, 4]
+    for key in ("train/reward_mean", "compute/flops", "val/pass_rate"):  # evaluations carry compute too
+        history = sorted(m.step for m in client.get_metric_history(run.info.run_id, key))
+        assert history == sorted(r["step"] for r in rows if r.get(key) is not None), key
+    assert client.get_run(run.info.run_id).info.status == "FINISHED"
+    assert "fit/n" in client.get_run(run.info.run_id).data.metrics or "workbench.fit_error" in client.get_run(run.info.run_id).data.tags

@@ -6,6 +6,10 @@
 
 Writes OUT/metrics.jsonl (one object per step and per evaluation), OUT/summary.json and
 checkpoints. Ctrl-C stops after the step in flight and writes a checkpoint.
+
+With `tracking.mlflow: true` (or `--set tracking.mlflow=true`) the run is tracked like a
+Session's: it creates its MLflow run (or, resuming a folder whose run was tracked, reopens that
+run), logs params and every step once, and at the end the fit and its artifacts.
 """
 
 from __future__ import annotations
@@ -31,12 +35,34 @@ def add_parser(sub, name: str) -> argparse.ArgumentParser:
     return p
 
 
+def open_tracking(cfg, *, fresh: bool):
+    """(cfg logging into its MLflow run, whether this call created the run): a new run, or the one
+    a resumed folder was tracked in. Tracking keys that cannot take effect are refused."""
+    from workbench.runs.folder import has_checkpoint, saved_config
+    from workbench.tracking import run_tracking
+
+    tr = cfg.tracking
+    if not tr.mlflow:
+        stray = [k for k in ("run_id", "parent_run_id", "tracking_uri") if getattr(tr, k)]
+        if stray:
+            raise UserError(f"tracking.{stray[0]} is set but tracking.mlflow is false: set tracking.mlflow=true "
+                            "to log into MLflow, or drop it")
+        return cfg, False
+    out = cfg.output_dir()
+    run_id = tr.run_id
+    if run_id is None and not fresh and has_checkpoint(out):
+        prev = saved_config(out)
+        run_id = prev.tracking.run_id if prev is not None and prev.tracking.mlflow else None
+    return run_tracking.open_run(cfg, experiment=tr.experiment, run_id=run_id, parent_run_id=tr.parent_run_id, kind="run")
+
+
 def run(args: argparse.Namespace) -> int:
     import ray
 
     from workbench.config import load_run_config
     from workbench.engine.run.coordinator import RunFailed
     from workbench.engine.run.launch import launch, wait_with_progress
+    from workbench.tracking import run_tracking
 
     overrides = list(args.overrides)
     if args.out:
@@ -45,10 +71,13 @@ def run(args: argparse.Namespace) -> int:
         if args.max_steps < 1:
             raise UserError("--max-steps must be >= 1")
         overrides.append(f"train.max_steps={args.max_steps}")
-    cfg = load_run_config(args.config, overrides)
+    cfg, created = open_tracking(load_run_config(args.config, overrides), fresh=args.fresh)
+    if cfg.tracking.mlflow:
+        print(f"tracking in MLflow run {cfg.tracking.run_id} ({cfg.tracking.tracking_uri})", file=sys.stderr)
     handle = None
     try:
-        handle = launch(cfg, resume=not args.fresh)
+        with run_tracking.failed_if_raises(cfg, created):  # a run that never started says so in MLflow
+            handle = launch(cfg, resume=not args.fresh)
         st = handle.status()
         if st.get("resumed_from") is not None:
             print(f"resuming {cfg.name} from step {st['resumed_from']}", file=sys.stderr)
@@ -75,7 +104,16 @@ def run(args: argparse.Namespace) -> int:
         from workbench.runs.report import print_report, write_report
 
         try:
-            print(print_report(write_report(cfg.output_dir())))
+            report = write_report(cfg.output_dir())
+            print(print_report(report))
         except UserError as e:
             print(f"no sigmoid fit: {e}", file=sys.stderr)
+            if cfg.tracking.mlflow:
+                run_tracking.log_fit_error(cfg, str(e))
+        else:
+            if cfg.tracking.mlflow:
+                from pathlib import Path
+
+                run_tracking.log_fit(cfg, report["fit"], [Path(f) for f in report["files"]],
+                                     step=int(summary["steps"]), x="compute/device_hours")
     return 0
