@@ -257,7 +257,9 @@ class Session:
         """Reconnect to the live run `name` (e.g. after a kernel restart), through the address its
         Ray cluster recorded (workbench.engine.cluster), or RAY_ADDRESS."""
         from workbench.engine import attach, cluster
+        from workbench.runs.liveness import tell_dead_runs
 
+        tell_dead_runs()  # end the MLflow runs of drivers that died (this one may be among them)
         cluster.hold(cluster.connect(start_if_missing=False))
         handle = attach(name)
         st = handle.status()

@@ -102,3 +102,30 @@ def test_compare_nothing_fittable_is_a_user_error(populated, tracking_uri, capsy
     _, ids = populated
     assert main(["compare", ids["too-short"], "--tracking-uri", tracking_uri]) == 2
     assert "no run could be fitted" in capsys.readouterr().err
+
+
+def test_compare_marks_a_run_whose_driver_died_as_failed(tracking_uri, tmp_path, capsys):
+    """A run left RUNNING by a dead driver (its folder's heartbeat is stale) is ended FAILED when
+    `workbench compare` looks at the store, and is then compared like any failed run (left out)."""
+    import os
+    import time
+
+    from mlflow import MlflowClient
+
+    from workbench.runs.liveness import STALE_S
+
+    exp = "compare-dead"
+    _curve_run(tracking_uri, exp, "alive", 0.6, 2.0, 1.0)
+    folder = tmp_path / "dead-run"
+    folder.mkdir()
+    (folder / "heartbeat").write_text("x")
+    old = time.time() - STALE_S - 60
+    os.utime(folder / "heartbeat", (old, old))
+    rid = create_run(exp, "dead", {"workbench.out_dir": str(folder)}, tracking_uri=tracking_uri)
+    MlflowSink(rid, tracking_uri).log_metrics({"val/pass_rate": 0.3, "compute/device_hours": 0.1}, step=1)
+    code = main(["compare", "--experiment", exp, "--tracking-uri", tracking_uri, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0 and {r["name"] for r in json.loads(captured.out)["runs"]} == {"alive"}
+    run = MlflowClient(tracking_uri).get_run(rid)
+    assert run.info.status == "FAILED" and "driver or coordinator died" in run.data.tags["workbench.died"]
+    assert "dead" in captured.err and "marked FAILED" in captured.err

@@ -9,6 +9,7 @@ calls `mark_dead_runs`, which ends every RUNNING run whose folder shows no sign 
 
     beat = Heartbeat(out_dir); beat.start(); ...; beat.stop()      # the coordinator's side
     ended = mark_dead_runs(tracking_uri, experiments=["workbench"])  # [{run_id, name, status, reason}]
+    tell_dead_runs(tracking_uri)          # the same, with one line on stderr per run it ended
 
 The status comes from the folder: a `summary.json` written after the last beat says how the run
 ended (finished -> FINISHED, stopped -> KILLED, failed -> FAILED); otherwise the run died
@@ -125,4 +126,14 @@ def mark_dead_runs(tracking_uri: Optional[str] = None, experiments: Optional[Ite
         except Exception:  # noqa: BLE001 - another process may be ending it right now
             continue
         ended.append({"run_id": run.info.run_id, "name": run.info.run_name, "status": status, "reason": reason})
+    return ended
+
+
+def tell_dead_runs(tracking_uri: Optional[str] = None, experiments: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:
+    """`mark_dead_runs`, with one line on stderr per run it ended (what callers show the user)."""
+    import sys
+
+    ended = mark_dead_runs(tracking_uri, experiments)
+    for e in ended:
+        print(f"MLflow run {e['name']} ({e['run_id'][:8]}) marked {e['status']}: {e['reason']}", file=sys.stderr)
     return ended

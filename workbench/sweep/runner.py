@@ -157,6 +157,9 @@ def run_sweep(
 
     # The store, the experiment and the parent run exist before any point starts.
     store.ensure_experiment(exp_name, uri)
+    from workbench.runs.liveness import tell_dead_runs
+
+    tell_dead_runs(uri, [exp_name])  # points whose kernel died in an earlier sweep show FAILED, not RUNNING
     c = store.client(uri)
     parent = old.get("parent_run_id")
     try:

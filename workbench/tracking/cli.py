@@ -87,8 +87,10 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and not args.plot.lower().endswith((".html", ".png", ".svg")):
         raise UserError(f"--plot: use a .html, .png or .svg file name, not {args.plot!r}")
     from workbench.runs.fits import fit_runs
+    from workbench.runs.liveness import tell_dead_runs
 
     uri = resolve_tracking_uri(args.tracking_uri)
+    tell_dead_runs(uri)  # a run whose driver died is FAILED, not RUNNING, in what is compared
     stopped: dict[str, str] = {}
     runs = select_runs(args.experiment, args.run_ids, args.metric, uri, args.include_failed, stopped)
     result = fit_runs(runs, metric=args.metric, x=args.x, tracking_uri=uri, fit_from=args.fit_from, stopped=stopped)

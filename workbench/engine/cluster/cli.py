@@ -22,6 +22,10 @@ def run(args) -> int:
     action = getattr(args, "cluster_command", None)
     if action not in ("status", "stop"):
         raise UserError("say what to do: `workbench cluster status` or `workbench cluster stop`")
+    if action == "status":
+        from workbench.runs.liveness import tell_dead_runs
+
+        tell_dead_runs()  # runs whose driver died stay RUNNING in MLflow until someone looks
     address = recorded_address()
     if address is None or not reachable(address):
         print(f"no workbench Ray cluster is running (none recorded in {state_dir() / 'ray_address'} is reachable)")
