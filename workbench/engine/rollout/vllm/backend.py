@@ -112,6 +112,8 @@ class VllmGenerator(RolloutWorker):
         if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0") != "0":
             log.warning("VLLM_ENABLE_V1_MULTIPROCESSING overridden to 0: per-token versions need an in-process engine core")
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        # vLLM logs every weight reload at INFO: one line per trainer step in the run's output
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         from workbench.engine.model.devices import vllm_device
 
         self.vllm_device = vllm_device()  # one line when no vLLM build is installed
