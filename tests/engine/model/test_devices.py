@@ -9,6 +9,7 @@ import torch
 from workbench.config import run_config_from_dict
 from workbench.configtools import to_dict
 from workbench.engine.model.devices import Precision, move_to, trainer_precision, weights_dtype
+from workbench.errors import UserError
 from workbench.engine.train.fsdp import decoder_layers
 from workbench.engine.rollout.torch_backend import Generator
 from workbench.engine.batch import PackedGroups
@@ -174,3 +175,18 @@ def test_vllm_memory_on_cpu_is_an_explicit_kv_cache_not_a_share_of_host_memory(m
     assert vllm_memory_kwargs("cpu", 0.85) == {"kv_cache_memory_bytes": int(CPU_KV_CACHE_GIB * 2**30), "enforce_eager": True}
     monkeypatch.setenv(CPU_KV_ENV, "2")  # vLLM's own knob wins when set
     assert vllm_memory_kwargs("cpu", 0.85)["kv_cache_memory_bytes"] == 2 * 2**30
+
+
+def test_vllm_on_cpu_refuses_heads_narrower_than_its_kernel_in_one_line(tmp_path):
+    """The CPU attention kernel asserts on head_dim < 32; the builtin model's default shape has 16."""
+    from transformers import GPT2Config
+
+    from workbench.engine.model.devices import VLLM_CPU_MIN_HEAD_DIM, check_vllm_shape
+
+    narrow, wide = tmp_path / "narrow", tmp_path / "wide"
+    GPT2Config(n_embd=64, n_head=4, n_layer=1).save_pretrained(narrow)
+    GPT2Config(n_embd=64, n_head=2, n_layer=1).save_pretrained(wide)
+    with pytest.raises(UserError, match=rf"head_dim 16 .*>= {VLLM_CPU_MIN_HEAD_DIM}.*model.n_head=2"):
+        check_vllm_shape(str(narrow), "cpu")
+    check_vllm_shape(str(wide), "cpu")
+    check_vllm_shape(str(narrow), "cuda")  # GPU kernels take it

@@ -140,6 +140,28 @@ def vllm_device() -> str:
     return kind
 
 
+VLLM_CPU_MIN_HEAD_DIM = 32  # vLLM's CPU attention kernel refuses smaller heads ("Unsupported CPU attention configuration")
+
+
+def check_vllm_shape(model_dir: str, device: str) -> None:
+    """One line instead of vLLM's kernel assertion when the model's heads are too narrow for the
+    CPU attention kernel (the builtin model at its default 64 wide x 4 heads has head_dim 16)."""
+    if device != "cpu":
+        return
+    from transformers import AutoConfig
+
+    c = AutoConfig.from_pretrained(model_dir, local_files_only=True)
+    hidden = getattr(c, "hidden_size", None) or getattr(c, "n_embd", None)
+    heads = getattr(c, "num_attention_heads", None) or getattr(c, "n_head", None)
+    head_dim = getattr(c, "head_dim", None) or (hidden // heads if hidden and heads else None)
+    if head_dim is not None and head_dim < VLLM_CPU_MIN_HEAD_DIM:
+        raise UserError(
+            f"vLLM on the CPU needs attention heads at least {VLLM_CPU_MIN_HEAD_DIM} wide, but {model_dir} has "
+            f"head_dim {head_dim} ({hidden} / {heads} heads): for the builtin model set model.n_head so that "
+            f"model.n_embd / model.n_head >= {VLLM_CPU_MIN_HEAD_DIM} (e.g. --set model.n_head=2), or use generation.backend=torch"
+        )
+
+
 def vllm_memory_kwargs(device: str, util: float) -> dict[str, Any]:
     """`vllm.LLM` memory options for `device` given `generation.vllm_gpu_memory_utilization`."""
     if device == "cuda":

@@ -131,13 +131,14 @@ class VllmGenerator(RolloutWorker):
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
-        from workbench.engine.model.devices import trainer_precision, vllm_memory_kwargs
+        from workbench.engine.model.devices import check_vllm_shape, trainer_precision, vllm_memory_kwargs
         from workbench.engine.model.hf_dir import load_tokenizer
         from workbench.engine.model.load import policy_dir
 
         cfg = self.cfg
         self.device = self.vllm_device
         model_dir = policy_dir(cfg.model, self.task)  # vLLM loads the weights; only the tokenizer is read here
+        check_vllm_shape(str(model_dir), self.device)
         self.tokenizer = load_tokenizer(model_dir, chat_template=self.task.chat_template)
         dtype = _DTYPES[trainer_precision(cfg.model.dtype, self.device).compute]  # the trainer's compute dtype
         self.vllm_version = getattr(vllm, "__version__", "")
