@@ -159,7 +159,7 @@ def fake_vllm(monkeypatch, tmp_path):
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # the constructor must force 0
     monkeypatch.setattr(FakeLLM, "step_api_works", True)
     monkeypatch.setattr(FakeLLM, "on_step", None)
-    overrides = {"generation.backend": "vllm", "resources.generator_gpus": 1, "model.dtype": "float16", "generation.max_new_tokens": 6,
+    overrides = {"generation.backend": "vllm", "resources.generator_gpus": 1, "model.dtype": "bfloat16", "generation.max_new_tokens": 6,
                  "recipe.length_control.type": "none", "task.num_train": 20, "task.num_val": 10, "eval.num_prompts": 4}  # fmt: skip
     task = load_task(run_config_from_dict({}, overrides).task)
     tok = build_char_tokenizer(task_alphabet(task))
@@ -179,11 +179,11 @@ def test_constructor_builds_the_engine_and_probes_the_step_api(fake_vllm):
     cfg, task, tok = fake_vllm
     gen = vg.VllmGenerator(cfg, rank=1)
     kw = gen.llm.kwargs
-    assert kw["model"] == cfg.model.path and kw["dtype"] == "float16" and kw["seed"] == cfg.seed + 1000
+    assert kw["model"] == cfg.model.path and kw["dtype"] == "bfloat16" and kw["seed"] == cfg.seed + 1000
     assert kw["logprobs_mode"] == "processed_logprobs" and kw["gpu_memory_utilization"] == cfg.generation.vllm_gpu_memory_utilization
     longest = max(len(ex.prompt) for ex in task.train + task.val)  # one token per character
     assert kw["max_model_len"] == longest + cfg.generation.max_new_tokens + 1
-    assert gen.llm.rpc[0] == ("workbench_fp32_head", (True, "float16")) and gen.fp32_head_mode == "patched"
+    assert gen.llm.rpc[0] == ("workbench_fp32_head", (True, "bfloat16")) and gen.fp32_head_mode == "patched"
     assert gen.engine_mode == "step" and vg.os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     assert tok.eos_token_id == EOS == gen.eos_id  # the scripted engine stops on EOS like vLLM does
 
