@@ -298,7 +298,9 @@ class RunCoordinator:
         leaves the others blocked) and handle it."""
         lp = self.loop
         head = lp.train_q[0][0].all_stats if lp.train_q else []
-        pending = list(lp.gen_refs) + list(lp.eval_refs) + head
+        # evaluations are logged in the order they were asked for (a threaded evaluator may finish a
+        # later one first): only the oldest is waited on, and those done behind it follow it
+        pending = list(lp.gen_refs) + list(lp.eval_refs)[:1] + head
         if not pending:
             time.sleep(0.01)
             return
@@ -307,8 +309,9 @@ class RunCoordinator:
             if ref in lp.gen_refs:
                 self._on_generated(w, ref)
             elif ref in lp.eval_refs:
-                step, stamp = lp.eval_refs.pop(ref)
-                self.log.log({**ray.get(ref), **stamp}, step)
+                while lp.eval_refs and ray.wait([ref := next(iter(lp.eval_refs))], timeout=0)[0]:
+                    step, stamp = lp.eval_refs.pop(ref)
+                    self.log.log({**ray.get(ref), **stamp}, step)
         if head and any(r in head for r in ready):
             try:
                 ray.get([r for r in ready if r in head])
