@@ -165,7 +165,7 @@ def workers_section(cfg: RunConfig, folder: str, workers: int = 2) -> dict[str, 
         group.restart()  # fresh workers with the initial weights
         version = group.load(os.path.join(folder, "workers-check"))
         repeat = ray.get(group.train(steps[1], 1).weights).tensors()
-        nodes = group.num_nodes()
+        nodes = group.num_nodes
     finally:
         group.kill()
 
