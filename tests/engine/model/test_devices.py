@@ -8,7 +8,7 @@ import torch
 
 from workbench.config import run_config_from_dict
 from workbench.configtools import to_dict
-from workbench.engine.model.devices import Precision, move_to, trainer_precision, weights_dtype
+from workbench.engine.model.devices import Precision, move_to, trainer_memory_fraction, trainer_precision, weights_dtype
 from workbench.errors import UserError
 from workbench.engine.train.fsdp import decoder_layers
 from workbench.engine.rollout.torch_backend import Generator
@@ -190,3 +190,32 @@ def test_vllm_on_cpu_refuses_heads_narrower_than_its_kernel_in_one_line(tmp_path
         check_vllm_shape(str(narrow), "cpu")
     check_vllm_shape(str(wide), "cpu")
     check_vllm_shape(str(narrow), "cuda")  # GPU kernels take it
+
+
+def test_a_trainer_on_a_fraction_of_a_cuda_gpu_is_held_to_that_fraction():
+    assert trainer_memory_fraction(0.5, "cuda") == 0.5 and trainer_memory_fraction(0.25, torch.device("cuda", 1)) == 0.25
+    assert trainer_memory_fraction(1, "cuda") is None  # a whole GPU: no neighbour to protect
+    assert trainer_memory_fraction(0.5, "cpu") is None and trainer_memory_fraction(0, "cpu") is None
+
+
+def test_running_out_of_the_trainers_gpu_share_is_one_line_naming_it(tiny_config):
+    # On CUDA the allocator raises this once the share set by set_per_process_memory_fraction is
+    # used up; here the model's first forward raises it, as the trainer would see it.
+    cfg = tiny_config(for_actors=True)
+    tr = Trainer(cfg)
+    assert tr.memory_share is None  # CPU: no bound
+    tr.memory_share = 0.5  # what Trainer.__init__ sets for resources.trainer_gpus=0.5 on CUDA
+
+    def oom(module, args, kwargs):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total capacity of 79.1 GiB")
+
+    handle = tr.model.base_model.register_forward_pre_hook(oom, with_kwargs=True)
+    with pytest.raises(UserError) as info:
+        tr.train_step(mixed_groups(cfg), 0)
+    msg = str(info.value)
+    assert "\n" not in msg and "resources.trainer_gpus=0.5" in msg and "tried to allocate 2.50 gib" in msg
+    assert "train.micro_batch_tokens" in msg
+    tr.memory_share = None  # without a bound the error passes through unchanged
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        tr.train_step(mixed_groups(cfg), 0)
+    handle.remove()

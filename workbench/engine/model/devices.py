@@ -22,6 +22,12 @@ vLLM rules (`generation.backend: vllm`), owned here too:
 - The vLLM dtype is the trainer's compute dtype on the same device (`trainer_precision`), so the
   generator's log-probs are the trainer's: fp32 on CPU, bf16 on a CUDA GPU (`model.dtype: auto`).
 
+`trainer_memory_fraction(gpus, device)`: on CUDA, a trainer on a fractional share
+(`resources.trainer_gpus` < 1) is held to that share of the GPU's memory
+(`torch.cuda.set_per_process_memory_fraction`), so overrunning it fails in the trainer, and
+`within_share(share)` turns that CUDA OOM into one UserError line naming the share, instead of
+squeezing the vLLM engine beside it.
+
 `move_to(obj, device)` moves a tensor, or every tensor field of a dataclass, to `device`: every
 tensor a worker computes with must live on that worker's device.
 
@@ -30,10 +36,12 @@ tensor a worker computes with must live on that worker's device.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import re
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Iterator, Optional, TypeVar
 
 import torch
 
@@ -48,6 +56,29 @@ T = TypeVar("T")
 def resolve_device(gpus: float) -> str:
     """'cuda' for an actor given a GPU share on a machine with CUDA, else 'cpu'."""
     return "cuda" if gpus > 0 and torch.cuda.is_available() else "cpu"
+
+
+def trainer_memory_fraction(gpus: float, device: str | torch.device) -> Optional[float]:
+    """The fraction of its GPU's memory the trainer may allocate: its share when that is a
+    fraction of a CUDA GPU (the rest belongs to its neighbours); None (no bound) otherwise."""
+    return float(gpus) if torch.device(device).type == "cuda" and 0 < gpus < 1 else None
+
+
+@contextlib.contextmanager
+def within_share(share: Optional[float], key: str = "resources.trainer_gpus") -> Iterator[None]:
+    """Run the block; a CUDA out-of-memory error under a memory bound becomes one UserError line
+    naming the share and what to change (without a bound, it passes through unchanged)."""
+    try:
+        yield
+    except torch.cuda.OutOfMemoryError as e:
+        if share is None:
+            raise
+        asked = re.search(r"Tried to allocate [0-9.]+ [KMGT]?i?B", str(e))
+        raise UserError(
+            f"the trainer ran out of its GPU share {key}={share:g} ({share:.0%} of the GPU's memory"
+            f"{'; ' + asked.group(0).lower() if asked else ''}): lower train.micro_batch_tokens or "
+            f"train.micro_batch_size, set train.gradient_checkpointing=true, or raise {key}"
+        ) from None
 
 
 def _named(name: Any) -> torch.dtype | None:

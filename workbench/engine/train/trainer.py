@@ -24,7 +24,7 @@ import torch
 from workbench.config import RunConfig
 from workbench.engine.cluster.common import free_port
 from workbench.engine.train import fsdp as distributed
-from workbench.engine.model.devices import move_to, resolve_device, trainer_precision
+from workbench.engine.model.devices import move_to, resolve_device, trainer_memory_fraction, trainer_precision, within_share
 from workbench.engine.train.fsdp import PolicyForward
 from workbench.engine.model.logs import quiet_hf
 from workbench.errors import UserError
@@ -101,11 +101,15 @@ class Trainer:
         self.device = torch.device(resolve_device(cfg.resources.trainer_gpus))
         if self.device.type == "cuda":
             self.device = torch.device("cuda", torch.cuda.current_device())
+        self.memory_share = trainer_memory_fraction(cfg.resources.trainer_gpus, self.device)
+        if self.memory_share is not None:  # held to its share: an overrun fails here, not in vLLM beside it
+            torch.cuda.set_per_process_memory_fraction(self.memory_share, self.device)
         # fp32 master weights always (a bf16 weight does not move at lr 5e-7); see devices.py
         self.precision = trainer_precision(cfg.model.dtype, self.device)
         # cfg.model.path is the model folder the driver resolved (run/actors.actor_config)
         load = load_policy if world_size == 1 else distributed.load_skeleton  # N > 1: weights from rank 0 at connect
-        self.model, self.tokenizer = load(cfg.model, device=str(self.device), dtype=self.precision.master, progress=False)
+        with within_share(self.memory_share):
+            self.model, self.tokenizer = load(cfg.model, device=str(self.device), dtype=self.precision.master, progress=False)
         self.model.train()
         if cfg.train.gradient_checkpointing:
             # recompute each layer's activations in the backward: memory for compute
@@ -236,6 +240,10 @@ class Trainer:
 
         With several workers each rank gets the whole batch, plans it identically, and trains
         its share of the rows; rank 0 returns the gathered weights."""
+        with within_share(self.memory_share):  # an OOM under a GPU share: one line naming it
+            return self._train_step(groups, step)
+
+    def _train_step(self, groups: list[Group] | PackedGroups, step: int) -> tuple[dict[str, float], Any]:
         t0 = time.perf_counter()
         pg = groups if isinstance(groups, PackedGroups) else PackedGroups.from_groups(groups)
         stats, rows, reason = self.plan(pg)
