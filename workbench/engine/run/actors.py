@@ -129,7 +129,7 @@ def spawn_workers(cfg: RunConfig, task: Any) -> Workers:
     )
     workers = Workers(cfg, gens, None, evaluator, n_params=0)
     try:
-        workers.trainer = TrainerGroup(cfg)
+        workers.trainer = TrainerGroup(cfg, shared_dir=cfg.output_dir())  # refuses an out_dir not on every node
         ray.get([g.ping.remote() for g in gens] + [evaluator.ping.remote()])
     except Exception:
         workers.shutdown()
