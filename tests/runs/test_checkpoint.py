@@ -31,5 +31,6 @@ def test_a_worker_that_does_not_read_the_token_is_named_in_one_line(tmp_path):
     with pytest.raises(UserError) as e:
         require_shared(tmp_path, [{"node_ip": "10.0.0.5", "seen": True}, {"node_ip": "10.0.0.6", "seen": False}])
     msg = str(e.value)
-    assert "\n" not in msg and msg.startswith(f"out_dir {tmp_path} is not shared with the trainer worker on node 10.0.0.6:")
+    assert "\n" not in msg
+    assert msg.startswith(f"out_dir {tmp_path} is not shared with the trainer worker on node 10.0.0.6:")
     assert "NFS" in msg

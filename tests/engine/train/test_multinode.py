@@ -110,7 +110,8 @@ def test_an_out_dir_the_other_node_does_not_share_is_refused_in_one_line(tmp_pat
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"workbench run: run failed: out_dir {out} is not shared with the trainer worker on node "), last
+    refusal = f"workbench run: run failed: out_dir {out} is not shared with the trainer worker on node "
+    assert last.startswith(refusal), last
     assert "NFS" in last
     # refused before any step: no checkpoint, and the check's token file is gone
     assert not list(out.glob("checkpoints/step_*")) and not list(out.glob(".shared-check-*"))
