@@ -3,14 +3,28 @@
 A checkpoint is written into a temporary folder and renamed into place only when complete,
 then `LATEST` is replaced; a run killed at any moment leaves the previous checkpoint intact.
 The oldest checkpoints beyond `keep` are removed.
+
+The coordinator writes the folders and every trainer worker writes its shards into them, each
+on its own node, so the run folder must be one folder on every node. `shared_token(out_dir)`
+and `require_shared(out_dir, views)` are the one rule for that, checked when trainers start:
+
+    with shared_token(out_dir) as (path, token):                 # in the coordinator
+        views = [worker.sees(str(path), token) for each worker]  # reads_token(path, token) there
+    require_shared(out_dir, views)                               # a UserError naming the node
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import secrets
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
+
+from workbench.errors import UserError
+
+SHARED_CHECK_PREFIX = ".shared-check-"
 
 
 class CheckpointStore:
@@ -64,3 +78,35 @@ class CheckpointStore:
     def _prune(self) -> None:
         for step in self.steps()[: -self.keep]:
             shutil.rmtree(self.path_for(step), ignore_errors=True)
+
+
+@contextlib.contextmanager
+def shared_token(out_dir: str | Path) -> Iterator[tuple[Path, str]]:
+    """A file with a random token in `out_dir` while the block runs (removed after)."""
+    token = secrets.token_hex(16)
+    path = Path(out_dir) / f"{SHARED_CHECK_PREFIX}{token}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(token)
+    try:
+        yield path, token
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def reads_token(path: str | Path, token: str) -> bool:
+    """Whether this process reads `token` at `path` (run on each worker's node)."""
+    try:
+        return Path(path).read_text() == token
+    except OSError:
+        return False
+
+
+def require_shared(out_dir: str | Path, views: list[dict[str, Any]]) -> None:
+    """A UserError naming the first worker (`{"node_ip", "seen"}`) that did not read the token."""
+    for view in views:
+        if not view["seen"]:
+            raise UserError(
+                f"out_dir {out_dir} is not shared with the trainer worker on node {view['node_ip']}: "
+                "put out_dir on storage every node mounts (NFS, a cluster filesystem), since the "
+                "coordinator and every trainer worker write the checkpoints into it"
+            )

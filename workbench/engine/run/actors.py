@@ -148,11 +148,11 @@ def spawn_workers(cfg: RunConfig, task: Any) -> Workers:
     handles: list = []  # filled as the actors are created, so a failure kills every one
     try:
         if sequential:
-            trainer = TrainerGroup(cfg)  # returns once every worker has loaded
+            trainer = TrainerGroup(cfg, shared_dir=cfg.output_dir())  # loaded, out_dir checked shared on every node
             start_one_by_one(makers, handles)
         else:
             handles.extend(make() for make in makers)
-            trainer = TrainerGroup(cfg)
+            trainer = TrainerGroup(cfg, shared_dir=cfg.output_dir())
             ray.get([h.ping.remote() for h in handles])
     except Exception:
         kill_actors(handles)

@@ -9,16 +9,19 @@ joins the torch.distributed group (gloo on CPU, NCCL on GPU) and shards the mode
 Each step the whole batch goes to every worker (one object in Ray's store); each plans it
 identically (filter, advantages, aggregation weights over the whole batch) and trains its share
 of the rows; the gradients are summed over the ranks. Rank 0 returns the stats and the gathered
-full weights. A worker that dies raises `TrainerDied` from any call here; the coordinator then
+full weights. With `shared_dir` (the run folder), every start first checks that each worker
+reads the file the coordinator writes there (runs/checkpoint.require_shared): checkpoints are
+written into it from both sides. A worker that dies raises `TrainerDied` from any call here; the coordinator then
 `restart()`s the group and reloads the last checkpoint.
 
-    group = TrainerGroup(cfg); call = group.train(packed_groups, step); ray.get(call.stats)
+    group = TrainerGroup(cfg, shared_dir=cfg.output_dir()); call = group.train(packed_groups, step); ray.get(call.stats)
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 import ray
@@ -27,6 +30,7 @@ from workbench.config import RunConfig
 from workbench.engine.cluster.common import kill_actors
 from workbench.engine.train.trainer import Trainer
 from workbench.errors import UserError
+from workbench.runs.checkpoint import require_shared, shared_token
 
 PLACEMENT_TIMEOUT_S = 120.0
 
@@ -58,8 +62,9 @@ def get_all(refs: list) -> list:
 
 
 class TrainerGroup:
-    def __init__(self, cfg: RunConfig):
+    def __init__(self, cfg: RunConfig, shared_dir: Optional[str | Path] = None):
         self.cfg = cfg
+        self.shared_dir = shared_dir
         self.num_workers = cfg.resources.trainer_workers
         self.actors: list = []
         self.pg: Any = None
@@ -90,6 +95,8 @@ class TrainerGroup:
                     ).remote(self.cfg, rank, self.num_workers)
                     for rank in range(self.num_workers)
                 ]
+            self._check_shared()  # before rank 0 sends the weights: a wrong setup fails in seconds
+            if self.num_workers > 1:
                 address, port = ray.get(self.actors[0].rendezvous.remote())
                 get_all([a.connect.remote(address, port) for a in self.actors])
             self.infos = get_all([a.info.remote() for a in self.actors])
@@ -97,6 +104,13 @@ class TrainerGroup:
         except Exception:
             self.kill()
             raise
+
+    def _check_shared(self) -> None:
+        if self.shared_dir is None:
+            return
+        with shared_token(self.shared_dir) as (path, token):
+            views = get_all([a.sees.remote(str(path), token) for a in self.actors])
+        require_shared(self.shared_dir, views)
 
     def _placement_group(self) -> Any:
         from ray.util.placement_group import placement_group

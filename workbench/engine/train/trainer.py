@@ -389,6 +389,12 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"].cpu())
         return self.version
 
+    def sees(self, path: str, token: str) -> dict[str, Any]:
+        """Whether this worker's node reads `token` at `path` (the shared out_dir check)."""
+        from workbench.runs.checkpoint import reads_token
+
+        return {"node_ip": distributed.node_ip(), "seen": reads_token(path, token)}
+
     def ping(self) -> int:
         return self.version
 

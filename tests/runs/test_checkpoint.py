@@ -1,0 +1,36 @@
+"""The shared-run-folder rule (runs/checkpoint.py): the token file, reading it, the refusal.
+
+The store itself is exercised through the coordinator (tests/engine/run/test_coordinator.py);
+the rule across real nodes in tests/engine/train/test_multinode.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.errors import UserError
+from workbench.runs.checkpoint import SHARED_CHECK_PREFIX, reads_token, require_shared, shared_token
+
+
+def test_the_token_is_readable_at_its_path_while_the_check_runs_and_removed_after(tmp_path):
+    with shared_token(tmp_path) as (path, token):
+        assert path.parent == tmp_path and path.name.startswith(SHARED_CHECK_PREFIX)
+        assert reads_token(path, token) and not reads_token(path, token[::-1])
+    assert not path.exists() and not reads_token(path, token)  # another node: the file is not there
+
+
+def test_the_token_is_removed_when_the_check_fails(tmp_path):
+    with pytest.raises(UserError):
+        with shared_token(tmp_path) as (path, token):
+            require_shared(tmp_path, [{"node_ip": "10.0.0.7", "seen": False}])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_worker_that_does_not_read_the_token_is_named_in_one_line(tmp_path):
+    require_shared(tmp_path, [{"node_ip": "10.0.0.5", "seen": True}, {"node_ip": "10.0.0.6", "seen": True}])
+    with pytest.raises(UserError) as e:
+        require_shared(tmp_path, [{"node_ip": "10.0.0.5", "seen": True}, {"node_ip": "10.0.0.6", "seen": False}])
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"out_dir {tmp_path} is not shared with the trainer worker on node 10.0.0.6:")
+    assert "NFS" in msg
