@@ -76,7 +76,7 @@ def _head_in_bf16(rank, world, ranks, cfg, groups):
 
 def test_one_and_two_workers_compute_the_head_in_fp32_under_bf16(tiny_config, monkeypatch):
     # builtin GPT-2: the head is the tied embedding, which FSDP2 used to all-gather in bf16
-    cfg = tiny_config({"model.dtype": "bfloat16"})
+    cfg = tiny_config({"model.dtype": "bfloat16"}, for_actors=True)
     groups = batches(cfg, 1)[0]
     calls: list[dict] = []
     monkeypatch.setattr(fsdp, "completion_logprobs", head_recorder(calls))

@@ -30,7 +30,7 @@ def record_head_calls(monkeypatch) -> list[dict]:
 
 
 def test_the_head_sees_only_the_positions_trained_on(tiny_config, monkeypatch):
-    cfg = tiny_config()
+    cfg = tiny_config(for_actors=True)
     groups = batches(cfg, 1)[0]
     tr = Trainer(cfg)
     _, rows, reason = tr.plan(PackedGroups.from_groups(groups))
@@ -48,7 +48,7 @@ def test_a_chunked_token_budget_step_gives_the_full_computations_loss_and_gradie
     # entropy bonus (the entropy's gradient), temperature != 1, 3 rows per head chunk and a
     # token budget that splits the batch into many micro-batches of different widths
     cfg = tiny_config({"recipe.loss.entropy_coef": 0.01, "generation.temperature": 0.7, "train.grad_clip": 1e9,
-                       "train.micro_batch_tokens": 16, "train.micro_batch_size": 64})  # fmt: skip
+                       "train.micro_batch_tokens": 16, "train.micro_batch_size": 64}, for_actors=True)  # fmt: skip
     groups = batches(cfg, 1)[0]
     tr = Trainer(cfg)
     monkeypatch.setattr(head_module, "HEAD_CHUNK_BYTES", 4 * tr.model.config.vocab_size * 3)
@@ -74,7 +74,7 @@ def test_a_chunked_token_budget_step_gives_the_full_computations_loss_and_gradie
 
 
 def test_the_hand_off_keeps_the_fp32_head_and_holds_a_tied_head_once(tiny_config):
-    cfg = tiny_config({"model.dtype": "bfloat16"})
+    cfg = tiny_config({"model.dtype": "bfloat16"}, for_actors=True)
     tr = Trainer(cfg)
     flat = tr.get_weights()
     sent = flat.tensors()
@@ -99,7 +99,7 @@ def test_float16_training_is_refused_in_one_line(tiny_config):
 
 
 def test_a_checkpoint_of_earlier_versions_still_loads_into_one_worker(tiny_config, tmp_path):
-    cfg = tiny_config({"train.lr": 1e-3})
+    cfg = tiny_config({"train.lr": 1e-3}, for_actors=True)
     steps = batches(cfg, 2)
     tr = Trainer(cfg)
     tr.train_step(steps[0], 0)
@@ -152,7 +152,7 @@ def _same(a: dict, b: dict, atol: float) -> None:
 
 def test_resume_with_another_worker_count_gives_the_same_next_step(tiny_config, tmp_path):
     # micro-batch 5: uneven rows per rank; adam_eps 1e-8: see test_group.py
-    cfg = tiny_config({"train.micro_batch_size": 5, "train.adam_eps": 1e-8, "train.lr": 1e-3})
+    cfg = tiny_config({"train.micro_batch_size": 5, "train.adam_eps": 1e-8, "train.lr": 1e-3}, for_actors=True)
     steps = batches(cfg, 3)
     one, two = str(tmp_path / "one"), str(tmp_path / "two")
     tr = Trainer(cfg)
