@@ -38,7 +38,7 @@ from workbench.sweep.stop import request_stop
 
 @dataclass
 class Progress:
-    """One run as MLflow has it: its evaluations, its latest (step, compute) and its step target."""
+    """One run as logged so far: its evaluations, its latest (step, compute) and its step target."""
 
     x: np.ndarray
     y: np.ndarray
@@ -61,25 +61,46 @@ class Progress:
 
 
 def progress(run_id: str, metric: str, x: str, uri: str) -> Optional[Progress]:
-    """What MLflow holds of the run (None before its first evaluation)."""
-    from workbench.tracking.queries import metric_history, run_curve
+    """What the run has logged so far (None before its first evaluation): its own rows
+    (metrics.jsonl in its folder) when this machine sees them, else what MLflow holds. The rows
+    come first because MLflow gets a step only once a checkpoint covers it (tracking/sink.py)."""
     from workbench.tracking.store import client, retry_locked
+
+    run = retry_locked(client(uri).get_run, run_id)
+    try:
+        max_steps = int(float(run.data.params["train.max_steps"]))
+    except (KeyError, ValueError):
+        max_steps = None
+    rows_path = Path(run.data.tags.get("workbench.out_dir", "")) / "metrics.jsonl"
+    if metric == "val/pass_rate" and run.data.tags.get("workbench.out_dir") and rows_path.is_file():
+        return _progress_from_rows(rows_path, x, max_steps)
+    return _progress_from_mlflow(run_id, metric, x, uri, max_steps)
+
+
+def _progress_from_rows(path: Path, x: str, max_steps: Optional[int]) -> Optional[Progress]:
+    from workbench.runs.report import eval_curve
+    from workbench.tracking.sink import read_jsonl
+
+    rows = read_jsonl(path)
+    xs, ys = eval_curve(rows, x)
+    if not len(xs):
+        return None
+    stamped = [r for r in rows if x == "step" or r.get(x) is not None]
+    last = max(stamped, key=lambda r: (r.get("step", 0), r.get(x, 0) if x != "step" else 0))
+    last_step = int(last.get("step", 0))
+    return Progress(xs, ys, last_step, float(last_step if x == "step" else last[x]), max_steps)
+
+
+def _progress_from_mlflow(run_id: str, metric: str, x: str, uri: str, max_steps: Optional[int]) -> Optional[Progress]:
+    from workbench.tracking.queries import metric_history, run_curve
 
     try:
         curve = run_curve(run_id, metric=metric, x=x, tracking_uri=uri)
     except UserError:
         return None
-    if x == "step":
-        hist = metric_history(run_id, metric, uri)
-    else:
-        hist = metric_history(run_id, x, uri)
+    hist = metric_history(run_id, metric if x == "step" else x, uri)
     last_step = int(hist.index.max()) if len(hist) else 0
     last_x = float(last_step if x == "step" else (hist.iloc[-1] if len(hist) else 0.0))
-    params = retry_locked(client(uri).get_run, run_id).data.params
-    try:
-        max_steps = int(float(params["train.max_steps"]))
-    except (KeyError, ValueError):
-        max_steps = None
     return Progress(curve["x"].to_numpy(float), curve["y"].to_numpy(float), last_step, last_x, max_steps)
 
 
