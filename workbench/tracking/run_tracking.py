@@ -60,6 +60,9 @@ def open_run(cfg: RunConfig, *, experiment: str, run_id: Optional[str] = None, p
             raise UserError(f"no MLflow run {run_id!r} in {uri}: {e}") from None
         if status != "RUNNING":
             store.retry_locked(store.client(uri).update_run, run_id, status="RUNNING")
+        # a run created elsewhere (a sweep's child) learns where its rows are: sweeps' rungs read
+        # them live, and dead-run marking finds its heartbeat there
+        store.retry_locked(store.client(uri).set_tag, run_id, "workbench.out_dir", str(cfg.output_dir().resolve()))
     tr = dataclasses.replace(cfg.tracking, mlflow=True, run_id=run_id, tracking_uri=uri, experiment=experiment,
                              parent_run_id=parent_run_id)
     return dataclasses.replace(cfg, tracking=tr), created

@@ -159,6 +159,7 @@ _NO_VLLM = (
 def vllm_device() -> str:
     """'cuda' or 'cpu': the platform of the installed vLLM build; UserError when there is none."""
     try:
+        import vllm  # noqa: F401 - the package itself: a loaded vllm.platforms alone proves nothing
         from vllm.platforms import current_platform
     except ImportError:
         raise UserError(_NO_VLLM) from None
