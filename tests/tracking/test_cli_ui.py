@@ -64,6 +64,8 @@ def test_ui_serves_and_stops_with_its_server(tracking_uri):
         proc.terminate()  # SIGTERM to `workbench ui` must take the mlflow server down with it
         proc.wait(timeout=60)
         with socket.socket() as s:
+            # SO_REUSEADDR: a connection left in TIME_WAIT does not count, a listening server does
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind(("127.0.0.1", port))  # the port is free again: no orphaned server
     finally:
         try:  # whatever is left in the session this test started
