@@ -98,6 +98,7 @@ def mark_dead_runs(tracking_uri: Optional[str] = None, experiments: Optional[Ite
                    now: Optional[float] = None) -> list[dict[str, Any]]:
     """End every RUNNING workbench run (in `experiments`, or all) whose folder says it is over.
     Returns what was ended; never raises for a store it cannot read (a look, not a duty)."""
+    from workbench.tracking.run_tracking import OUT_DIR_TAG
     from workbench.tracking.store import client, resolve_tracking_uri, retry_locked
 
     try:
@@ -113,7 +114,7 @@ def mark_dead_runs(tracking_uri: Optional[str] = None, experiments: Optional[Ite
         return []
     ended = []
     for run in runs:
-        out_dir = run.data.tags.get("workbench.out_dir")
+        out_dir = run.data.tags.get(OUT_DIR_TAG)
         if not out_dir:
             continue
         found = verdict(out_dir, run.info.start_time / 1000.0, now)

@@ -71,9 +71,11 @@ def progress(run_id: str, metric: str, x: str, uri: str) -> Optional[Progress]:
         max_steps = int(float(run.data.params["train.max_steps"]))
     except (KeyError, ValueError):
         max_steps = None
-    rows_path = Path(run.data.tags.get("workbench.out_dir", "")) / "metrics.jsonl"
-    if metric == "val/pass_rate" and run.data.tags.get("workbench.out_dir") and rows_path.is_file():
-        return _progress_from_rows(rows_path, x, max_steps)
+    from workbench.tracking.run_tracking import OUT_DIR_TAG
+
+    out_dir = run.data.tags.get(OUT_DIR_TAG)
+    if metric == "val/pass_rate" and out_dir and (Path(out_dir) / "metrics.jsonl").is_file():
+        return _progress_from_rows(Path(out_dir) / "metrics.jsonl", x, max_steps)
     return _progress_from_mlflow(run_id, metric, x, uri, max_steps)
 
 

@@ -24,6 +24,9 @@ from typing import Any, Iterator, Optional
 from workbench.config import RunConfig
 from workbench.errors import UserError
 
+# the MLflow tag that says where a run's folder is (its rows, heartbeat, summary); one owner
+OUT_DIR_TAG = "workbench.out_dir"
+
 
 @contextlib.contextmanager
 def _quiet(logger: str) -> Iterator[None]:
@@ -51,7 +54,7 @@ def open_run(cfg: RunConfig, *, experiment: str, run_id: Optional[str] = None, p
         with _quiet("mlflow.store.db.utils"):  # "Creating initial MLflow database tables..."
             store.ensure_experiment(experiment, uri)
         # the absolute folder: how `runs.liveness.mark_dead_runs` finds the run's heartbeat later
-        tags = {"workbench.kind": kind, "workbench.run": cfg.name, "workbench.out_dir": str(cfg.output_dir().resolve())}
+        tags = {"workbench.kind": kind, "workbench.run": cfg.name, OUT_DIR_TAG: str(cfg.output_dir().resolve())}
         run_id = store.create_run(experiment, cfg.name, tags, parent_run_id=parent_run_id, tracking_uri=uri)
     else:
         try:
@@ -62,7 +65,7 @@ def open_run(cfg: RunConfig, *, experiment: str, run_id: Optional[str] = None, p
             store.retry_locked(store.client(uri).update_run, run_id, status="RUNNING")
         # a run created elsewhere (a sweep's child) learns where its rows are: sweeps' rungs read
         # them live, and dead-run marking finds its heartbeat there
-        store.retry_locked(store.client(uri).set_tag, run_id, "workbench.out_dir", str(cfg.output_dir().resolve()))
+        store.retry_locked(store.client(uri).set_tag, run_id, OUT_DIR_TAG, str(cfg.output_dir().resolve()))
     tr = dataclasses.replace(cfg.tracking, mlflow=True, run_id=run_id, tracking_uri=uri, experiment=experiment,
                              parent_run_id=parent_run_id)
     return dataclasses.replace(cfg, tracking=tr), created
