@@ -103,6 +103,26 @@ def test_read_summary_waits_for_the_file(tmp_path):
     assert read_summary(tmp_path, wait=10.0) == {"status": "finished"}
 
 
+def test_read_summary_waits_out_a_half_written_file_then_names_a_broken_one(tmp_path):
+    import threading
+
+    path = tmp_path / "summary.json"
+    path.write_text("")  # the moment between a plain writer's open and its write
+    threading.Timer(0.3, lambda: path.write_text('{"status": "finished"}')).start()
+    assert read_summary(tmp_path, wait=10.0) == {"status": "finished"}
+    path.write_text('{"status": "fin')
+    with pytest.raises(UserError, match="summary.json is not valid JSON"):
+        read_summary(tmp_path, wait=0.2)
+
+
+def test_the_engine_writes_summary_json_whole_and_leaves_no_temporary(tmp_path):
+    from workbench.engine.run.metrics import RunLog
+
+    RunLog(tmp_path, sinks=[]).finish({"status": "finished", "steps": 3}, "finished")
+    assert read_summary(tmp_path) == {"status": "finished", "steps": 3}
+    assert sorted(p.name for p in tmp_path.iterdir() if "summary" in p.name) == ["summary.json"]
+
+
 def test_step_target_checkpoint_and_attached_config(run_folder, tmp_path):
     path = run_folder(4)
     cfg = saved_config(path)

@@ -105,11 +105,19 @@ def read_summary(out_dir: Path, *, wait: float = 0.0) -> Optional[dict[str, Any]
     engine's status turns final just before it writes the file)."""
     path = Path(out_dir) / "summary.json"
     deadline = time.monotonic() + wait
-    while not path.is_file():
-        if time.monotonic() >= deadline:
+    while True:
+        if path.is_file():
+            text = path.read_text()
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as e:
+                # a writer that is not atomic (an older engine, a copy in progress) leaves it
+                # empty or cut for a moment: wait for the rest, then name the file
+                if time.monotonic() >= deadline:
+                    raise UserError(f"{path} is not valid JSON ({e}); the run may still be writing it") from None
+        elif time.monotonic() >= deadline:
             return None
         time.sleep(0.1)
-    return json.loads(path.read_text())
 
 
 def has_checkpoint(out_dir: Path) -> bool:

@@ -19,6 +19,7 @@ Every step reaches every sink once: a sink that cannot take points back (MLflow)
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -71,7 +72,9 @@ class RunLog:
     def finish(self, summary: dict[str, Any], status: str) -> None:
         """Write summary.json and close the sinks (FINISHED, or KILLED for a stopped run)."""
         path = self.out / "summary.json"
-        path.write_text(json.dumps(summary, indent=2, default=float))
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(summary, indent=2, default=float))
+        os.replace(tmp, path)  # atomic: a reader polling for the file never sees half of it
         for s in self.sinks:
             s.log_artifact(path)
             s.close("FINISHED" if status == "finished" else "KILLED")
