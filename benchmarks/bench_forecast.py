@@ -6,8 +6,8 @@ naive forecasts, on every development curve in examples/curves (and its more/ fo
 
 Prints one row per curve and prefix (workbench, paper, last value, prefix mean, coverage of the
 workbench's 95% prediction band) and the summary rows per prefix that issue 16 asks for: the
-medians, the workbench's gain over the better of last value and paper, the worst per-curve gaps
-and the median coverage. Curves not bounded to [0, 1] are scaled by the ranges in their folder's
+medians, the workbench's gain over the better of last value and paper, the worst per-curve gaps,
+the mean per-curve log(workbench / paper rmse) and the median coverage. Curves not bounded to [0, 1] are scaled by the ranges in their folder's
 ranges.csv (see data.Curve.from_csv). Single-threaded BLAS, so figures do not depend on load.
 
 --family-prior adds what a history prior does on real data: each curve is refitted with a

@@ -53,7 +53,8 @@ def test_backtest_real_train_reward_curve_improves_with_more_data():
     cv = Curve.from_csv(curve_path(QWEN_TRAIN))
     bt = backtest(cv, r0="first", n_boot=50)
     rmses = [r.rmse for r in bt.rows]
-    # measured 0.071, 0.046, 0.038: more of the curve, better forecasts
+    # measured 0.030, 0.033, 0.029 (0.038, 0.036, 0.030 with the previous blend): more of the curve,
+    # no worse forecasts; from 25% on the forecast is already near the curve's point noise
     assert rmses[2] < rmses[0] and all(r < 0.1 for r in rmses)
 
 

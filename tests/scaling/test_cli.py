@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -145,6 +146,10 @@ def test_batch_backtest_over_a_folder_prints_the_table_and_summary(tmp_path):
     j = json.loads(wb(str(tmp_path), "--until-fraction", "0.5", "--n-boot", "0", "--json").stdout)
     assert len(j["rows"]) == 3 and j["summary"][0]["curves"] == 3
     assert all(set(r["rmse"]) == {"workbench", "paper", "last", "mean"} for r in j["rows"])
+    # every curve counts in the mean log-ratio against the paper, not only the median one
+    ratios = [math.log(r["rmse"]["workbench"] / r["rmse"]["paper"]) for r in j["rows"]]
+    assert j["summary"][0]["mean_log_ratio_vs_paper"] == pytest.approx(sum(ratios) / 3)
+    assert "mean log(workbench / paper rmse)" in p.stdout
 
 
 def test_batch_and_range_errors_are_one_line():

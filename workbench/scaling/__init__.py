@@ -12,7 +12,7 @@
 
 numpy/scipy only: no torch, Ray or notebooks here. Altair is loaded lazily by the chart functions.
 Modules: data (validation, CSV), engine (grid + LM + bootstrap numerics), result (SigmoidFit),
-sigmoid (fit functions), forecast (the default blend: sigmoid / paper / flat / trend weighted by a
+sigmoid (fit functions), forecast (the default blend: sigmoid / paper / trend weighted by a
 rolling-origin backtest), paper (the paper's procedure), prior (history prior, MAP fit), powerlaw,
 backtest, scoreboard (forecasts vs naive ones over many curves), compare, decision, early_stop,
 charts, cli (`workbench fit`).

@@ -11,8 +11,8 @@
     workbench fit reward.csv --y-range -1 4                  # a score not bounded to [0, 1], scaled
 
 Prints A, B, C_mid with intervals, R^2, which forecast was used and why (method "auto": the
-sigmoid, the paper's sigmoid, the flat recent level and a log-linear trend weighted by their
-rolling-origin backtest inside the fitted prefix), and the forecast at 2x and 10x the last fitted
+sigmoid, the paper's sigmoid and a log-linear trend weighted by their rolling-origin backtest
+inside the fitted prefix, see forecast.py), and the forecast at 2x and 10x the last fitted
 compute. With --until / --until-fraction the rest of the curve scores the forecast, beside the
 paper's procedure and the naive forecasts (last value, prefix mean). Given folders or several
 files, it runs that backtest on every curve and prints the per-curve table and summary rows

@@ -8,8 +8,9 @@ The gain is the rise of the fitted curve between the current compute and the bud
 interval pushes every bootstrap replicate through the same difference (so the correlation between
 the two forecasts is kept; it is narrower than differencing two bands). The verdict is "worth it"
 when even the low end of the interval clears `min_gain`, "not worth it" when the high end does
-not, and "uncertain" otherwise. Extrapolation far past the data trusts the sigmoid's shape; the
-backtests (backtest.py) tell how far that held on real curves. A no-gain fit (flat forecast) gets
+not, and "uncertain" otherwise. The forecast is the fit's (with method "auto" the blend of
+forecast.py, which may pass the sigmoid's A: the verdict then says so, as the share of the
+headroom to A exceeds 100%); the backtests (backtest.py) tell how far forecasts held on real curves. A no-gain fit (flat forecast) gets
 gain 0 and the verdict "no gain detected: ... not worth it".
 """
 
@@ -105,7 +106,7 @@ def scaling_gain(
         f"{word}: scaling {current:.4g} -> {budget:.4g} ({budget / current:.3g}x) is expected to move the score "
         f"{now:.4f} -> {then:.4f}, gain {gain:+.4f} ({pct} CI [{g_lo:+.4f}, {g_hi:+.4f}]) against a minimum of {min_gain:g}; "
         + (
-            f"{share:.0%} of the remaining headroom to A = {fit.A:.4f}"
+            f"{share:.0%} of the remaining headroom to A = {fit.A:.4f}" + (" (the blended forecast passes the sigmoid's A)" if share > 1 else "")
             if math.isfinite(share)
             else f"the curve is already at its fitted asymptote A = {fit.A:.4f}"
         )

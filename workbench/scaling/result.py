@@ -137,7 +137,7 @@ class SigmoidFit:
         else:
             out = _curve(arr, self.R0, self.A, self.B, self.C_mid)
         if self.forecast is not None:
-            out = np.where(arr >= self.forecast.origin, self.forecast.predict(arr), out)
+            out = np.where(self.forecast.covers(arr), self.forecast.predict(arr), out)
         return float(out) if np.ndim(c) == 0 else out
 
     def sample_curves(self, c: Any) -> np.ndarray:
@@ -153,7 +153,7 @@ class SigmoidFit:
             # the sigmoid candidates' spread: the bootstrap curves' (none when the fit kept no sigmoid)
             sig = out if not self.no_gain else np.zeros_like(out)
             mixed = fc.sample(arr, sig, np.random.default_rng([self.seed, 2]))
-            out = np.where(arr[None, :] >= fc.origin, mixed, out)
+            out = np.where(fc.covers(arr)[None, :], mixed, out)
         return out
 
     def band(self, c: Any, level: float = 0.95, kind: Literal["mean", "prediction"] = "mean") -> tuple[np.ndarray, np.ndarray]:
@@ -182,7 +182,7 @@ class SigmoidFit:
             if self.forecast is not None:
                 # beyond the data, the blend's own rolling-origin error (grown with the horizon) is
                 # what the replicates do not know: widen by it (with point noise for a prediction band)
-                after = arr >= self.forecast.origin
+                after = self.forecast.covers(arr)
                 extra = np.where(after, self.forecast.model_sd(arr, noise=kind == "prediction"), extra)
             widen = extra > 0
             lo = np.where(widen, mid - np.hypot(np.maximum(mid - lo, 0), z * extra), lo)

@@ -11,7 +11,8 @@ on the points with C <= fraction x C_last and scored on the rest (held-out RMSE)
 Coverage is the share of held-out points inside the workbench's 95% prediction band.
 R0 is the score at compute 0 when the curve has one, else the first point's score.
 The summary per prefix gives the medians, the worst per-curve gaps (workbench minus the better
-naive forecast, workbench minus paper) and the median coverage. `workbench fit DIR...` and
+naive forecast, workbench minus paper), the mean per-curve log(workbench rmse / paper rmse) (a
+median can sit in a gap between curves; this counts every curve) and the median coverage. `workbench fit DIR...` and
 benchmarks/bench_forecast.py print these.
 """
 
@@ -98,6 +99,7 @@ def summary(rows: Sequence[PrefixScore]) -> list[dict[str, Any]]:
             "worst_vs_paper": float(np.max(col["workbench"] - col["paper"])),
             "worst_vs_paper_curve": ok[int(np.argmax(col["workbench"] - col["paper"]))].curve,
             "curves_worse_than_paper_by_0.05": int(np.sum(col["workbench"] - col["paper"] > 0.05)),
+            "mean_log_ratio_vs_paper": float(np.mean(np.log(np.maximum(col["workbench"], 1e-12) / np.maximum(col["paper"], 1e-12)))),
             "median_coverage": float(np.nanmedian(cover)) if np.isfinite(cover).any() else math.nan,
         })
     return out
@@ -123,6 +125,7 @@ def format_table(rows: Sequence[PrefixScore]) -> str:
             + f"; workbench {s['gain_vs_better_of_last_and_paper']:+.0%} under the better of last and paper; "
             f"worst vs better naive {s['worst_vs_naive']:+.4f} ({s['worst_vs_naive_curve']}; {s['curves_worse_than_naive_by_0.02']} curves > 0.02), "
             f"worst vs paper {s['worst_vs_paper']:+.4f} ({s['curves_worse_than_paper_by_0.05']} curves > 0.05); "
+            f"mean log(workbench / paper rmse) {s['mean_log_ratio_vs_paper']:+.3f}; "
             f"median coverage {s['median_coverage']:.0%}"
         )
     return "\n".join(lines)

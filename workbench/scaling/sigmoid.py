@@ -82,8 +82,8 @@ def fit_sigmoid(
     n_boot: bootstrap replicates for the intervals (0 = none; intervals are then NaN).
     block: bootstrap block length, or "auto" (from the residuals' lag-1 autocorrelation).
     method: how to forecast (see METHODS). "auto" (default): A, B, C_mid and their intervals are
-    the least-squares sigmoid's, and the forecast beyond the data blends the sigmoid, the flat
-    recent level and a log-linear trend by their rolling-origin backtest inside the prefix
+    the least-squares sigmoid's, and the forecast beyond the data blends the sigmoid, the paper's
+    sigmoid and a log-linear trend by their rolling-origin backtest inside the prefix
     (forecast.py; `fit.forecast_used` says which and why). "sigmoid": the sigmoid (or the flat
     level when no gain is detected) alone. "paper": the paper's procedure (paper.py).
     """
