@@ -8,10 +8,10 @@ The gain is the rise of the fitted curve between the current compute and the bud
 interval pushes every bootstrap replicate through the same difference (so the correlation between
 the two forecasts is kept; it is narrower than differencing two bands). The verdict is "worth it"
 when even the low end of the interval clears `min_gain`, "not worth it" when the high end does
-not, and "uncertain" otherwise. The forecast is the fit's (with method "auto" the blend of
-forecast.py, which may pass the sigmoid's A: the verdict then says so, as the share of the
-headroom to A exceeds 100%); the backtests (backtest.py) tell how far forecasts held on real curves. A no-gain fit (flat forecast) gets
-gain 0 and the verdict "no gain detected: ... not worth it".
+not, and "uncertain" otherwise. The forecast is the fit's: with method "auto" the blend of
+forecast.py, which may pass the sigmoid's A (the share of the headroom to A then exceeds 100%, and
+the verdict says so); the backtests (backtest.py) tell how far forecasts held on real curves. A
+no-gain fit (flat forecast) gets gain 0 and the verdict "no gain detected: ... not worth it".
 """
 
 from __future__ import annotations
