@@ -41,6 +41,7 @@ def test_gpu_check_runs_on_the_cpu_and_reports_the_correctness_figures():
     assert engine["long_tokens"] == engine["long_sequences"] * engine["long_length"]  # EOS ignored: full length
     (run,) = report["runs"]
     assert run["status"] == "finished" and run["steps"] == 3
+    assert run["generation"]["backend"] == "vllm" and run["generation"]["engine_mode"] == "step"  # the run's own generators
     assert abs(run["step1_ratio_mean"] - 1.0) <= 0.01
     assert run["val_pass_rate_first"] is not None and run["val_pass_rate_last"] is not None
     assert run["weight_gather_mean_s"] is not None and run["weight_swaps_in_flight"] >= 0

@@ -30,8 +30,8 @@ class ModelConfig:
     path: str = "builtin:tiny"
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     n_layer: int = 2
-    n_embd: int = 64
-    n_head: int = 4
+    n_embd: int = 128
+    n_head: int = 4  # head_dim 32: the narrowest vLLM's CPU attention kernels take
     sft_steps: int = 600  # a cap: the warm-up stops once the sampled pass rate reaches the target
     sft_target_pass_rate: Optional[float] = 0.15  # None: run all sft_steps
     sft_lr: float = 3e-3

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from workbench.runs.report import (
+    engine_summary_line,
     BACKTEST_FRACTION, FIT_FILES, backtest_run, eval_curve, fit_curves, fit_run, print_report, report_run_end, write_report,
 )  # fmt: skip
 from workbench.errors import UserError
@@ -189,3 +190,12 @@ def test_the_demo_config_learns_and_backtests_itself(tmp_path):
     else:
         assert f"forecasts the remaining {bt['n_test']} with RMSE {bt['rmse']:.3f}" in line
         assert "forecast from the start of the run" in html
+
+
+def test_the_end_line_says_how_the_vllm_generators_ran_and_nothing_for_torch():
+    base = {"trainer_utilisation": 0.5, "trainer_wall_seconds": 10.0, "trainer_wait_seconds": 4.0, "samples_per_second": 100.0}
+    vllm = {"backend": "vllm", "vllm_version": "0.32.0", "engine_mode": "batch", "fp32_head": "patched"}
+    line = engine_summary_line({**base, "generation": vllm})
+    assert line.endswith("; vLLM 0.32.0 in batch mode, FP32 head: patched")
+    assert engine_summary_line({**base, "generation": {"backend": "torch"}}) == engine_summary_line(base)
+    assert "vLLM" not in engine_summary_line(base)

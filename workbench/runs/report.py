@@ -244,4 +244,12 @@ def engine_summary_line(summary: dict[str, Any]) -> str:
         f"{float(summary.get('trainer_wait_seconds') or 0.0) / wall:.1%} waiting for rollouts; "
         f"{float(summary.get('samples_per_second') or 0.0):.0f} samples/s; "
         f"max staleness {float(summary.get('staleness_max') or 0.0):.0f} policy versions"
+        + generation_note(summary.get("generation") or {})
     )
+
+
+def generation_note(gen: dict[str, Any]) -> str:
+    """The vLLM facts a user checks first: which build, and whether weights swap between decode steps."""
+    if gen.get("backend") != "vllm" or "engine_mode" not in gen:
+        return ""
+    return f"; vLLM {gen.get('vllm_version')} in {gen['engine_mode']} mode, FP32 head: {gen.get('fp32_head')}"

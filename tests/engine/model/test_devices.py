@@ -178,7 +178,7 @@ def test_vllm_memory_on_cpu_is_an_explicit_kv_cache_not_a_share_of_host_memory(m
 
 
 def test_vllm_on_cpu_refuses_heads_narrower_than_its_kernel_in_one_line(tmp_path):
-    """The CPU attention kernel asserts on head_dim < 32; the builtin model's default shape has 16."""
+    """The CPU attention kernel asserts on head_dim < 32; the demo's builtin model (64 x 4 heads) has 16."""
     from transformers import GPT2Config
 
     from workbench.engine.model.devices import VLLM_CPU_MIN_HEAD_DIM, check_vllm_shape

@@ -177,7 +177,7 @@ VLLM_CPU_MIN_HEAD_DIM = 32  # vLLM's CPU attention kernel refuses smaller heads 
 
 def check_vllm_shape(model_dir: str, device: str) -> None:
     """One line instead of vLLM's kernel assertion when the model's heads are too narrow for the
-    CPU attention kernel (the builtin model at its default 64 wide x 4 heads has head_dim 16)."""
+    CPU attention kernel (e.g. the demo's builtin model, 64 wide x 4 heads, has head_dim 16)."""
     if device != "cpu":
         return
     from transformers import AutoConfig
@@ -190,7 +190,8 @@ def check_vllm_shape(model_dir: str, device: str) -> None:
         raise UserError(
             f"vLLM on the CPU needs attention heads at least {VLLM_CPU_MIN_HEAD_DIM} wide, but {model_dir} has "
             f"head_dim {head_dim} ({hidden} / {heads} heads): for the builtin model set model.n_head so that "
-            f"model.n_embd / model.n_head >= {VLLM_CPU_MIN_HEAD_DIM} (e.g. --set model.n_head=2), or use generation.backend=torch"
+            f"model.n_embd / model.n_head >= {VLLM_CPU_MIN_HEAD_DIM} (here --set model.n_head={max(1, hidden // VLLM_CPU_MIN_HEAD_DIM) if hidden else 1}), "
+            "or use generation.backend=torch"
         )
 
 

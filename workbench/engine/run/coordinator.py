@@ -109,6 +109,7 @@ class RunCoordinator:
         self.n_params = 0
         self.restarts = 0  # trainer-group restarts so far
         self.trainer_nodes = 0  # Ray nodes the trainer workers run on
+        self.generation: dict = {}  # the generators' backend facts (vLLM: version, engine_mode, fp32_head)
         # where a trainer restart without any checkpoint goes back to (a copy: the sampler moves on)
         self._start_state = json.loads(json.dumps(self._state(list(self.replay)), default=float))
 
@@ -192,7 +193,7 @@ class RunCoordinator:
         summary = run_summary(
             self.cfg, status=self.status, steps=self.step, resumed_from=self.resumed_from, rows=self.log.rows,
             counters=self.counters, n_params=self.n_params, trainer_nodes=self.trainer_nodes,
-            restarts=self.restarts, events=self.log.events,
+            restarts=self.restarts, events=self.log.events, generation=self.generation,
         )  # fmt: skip
         self.log.finish(summary, self.status)
         workers.shutdown()
@@ -332,6 +333,8 @@ class RunCoordinator:
             w.sync.resync(rank)
             lp.gen_refs[w.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
             return
+        if chunk.meta and not self.generation:
+            self.generation = dict(chunk.meta)  # every generator runs the same backend build
         for prompt_id, correct in chunk.packed.group_results():
             self.sampler.update(prompt_id, correct)
         self._check_prompt_pool(self.cfg.train.prompts_per_step)

@@ -108,6 +108,7 @@ def step_row(
 def run_summary(
     cfg: RunConfig, *, status: str, steps: int, resumed_from: Optional[int], rows: list[dict[str, Any]],
     counters: acc.Counters, n_params: int, trainer_nodes: int, restarts: int, events: list[str],
+    generation: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:  # fmt: skip
     """summary.json: how the run ended, first and last validation, throughput, utilisation, restarts."""
     evals = [r for r in rows if "val/pass_rate" in r]
@@ -130,6 +131,7 @@ def run_summary(
         "trainer_restarts": restarts,
         "staleness_max": max((r.get("train/staleness_max", 0.0) for r in rows), default=0.0),
         "events": list(events),
+        "generation": {"backend": cfg.generation.backend, **(generation or {})},
         **acc.compute_metrics(c, n_params),
         **acc.discarded_metrics(c),
     }
