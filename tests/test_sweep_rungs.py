@@ -72,3 +72,37 @@ def test_bad_rung_size_and_budget_are_user_errors():
         RungMonitor("", "m", "x", rung_evals=3)
     with pytest.raises(UserError, match="--budget"):
         RungMonitor("", "m", "x", rung_evals=4, budget=0)
+
+
+def test_progress_reads_a_runs_own_rows_and_a_poller_reads_only_the_new_ones(tmp_path):
+    """The monitor's view of a running point: the rows of its folder (found by the MLflow tag),
+    grown between two polls; the tail kept between polls is the one used again."""
+    from mlflow import MlflowClient
+
+    from workbench.sweep.rungs import progress
+    from workbench.tracking.run_tracking import OUT_DIR_TAG
+    from workbench.tracking.sink import JsonlSink
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    c = MlflowClient(uri)
+    run_id = c.create_run(c.create_experiment("rungs")).info.run_id
+    c.log_param(run_id, "train.max_steps", 40)
+    c.set_tag(run_id, OUT_DIR_TAG, str(tmp_path / "run"))
+    (tmp_path / "run").mkdir()
+    sink = JsonlSink(tmp_path / "run" / "metrics.jsonl")
+
+    def log(steps):
+        for s in steps:
+            sink.log_metrics({"compute/device_hours": 0.01 * s, "train/loss": 1.0}, step=s)
+            if s % 2 == 0:
+                sink.log_metrics({"val/pass_rate": 0.15 + 0.01 * s, "compute/device_hours": 0.01 * s}, step=s)
+
+    log(range(0, 7))
+    tails: dict = {}
+    p = progress(run_id, "val/pass_rate", "compute/device_hours", uri, tails)
+    assert (p.evaluations, p.last_step, p.max_steps) == (3, 6, 40) and p.last_x == pytest.approx(0.06)
+    (tail,) = tails.values()
+    log(range(7, 11))
+    p = progress(run_id, "val/pass_rate", "compute/device_hours", uri, tails)
+    assert (p.evaluations, p.last_step) == (5, 10) and p.y[-1] == pytest.approx(0.25)
+    assert list(tails.values()) == [tail] and p.full == pytest.approx(0.4)

@@ -25,6 +25,13 @@ def test_ray_cluster_config_passes_ray_up_validation():
     setup = " ".join(cfg["setup_commands"])
     assert "env/requirements-gpu.txt" in setup and "[gpu]" in setup and "kernel install" in setup
     assert any("mlflow server" in c for c in cfg["head_start_ray_commands"])
+    # run folders: the head exports ~/workbench/runs, every worker mounts it at the same path
+    # before it joins (checkpoint shards and the run's commit must land in one folder)
+    assert any("$HOME/workbench/runs *(" in c for c in cfg["head_setup_commands"])
+    start = cfg["worker_start_ray_commands"]
+    mount = next(i for i, c in enumerate(start) if "mount -t nfs" in c)
+    assert "$RAY_HEAD_IP:$HOME/workbench/runs ~/workbench/runs" in start[mount]
+    assert mount < next(i for i, c in enumerate(start) if "ray start" in c)
 
 
 def test_gpu_requirements_cover_the_project_dependencies_and_vllm():

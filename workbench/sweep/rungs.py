@@ -60,10 +60,11 @@ class Progress:
         return self.per_step * self.max_steps if self.max_steps else float("nan")
 
 
-def progress(run_id: str, metric: str, x: str, uri: str) -> Optional[Progress]:
+def progress(run_id: str, metric: str, x: str, uri: str, tails: Optional[dict[str, Any]] = None) -> Optional[Progress]:
     """What the run has logged so far (None before its first evaluation): its own rows
     (metrics.jsonl in its folder) when this machine sees them, else what MLflow holds. The rows
-    come first because MLflow gets a step only once a checkpoint covers it (tracking/sink.py)."""
+    come first because MLflow gets a step only once a checkpoint covers it (tracking/sink.py).
+    A poller passes `tails` (path -> JsonlTail, kept between calls) to read only new rows."""
     from workbench.tracking.store import client, retry_locked
 
     run = retry_locked(client(uri).get_run, run_id)
@@ -75,15 +76,17 @@ def progress(run_id: str, metric: str, x: str, uri: str) -> Optional[Progress]:
 
     out_dir = run.data.tags.get(OUT_DIR_TAG)
     if metric == "val/pass_rate" and out_dir and (Path(out_dir) / "metrics.jsonl").is_file():
-        return _progress_from_rows(Path(out_dir) / "metrics.jsonl", x, max_steps)
+        from workbench.tracking.sink import JsonlTail
+
+        path = Path(out_dir) / "metrics.jsonl"
+        tail = JsonlTail(path) if tails is None else tails.setdefault(str(path), JsonlTail(path))
+        return _progress_from_rows(tail.rows(), x, max_steps)
     return _progress_from_mlflow(run_id, metric, x, uri, max_steps)
 
 
-def _progress_from_rows(path: Path, x: str, max_steps: Optional[int]) -> Optional[Progress]:
+def _progress_from_rows(rows: list[dict[str, Any]], x: str, max_steps: Optional[int]) -> Optional[Progress]:
     from workbench.runs.report import eval_curve
-    from workbench.tracking.sink import read_jsonl
 
-    rows = read_jsonl(path)
     xs, ys = eval_curve(rows, x)
     if not len(xs):
         return None
@@ -158,6 +161,7 @@ class RungMonitor:
         if self.budget is not None and not self.budget > 0:
             raise UserError(f"--budget must be a compute > 0, got {self.budget}")
         self._lock = threading.Lock()
+        self._tails: dict[str, Any] = {}  # metrics.jsonl path -> JsonlTail: each poll reads only new rows
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sweep-rungs", daemon=True)
         self.error: Optional[str] = None
@@ -193,7 +197,7 @@ class RungMonitor:
         for r in runs.values():
             if r.final:
                 continue
-            r.last = progress(r.run_id, self.metric, self.x, self.uri) or r.last
+            r.last = progress(r.run_id, self.metric, self.x, self.uri, self._tails) or r.last
             r.final = r.ended
             if r.last is not None and not r.ended:
                 rung = r.last.evaluations // self.rung_evals

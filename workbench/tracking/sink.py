@@ -140,11 +140,13 @@ class CommitGatedSink:
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Read metrics.jsonl; a torn last line (a killed run) is skipped, not fatal."""
-    rows = []
     p = Path(path)
-    if not p.exists():
-        return rows
-    for line in p.read_text().splitlines():
+    return _parse_lines(p.read_bytes().split(b"\n")) if p.exists() else []
+
+
+def _parse_lines(lines: list[bytes]) -> list[dict[str, Any]]:
+    rows = []
+    for line in lines:
         line = line.strip()
         if not line:
             continue
@@ -153,3 +155,36 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return rows
+
+
+class JsonlTail:
+    """A growing metrics.jsonl read incrementally, for pollers (a sweep's rung monitor): `rows()`
+    parses only the bytes appended since the last call, so a poll costs the new rows, not the
+    whole run. A file that was replaced (`JsonlSink.rollback` writes a new one) or shrank is read
+    again from its start; a line still being written waits for its newline."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._reset(None)
+
+    def _reset(self, ino: Any) -> None:
+        self._ino, self._offset, self._partial = ino, 0, b""
+        self._rows: list[dict[str, Any]] = []
+
+    def rows(self) -> list[dict[str, Any]]:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            self._reset(None)
+            return []
+        if st.st_ino != self._ino or st.st_size < self._offset:
+            self._reset(st.st_ino)
+        if st.st_size > self._offset:
+            with open(self.path, "rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read(st.st_size - self._offset)
+            self._offset += len(data)
+            lines = (self._partial + data).split(b"\n")
+            self._partial = lines.pop()  # b"" after a complete line
+            self._rows.extend(_parse_lines(lines))
+        return self._rows
