@@ -116,14 +116,10 @@ def engine_section(args: argparse.Namespace) -> dict:
         gen.shutdown()
 
 
-def metric_rows(out_dir: str) -> list[dict]:
-    with open(os.path.join(out_dir, "metrics.jsonl")) as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 def short_run(label: str, backend: str, args: argparse.Namespace, out: str, extra: dict | None = None) -> dict:
     from workbench.config import load_run_config
     from workbench.engine import run_to_end
+    from workbench.tracking.sink import read_jsonl
 
     steps = (extra or {}).get("train.max_steps", args.steps)
     name = "gpu-check-" + label.lower().replace(" ", "-").replace("=", "")
@@ -135,7 +131,7 @@ def short_run(label: str, backend: str, args: argparse.Namespace, out: str, extr
     summary = run_to_end(cfg, resume=False)
     summary["label"], summary["total_seconds"] = label, time.perf_counter() - t0
     summary["tokens_per_second"] = summary.get("tokens/generated", 0.0) / max(summary["wall_seconds"], 1e-9)
-    steps = [r for r in metric_rows(run_dir) if "train/ratio_mean" in r]
+    steps = [r for r in read_jsonl(os.path.join(run_dir, "metrics.jsonl")) if "train/ratio_mean" in r]
     summary["step1_ratio_mean"] = steps[0]["train/ratio_mean"] if steps else None
     gathers = [r["time/weight_gather"] for r in steps if "time/weight_gather" in r]
     summary["weight_gather_mean_s"] = sum(gathers) / len(gathers) if gathers else None
