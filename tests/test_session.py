@@ -219,17 +219,26 @@ def test_pause_resume_stop_attach_and_resume_from(ray_cluster, uri, tmp_path):
     summary = s.stop()
     stopped_at = summary["steps"]
     assert summary["status"] == "stopped" and stopped_at < 500
+    assert summary["trainer_wall_seconds"] <= summary["wall_seconds"]  # the pause counts in neither
     latest = (s.out_dir / "checkpoints" / "LATEST").read_text().strip()
     assert latest == f"step_{stopped_at:06d}"  # stop() waited for the final checkpoint
     assert mlflow.MlflowClient(tracking_uri=uri).get_run(s.run_id).info.status == "KILLED"
     with pytest.raises(UserError, match="has ended"):
         s.pause()
 
+    with pytest.raises(UserError, match=f"already at step {stopped_at}.*max_steps > {stopped_at}"):
+        Session.resume_from(s.out_dir, max_steps=stopped_at)  # nothing to train: refused, config untouched
     r = Session.resume_from(s.out_dir, max_steps=stopped_at + 4)
     assert r.run_id == child and r.status()["resumed_from"] == stopped_at
-    assert r.wait(timeout=300)["steps"] == stopped_at + 4
+    done = r.wait(timeout=300)
+    assert done["steps"] == stopped_at + 4
     steps = list(r.curve["step"])
     assert steps == sorted(set(steps)) and steps[0] == 0 and steps[-1] == stopped_at + 4  # one curve, no step twice
+    # the summary covers the whole run, not only the steps since the resume
+    assert done["val_pass_rate_first"] == pytest.approx(r.curve["val_pass_rate"].iloc[0])
+    assert done["val_pass_rate_last"] == pytest.approx(r.curve["val_pass_rate"].iloc[-1])
+    with pytest.raises(UserError, match="already at step"):
+        Session.resume_from(s.out_dir)  # finished at its target: resuming would end at once
     run = mlflow.MlflowClient(tracking_uri=uri).get_run(child)
     assert run.info.status == "FINISHED" and run.data.tags["mlflow.parentRunId"] == parent
     assert run.data.metrics["fit/A"] == pytest.approx(r.fit().A)
@@ -244,6 +253,10 @@ def test_bad_arguments_are_user_errors(tmp_path):
         Session(overrides="train.lr=1")  # type: ignore[arg-type]
     with pytest.raises(UserError, match="nothing to resume|no run"):
         Session.resume_from(tmp_path / "nowhere")
+    with pytest.raises(UserError, match="max_steps must be a whole number"):
+        Session().start(max_steps="abc")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="max_minutes must be a number"):
+        Session().start(max_minutes="x")  # type: ignore[arg-type]
 
 
 def test_recipe_swaps_the_preset_but_keeps_the_configs_own_adjustments():

@@ -9,3 +9,17 @@ from __future__ import annotations
 
 class UserError(ValueError):
     """Bad input the user can fix; the message names the problem."""
+
+
+def as_number(name: str, value: object, *, integer: bool = False) -> float:
+    """`value` as a float (a whole number when `integer`), or a UserError naming the argument: the
+    check every public function runs on numeric arguments a notebook user types."""
+    import numbers
+
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if ok and integer:
+        ok = float(value).is_integer()
+    if not ok:
+        kind = "a whole number" if integer else "a number"
+        raise UserError(f"{name} must be {kind}, got {value!r}")
+    return float(value)

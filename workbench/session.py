@@ -3,7 +3,7 @@
     import workbench
     s = workbench.Session()                                  # configs/quickstart.yaml (the CPU default)
     s = workbench.Session("configs/my.yaml", recipe="qwen-dapo", overrides={"train.lr": 1e-4})
-    s.start(max_steps=200)          # creates the MLflow run, launches the engine on Ray, returns at once
+    s.start(max_steps=200)          # creates the MLflow run, launches the engine on Ray, returns once the engine is up, not when the run ends
     s.dashboard()                   # live widget: points, refitted sigmoid, band, progress, train metrics
     s.wait()                        # blocks (refreshing dashboards); raises RunFailed on failure
     s.curve, s.fit(), s.forecast(budget=1.0), s.chart()      # the run's RunView (workbench.runs.view): read-only
@@ -24,13 +24,14 @@ seeing it): `workbench.runs.report.report_run_end` (fit artifacts in the run fol
 from __future__ import annotations
 
 import functools
+import numbers
 import time
 import weakref
 from pathlib import Path
 from typing import Any
 
 from workbench.errors import UserError
-from workbench.runs.folder import attached_config, has_checkpoint, read_summary, resolve_config, run_folder, with_max_steps
+from workbench.runs.folder import attached_config, checkpoint_step, has_checkpoint, read_summary, resolve_config, run_folder, with_max_steps
 from workbench.runs.view import TERMINAL, RunView, folder_config
 from workbench.sweep.stop import StopWatch
 from workbench.tracking import run_tracking
@@ -87,7 +88,7 @@ class Session:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, max_steps: int | None = None, max_minutes: float | None = None) -> "Session":
-        """Create the MLflow run, launch the engine (a detached, named Ray actor) and return at once."""
+        """Create the MLflow run, launch the engine (a detached, named Ray actor) and return once it answers (the run goes on in the background)."""
         from workbench.engine import cluster, launch
 
         if self.started:
@@ -95,8 +96,8 @@ class Session:
                             "create a new Session for another run, or Session.resume_from() a stopped one")
         if max_steps is not None:  # recorded in the config, so resume_from() continues to the same target
             self.cfg = with_max_steps(self.cfg, max_steps)
-        if max_minutes is not None and not max_minutes > 0:
-            raise UserError(f"max_minutes must be > 0, got {max_minutes}")
+        if max_minutes is not None and (isinstance(max_minutes, bool) or not isinstance(max_minutes, numbers.Real) or not max_minutes > 0):
+            raise UserError(f"max_minutes must be a number of minutes > 0, got {max_minutes!r}")
         if not self._resume and has_checkpoint(self.out_dir):
             raise UserError(f"{self.out_dir} already holds a run with checkpoints: continue it with "
                             f"Session.resume_from('{self.out_dir}') or pick another name")
@@ -259,8 +260,8 @@ class Session:
         from workbench.engine import attach, cluster
         from workbench.runs.liveness import tell_dead_runs
 
+        cluster.hold(cluster.connect(start_if_missing=False))  # first: no cluster is a one-line error, nothing touched
         tell_dead_runs()  # end the MLflow runs of drivers that died (this one may be among them)
-        cluster.hold(cluster.connect(start_if_missing=False))
         handle = attach(name)
         st = handle.status()
         s = cls._with_view(RunView(attached_config(st, name), x=x), tracking=tracking)
@@ -279,7 +280,13 @@ class Session:
         path = run_folder(target)
         if not has_checkpoint(path):
             raise UserError(f"{path} has no checkpoint: nothing to resume from")
-        s = cls._with_view(RunView(folder_config(path), x=x), tracking=tracking)
+        view = RunView(folder_config(path), x=x)
+        done = checkpoint_step(path) or 0
+        goal = with_max_steps(view.cfg, max_steps).train.max_steps if max_steps is not None else view.cfg.train.max_steps
+        if goal <= done:  # nothing to train: refuse rather than restart a run that would end at once
+            raise UserError(f"run '{view.cfg.name}' is already at step {done} (its last checkpoint) and its step target is {goal}: "
+                            f"pass max_steps > {done} to train it further")
+        s = cls._with_view(view, tracking=tracking)
         s._resume = True
         return s.start(max_steps=max_steps, max_minutes=max_minutes)
 

@@ -49,6 +49,8 @@ def test_run_folder_by_path_or_by_name(run_folder, tmp_path, monkeypatch):
     assert run_folder_of("mine") == project / "runs" / "mine"
     with pytest.raises(UserError, match="no run in"):
         run_folder_of("other")
+    with pytest.raises(UserError, match="a str or Path"):
+        run_folder_of(5)
 
 
 def run_folder_of(target):
@@ -66,6 +68,24 @@ def test_saved_config_from_config_json_or_the_checkpoint(run_folder, tmp_path):
     (folder / "checkpoints" / "LATEST").write_text("step_000005")
     assert to_dict(saved_config(folder)) == data
     assert saved_config(tmp_path / "empty") is None
+
+
+@pytest.mark.parametrize("text, fragment", [("{oops", "is not valid JSON"), ("{}", "holds no run config"), ("[1]", "holds no run config")])
+def test_a_broken_config_json_is_named(run_folder, text, fragment):
+    folder = run_folder(2)
+    (folder / "config.json").write_text(text)
+    with pytest.raises(UserError, match=fragment) as e:
+        saved_config(folder)
+    assert str(folder / "config.json") in str(e.value)
+
+
+def test_an_unknown_key_in_config_json_names_the_file(run_folder):
+    folder = run_folder(2)
+    data = json.loads((folder / "config.json").read_text())
+    data["train"]["lrr"] = 1.0
+    (folder / "config.json").write_text(json.dumps(data))
+    with pytest.raises(UserError, match=r"config\.json: .*train\.lrr"):
+        saved_config(folder)
 
 
 def test_resolve_config_defaults_names_and_out_dir(tmp_path, monkeypatch):
@@ -129,6 +149,10 @@ def test_step_target_checkpoint_and_attached_config(run_folder, tmp_path):
     assert with_max_steps(cfg, 7).train.max_steps == 7
     with pytest.raises(UserError, match="max_steps must be >= 1"):
         with_max_steps(cfg, 0)
+    for bad in ("abc", 2.5, True):
+        with pytest.raises(UserError, match="max_steps must be a whole number"):
+            with_max_steps(cfg, bad)
+    assert with_max_steps(cfg, 8.0).train.max_steps == 8
     assert not has_checkpoint(path)
     (path / "checkpoints").mkdir()
     (path / "checkpoints" / "LATEST").write_text("step_3")

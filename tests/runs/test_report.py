@@ -94,6 +94,8 @@ def test_a_prefix_too_short_to_fit_is_said_and_the_fit_is_kept(tmp_path):
     rep = write_report(run, charts=False)
     assert "a sigmoid fit needs at least 4" in rep["backtest"]["error"]
     assert math.isnan(rep["backtest"]["rmse"])
+    strict = json.loads((run / "backtest.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in backtest.json"))
+    assert strict["rmse"] is None and strict["n_fit"] == 2  # strict JSON: no NaN
     assert "backtest: fit on the first 40% of compute: not fitted: only 2 point(s)" in print_report(rep)
     assert (run / "fit.json").exists() and rep["r2"] > 0.99
 

@@ -74,6 +74,8 @@ def test_backtest_bad_input():
     with pytest.raises(UserError, match="compute 0"):
         backtest((c[1:], y[1:]))
     assert np.isfinite(backtest((c[1:], y[1:]), r0="first", fractions=(0.6,), n_boot=0).rows[0].rmse)
+    one = backtest((c, y), 0.5, n_boot=0)  # a single prefix needs no tuple
+    assert [r.fraction for r in one.rows] == [0.5]
 
 
 def test_the_demo_runs_own_40pct_backtest_meets_its_targets():

@@ -86,5 +86,7 @@ def test_compare_bad_input(three):
         compare({})
     with pytest.raises(UserError, match="not a SigmoidFit"):
         compare({"x": 0.5})
+    with pytest.raises(UserError, match="takes a dict name -> SigmoidFit"):
+        compare([three[0]["a"], three[0]["a"]])
     only = compare({"a": three[0]["a"]})
     assert only.winner == "a" and only.rows[0].verdict == "only recipe"

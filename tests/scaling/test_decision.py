@@ -55,8 +55,11 @@ def test_budget_and_current_explicit(early):
 
 @pytest.mark.parametrize(
     "kwargs, fragment",
-    [({}, "exactly one"), ({"budget": 1e5, "factor": 2}, "exactly one"), ({"factor": 0.5}, "factor"), ({"budget": 10.0}, "budget"), ({"factor": 2, "current": -1}, "current")],
+    [({}, "exactly one"), ({"budget": 1e5, "factor": 2}, "exactly one"), ({"factor": 0.5}, "factor"), ({"budget": 10.0}, "budget"), ({"factor": 2, "current": -1}, "current"),
+     ({"budget": "x"}, "budget must be a number"), ({"factor": "10"}, "factor must be a number")],
 )
 def test_bad_requests(early, kwargs, fragment):
     with pytest.raises(UserError, match=fragment):
         scaling_gain(early, **kwargs)
+    with pytest.raises(UserError, match="needs a SigmoidFit"):
+        scaling_gain({"A": 1}, factor=10)

@@ -33,6 +33,8 @@ def test_predict_scalar_array_and_special_points(fit):
         fit.predict(-1.0)
     with pytest.raises(UserError):
         fit.predict([1.0, float("nan")])
+    with pytest.raises(UserError, match="a number or an array of numbers"):
+        fit.predict("x")
 
 
 def test_bands_bracket_the_fit_and_nest(fit):
@@ -84,6 +86,8 @@ def test_compute_to_reach_above_the_asymptote_is_infinite(fit):
     assert near.reachable and math.isinf(near.hi) and 0 < near.p_reachable < 1
     with pytest.raises(UserError):
         fit.compute_to_reach(1.2)
+    with pytest.raises(UserError, match="target must be a number"):
+        fit.compute_to_reach("0.5")
 
 
 def test_json_round_trip_keeps_everything(fit):
@@ -116,6 +120,10 @@ def test_json_errors():
         SigmoidFit.from_json("{oops")
     with pytest.raises(UserError, match="unknown SigmoidFit keys"):
         SigmoidFit.from_dict({"A": 0.5, "bogus": 1})
+    with pytest.raises(UserError, match="missing A_ci, B, "):
+        SigmoidFit.from_json('{"A": 0.5}')
+    with pytest.raises(UserError, match="JSON object"):
+        SigmoidFit.from_json("[1, 2]")
 
 
 def test_power_law_limit_coefficient(fit):

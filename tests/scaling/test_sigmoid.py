@@ -103,7 +103,9 @@ def test_too_few_points_after_fit_from():
 
 @pytest.mark.parametrize(
     "kwargs, fragment",
-    [({"n_boot": 5}, "n_boot"), ({"level": 1.5}, "level"), ({"fit_from": 5000, "fit_until": 4000}, "fit_until"), ({"fit_from": -1.0}, "fit_from"), ({"fixed_A": 1.5}, "fixed_A"), ({"block": 0}, "block"), ({"block": "big"}, "block")],
+    [({"n_boot": 5}, "n_boot"), ({"level": 1.5}, "level"), ({"fit_from": 5000, "fit_until": 4000}, "fit_until"), ({"fit_from": -1.0}, "fit_from"), ({"fixed_A": 1.5}, "fixed_A"), ({"block": 0}, "block"), ({"block": "big"}, "block"),
+     ({"n_boot": "200"}, "n_boot must be a whole number"), ({"fit_from": "1"}, "fit_from must be a number"), ({"level": "high"}, "level must be a number"),
+     ({"prior": {"A": 0.5}}, "prior must be a SigmoidPrior")],
 )
 def test_bad_options(kwargs, fragment):
     c, y = synth(n=20, noise=0.01)

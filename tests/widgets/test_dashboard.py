@@ -57,6 +57,14 @@ def test_full_dashboard_shows_fit_band_forecast_progress_and_train_metrics(run_f
         assert label in d._train.value
 
 
+def test_a_run_that_does_not_learn_shows_its_flat_level_not_nan(run_folder):
+    d = Session.open(run_folder(12, true={"A": 0.3, "B": 1.0, "C_mid": 0.01, "R0": 0.3})).dashboard()
+    assert d.fit.no_gain
+    assert f"no gain detected, flat at {d.fit.A:.4f}" in d._fit_text.value and "not identified" in d._fit_text.value
+    assert abs(d.fit.A - 0.3) < 0.01
+    assert "nan" not in d._fit_text.value
+
+
 def test_an_explicit_budget_and_fit_window_are_used(run_folder):
     s = Session.open(run_folder(16))
     d = s.dashboard(budget=1.0, fit_from=0.02)

@@ -140,7 +140,7 @@ def _md(text: str) -> str:
 
 
 def fit_runs(
-    runs: Mapping[str, str | Sequence[str]],
+    runs: Mapping[str, str | Sequence[str]] | Sequence[str],
     metric: str = "val/pass_rate",
     x: str = "compute/device_hours",
     tracking_uri: str | None = None,
@@ -148,11 +148,15 @@ def fit_runs(
     n_boot: int = 200,
     stopped: Mapping[str, str] | None = None,
 ) -> RunFits:
-    """Fit each run's `metric`-vs-`x` curve (runs: display name -> run_id, or a list of run ids
-    fitted jointly) and compare them; `stopped` marks names a sweep stopped by forecast."""
+    """Fit each run's `metric`-vs-`x` curve (runs: display name -> run_id, or -> a list of run ids
+    fitted jointly; or a plain list of run ids, each named by its id) and compare them; `stopped` marks names a sweep stopped by forecast."""
     from workbench.runs.report import fit_curves
     from workbench.scaling.compare import compare
 
+    if isinstance(runs, str) or not isinstance(runs, (Mapping, list, tuple)):
+        raise UserError(f"runs must be a dict display name -> MLflow run id (or a list of run ids), got {runs!r}")
+    if not isinstance(runs, Mapping):  # a plain list of run ids: each its own entry, named by its id
+        runs = {str(r): r for r in runs}
     result = RunFits(metric=metric, x=x, run_ids=dict(runs), stopped=dict(stopped or {}))
     for name, rid in runs.items():
         try:

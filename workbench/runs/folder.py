@@ -16,6 +16,7 @@ and the fit artifacts (`workbench.runs.report.FIT_FILES`).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import json
 import time
 import uuid
@@ -53,6 +54,8 @@ def run_folder(target: str | Path) -> Path:
     """`target` as a run folder: a path, else <project>/runs/<target>."""
     from workbench.tracking.store import project_root
 
+    if not isinstance(target, (str, Path)):
+        raise UserError(f"a run is named by its folder or its name (a str or Path), got a {type(target).__name__}: {target!r}")
     path = Path(target)
     if (path / "metrics.jsonl").is_file() or (path / "checkpoints").is_dir():
         return path.resolve()
@@ -67,11 +70,24 @@ def saved_config(out_dir: Path) -> Optional[RunConfig]:
     from workbench.runs.checkpoint import CheckpointStore
 
     path = out_dir / "config.json"
-    data = json.loads(path.read_text()) if path.is_file() else None
+    data = None
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path} is not valid JSON ({e}): the run's config cannot be read") from None
+        if not isinstance(data, dict) or not data:
+            raise UserError(f"{path} holds no run config (expected the JSON object a run writes at its start)")
     if data is None:
         state = CheckpointStore(out_dir / "checkpoints").latest_state()
         data = state.get("config") if state else None
-    return run_config_from_dict(data) if data else None
+        path = out_dir / "checkpoints" / "LATEST"
+    if not data:
+        return None
+    try:
+        return run_config_from_dict(data)
+    except UserError as e:
+        raise UserError(f"{path}: {e}") from None
 
 
 def resolve_config(config: str | Path | None = None, recipe: str | None = None,
@@ -125,8 +141,18 @@ def has_checkpoint(out_dir: Path) -> bool:
     return (Path(out_dir) / "checkpoints" / "LATEST").is_file()
 
 
+def checkpoint_step(out_dir: Path) -> Optional[int]:
+    """The step of the run folder's last complete checkpoint (None without one)."""
+    from workbench.runs.checkpoint import CheckpointStore
+
+    return CheckpointStore(Path(out_dir) / "checkpoints").latest_step()
+
+
 def with_max_steps(cfg: RunConfig, max_steps: int) -> RunConfig:
     """`cfg` with the step target `max_steps` (train.max_steps, its one owner)."""
+    ok = isinstance(max_steps, numbers.Integral) or (isinstance(max_steps, float) and max_steps.is_integer())
+    if isinstance(max_steps, bool) or not ok:
+        raise UserError(f"max_steps must be a whole number of steps, got {max_steps!r}")
     if int(max_steps) < 1:
         raise UserError(f"max_steps must be >= 1, got {max_steps}")
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, max_steps=int(max_steps)))

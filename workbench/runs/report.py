@@ -24,6 +24,7 @@ held-out RMSE and the share of them inside the 95% prediction band (the paper's 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -182,7 +183,8 @@ def write_report(
         (out / FIT_FILES[0]).write_text(fit.to_json(indent=1))
         files = [out / FIT_FILES[0]]
     if bt is not None:
-        (out / FIT_FILES[1]).write_text(json.dumps(bt, indent=1))
+        strict = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in bt.items()}  # JSON has no NaN
+        (out / FIT_FILES[1]).write_text(json.dumps(strict, indent=1, allow_nan=False))
         files.insert(1, out / FIT_FILES[1])
     compute, score = eval_curve(rows, x)
     return {

@@ -22,6 +22,7 @@ found no rise and forecast flat (see sigmoid.py).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
@@ -111,7 +112,7 @@ def naive_rmse(compute: np.ndarray, score: np.ndarray, until: float, fit_from: f
 
 def backtest(
     curve: Any,
-    fractions: Sequence[float] = (0.25, 0.5, 0.75),
+    fractions: float | Sequence[float] = (0.25, 0.5, 0.75),
     *,
     r0: float | str | None = None,
     fit_from: float | None = None,
@@ -121,6 +122,7 @@ def backtest(
 ) -> BacktestResult:
     """Fit on each prefix C <= fraction * C_last of `curve` (a Curve or (compute, score)); score the rest."""
     cv = as_curve(curve)
+    fractions = [fractions] if isinstance(fractions, numbers.Real) else list(fractions)  # one prefix, or several
     for f in fractions:
         if not 0 < f < 1:
             raise UserError(f"backtest fractions must be in (0, 1), got {f}")

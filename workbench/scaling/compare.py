@@ -104,6 +104,8 @@ def compare(
     curves: optional raw data per name (a Curve, (compute, score) or a list of runs) used to refit
     B at the shared A; by default each fit's own stored data is refit.
     """
+    if not isinstance(fits, Mapping):
+        raise UserError(f"compare takes a dict name -> SigmoidFit (e.g. {{'baseline': fit_a, 'ablation': fit_b}}), got a {type(fits).__name__}")
     if not fits:
         raise UserError("compare needs at least one fit")
     for name, f in fits.items():

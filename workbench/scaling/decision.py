@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.errors import UserError
+from workbench.errors import UserError, as_number
 from workbench.scaling.result import SigmoidFit, _ci
 
 
@@ -64,6 +64,11 @@ def scaling_gain(
     `budget` (or `factor` x current), with a bootstrap interval and a verdict against min_gain."""
     if (budget is None) == (factor is None):
         raise UserError("give exactly one of budget= or factor=")
+    if not isinstance(fit, SigmoidFit):
+        raise UserError(f"scaling_gain needs a SigmoidFit (fit_sigmoid's result), got a {type(fit).__name__}")
+    budget = None if budget is None else as_number("budget", budget)
+    factor = None if factor is None else as_number("factor", factor)
+    current = None if current is None else as_number("current", current)
     level = fit.level if level is None else level
     if current is None:
         current = float(fit.compute[fit.used].max())
@@ -98,7 +103,7 @@ def scaling_gain(
     if fit.no_gain:
         # a flat forecast: nothing to gain at any budget (the level's interval says where it sits)
         verdict = (
-            f"no gain detected: the data show no rise, so scaling {current:.4g} -> {budget:.4g} ({budget / current:.3g}x) "
+            f"no gain detected: the data show no rise that stands out from their noise, so scaling {current:.4g} -> {budget:.4g} ({budget / current:.3g}x) "
             f"is forecast to leave the score at its level {now:.4f} ({pct} CI [{lo:.4f}, {hi:.4f}]); not worth it"
         )
         return ScalingGain(current, float(budget), now, then, lo, hi, 0.0, 0.0, 0.0, 0.0, math.nan, level, min_gain, False, verdict)

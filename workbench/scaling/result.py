@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Literal, Mapping
 
 import numpy as np
 from scipy.special import expit
 from scipy.stats import norm
 
-from workbench.errors import UserError
+from workbench.errors import UserError, as_number
 from workbench.scaling.forecast import MIN_POINTS_BLEND, Blend
 
 Interval = tuple[float, float]
@@ -191,6 +191,7 @@ class SigmoidFit:
 
     def compute_to_reach(self, target: float, level: float | None = None) -> Reach:
         """Compute at which the fitted curve reaches `target`, with a bootstrap interval (see Reach)."""
+        target = as_number("target", target)
         if not 0 <= target <= 1:
             raise UserError(f"target must be a score in [0, 1], got {target}")
         level = self.level if level is None else level
@@ -238,7 +239,10 @@ class SigmoidFit:
         return self.score[self.used] - self.predict(self.compute[self.used])
 
     def _compute_arg(self, c: Any) -> np.ndarray:
-        arr = np.asarray(c, dtype=float)
+        try:
+            arr = np.asarray(c, dtype=float)
+        except (TypeError, ValueError):
+            raise UserError(f"compute to predict at must be a number or an array of numbers, got {c!r}") from None
         if not np.all(np.isfinite(arr)) or np.any(arr < 0):
             raise UserError("compute to predict at must be finite and >= 0")
         return arr
@@ -254,7 +258,7 @@ class SigmoidFit:
             lines = [
                 f"flat fit on {self.n} points: NO GAIN DETECTED (R0 = {self.R0:.4g}, {self.r0_source})",
                 row("A", self.A, self.A_ci, ".4f") + "   (the flat level forecast at any compute)",
-                "  B, C_mid: not identified (no rise in the data)",
+                "  B, C_mid: not identified (no rise that stands out from the noise)",
                 f"  rmse = {self.rmse:.4g}   sigma = {self.sigma:.4g}   residual lag-1 autocorr = {self.autocorr:.2f} (block {self.block})",
                 f"  {self.reason}",
                 f"  forecast: {self.forecast_used}",
@@ -299,9 +303,14 @@ class SigmoidFit:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SigmoidFit":
         known = {f.name for f in fields(cls)}
+        if not isinstance(d, Mapping):
+            raise UserError(f"a SigmoidFit is read from a JSON object (SigmoidFit.to_json), got a {type(d).__name__}")
         unknown = set(d) - known
         if unknown:
-            raise UserError(f"unknown SigmoidFit keys: {sorted(unknown)}")
+            raise UserError(f"unknown SigmoidFit keys: {sorted(map(str, unknown))}")
+        missing = sorted(f.name for f in fields(cls) if f.name not in d and f.default is MISSING and f.default_factory is MISSING)
+        if missing:
+            raise UserError(f"not a whole SigmoidFit (SigmoidFit.to_json writes one): missing {', '.join(missing)}")
         kw = dict(d)
         for k in ("A_ci", "B_ci", "C_mid_ci"):
             if k in kw:

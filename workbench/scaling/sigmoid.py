@@ -44,7 +44,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from workbench.errors import UserError
+from workbench.errors import UserError, as_number
 from workbench.scaling import engine, forecast, paper
 from workbench.scaling.prior import SigmoidPrior, bootstrap_map, fit_map, shift_note
 from workbench.scaling.data import Curve, as_curve
@@ -119,6 +119,10 @@ def fit_sigmoid_multi(
     curves = [as_curve(obj, name=name or f"run{i}") for i, (name, obj) in enumerate(items)]
     # a dict names its runs; in a list, one curve keeps its own name and several are run0, run1...
     names = [name if name is not None else (cv.name if len(curves) == 1 else f"run{i}") for i, ((name, _), cv) in enumerate(zip(items, curves))]
+    n_boot = int(as_number("n_boot", n_boot, integer=True))
+    fit_from = None if fit_from is None else as_number("fit_from", fit_from)
+    fit_until = None if fit_until is None else as_number("fit_until", fit_until)
+    level = as_number("level", level)
     if not 0 < level < 1:
         raise UserError(f"level must be in (0, 1), got {level}")
     if method not in METHODS:
@@ -127,6 +131,8 @@ def fit_sigmoid_multi(
         method = "sigmoid"  # a refit at a shared A compares B: the sigmoid itself, nothing blended
     if method == "paper" or fixed_A is not None:
         prior = None
+    if prior is not None and not isinstance(prior, SigmoidPrior):
+        raise UserError(f"prior must be a SigmoidPrior (SigmoidPrior.from_fits, or tracking.prior.history_prior), got a {type(prior).__name__}")
     if n_boot < 0 or (0 < n_boot < 20):
         raise UserError(f"n_boot must be 0 or at least 20 (got {n_boot})")
     if fit_from is not None and not (math.isfinite(fit_from) and fit_from >= 0):

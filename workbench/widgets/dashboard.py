@@ -216,9 +216,13 @@ class Dashboard(widgets.VBox):
         if f is None:
             return ""
         pct = f"{f.level:.0%}"
-        text = (f"<b>fit</b> ({f.n} points, R&sup2; = {f.r2:.3f}): A = {f.A:.4f} [{f.A_ci[0]:.4f}, {f.A_ci[1]:.4f}], "
-                f"B = {f.B:.3f} [{f.B_ci[0]:.3f}, {f.B_ci[1]:.3f}], "
-                f"C_mid = {f.C_mid:.4g} [{f.C_mid_ci[0]:.4g}, {f.C_mid_ci[1]:.4g}] ({pct} CI)")
+        if f.no_gain:  # B and C_mid are not identified: say so instead of printing nan
+            text = (f"<b>fit</b> ({f.n} points): no gain detected, flat at {f.A:.4f} [{f.A_ci[0]:.4f}, {f.A_ci[1]:.4f}] "
+                    f"({pct} CI); B, C_mid not identified")
+        else:
+            text = (f"<b>fit</b> ({f.n} points, R&sup2; = {f.r2:.3f}): A = {f.A:.4f} [{f.A_ci[0]:.4f}, {f.A_ci[1]:.4f}], "
+                    f"B = {f.B:.3f} [{f.B_ci[0]:.3f}, {f.B_ci[1]:.3f}], "
+                    f"C_mid = {f.C_mid:.4g} [{f.C_mid_ci[0]:.4g}, {f.C_mid_ci[1]:.4g}] ({pct} CI)")
         if not f.converged:
             text += f"<div style='color:#a60'>not converged: {html.escape(f.reason)}</div>"
         self.forecast = None

@@ -94,10 +94,13 @@ class RunCoordinator:
             self._restore(state)
         elif (self.out / "metrics.jsonl").exists():
             (self.out / "metrics.jsonl").unlink()  # a fresh run in an old folder starts clean
+        self.earlier_rows: list[dict[str, Any]] = []  # a resumed run's rows up to its checkpoint (summary.json covers the whole run)
         if state is not None:  # what the lost timeline had done after the checkpoint, if it logged it
             from workbench.tracking.sink import read_jsonl
 
-            acc.discarded_from_rows(self.counters, [r for r in read_jsonl(self.out / "metrics.jsonl") if r.get("step", 0) > self.step])
+            logged = read_jsonl(self.out / "metrics.jsonl")
+            acc.discarded_from_rows(self.counters, [r for r in logged if r.get("step", 0) > self.step])
+            self.earlier_rows = [r for r in logged if r.get("step", 0) <= self.step]
         self.log = RunLog(self.out, sinks)
         if state is not None:
             self.log.back_to(self.step)  # steps logged after the checkpoint are redone: logged once
@@ -191,7 +194,7 @@ class RunCoordinator:
         finally:
             beat.stop()
         summary = run_summary(
-            self.cfg, status=self.status, steps=self.step, resumed_from=self.resumed_from, rows=self.log.rows,
+            self.cfg, status=self.status, steps=self.step, resumed_from=self.resumed_from, rows=self.earlier_rows + self.log.rows,
             counters=self.counters, n_params=self.n_params, trainer_nodes=self.trainer_nodes,
             restarts=self.restarts, events=self.log.events, generation=self.generation,
         )  # fmt: skip
@@ -230,8 +233,14 @@ class RunCoordinator:
 
     def _wait_while_paused(self) -> None:
         self.clock.pause()
+        t0 = time.monotonic()
         while self._paused.is_set() and not self._stop.is_set():
             time.sleep(0.05)
+        held = time.monotonic() - t0  # a pause is neither trainer time nor trainer waiting: shift both clocks past it
+        if self.loop.t_trainer_start is not None:
+            self.loop.t_trainer_start += held
+        if self.loop.idle_since is not None:
+            self.loop.idle_since += held
         self.clock.start()
 
     def _in_flight_groups(self) -> int:

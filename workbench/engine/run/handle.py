@@ -73,7 +73,11 @@ def start_coordinator(cfg: RunConfig, *, detached: bool, resume: bool) -> "RunHa
         except ValueError:
             pass
         opts.update(name=actor_name(cfg.name), namespace=NAMESPACE, lifetime="detached")
-    actor = ray.remote(Coordinator).options(**opts).remote(cfg, resume)
+    try:
+        actor = ray.remote(Coordinator).options(**opts).remote(cfg, resume)
+    except ray.exceptions.ActorAlreadyExistsError:  # starting or shutting down: get_actor did not see it yet
+        raise UserError(f"a run named '{cfg.name}' is still registered with Ray (starting, or ending); attach to it "
+                        "(Session.attach) or wait for it to end, then try again") from None
     try:
         ray.get(actor.status.remote())
     except ray.exceptions.RayError as e:
