@@ -191,8 +191,11 @@ def load_yaml(path: str | Path) -> dict:
         raise ConfigError(f"config file not found: {p}")
     try:
         data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    except yaml.YAMLError as e:  # one line: the problem and where (PyYAML's text spans several)
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{p}: not valid YAML{where}: {what}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -106,3 +106,19 @@ def test_blend_beats_last_value_and_paper_on_a_real_validation_run():
     paper = fit_sigmoid(cv.compute, cv.score, fit_until=until, method="paper", n_boot=0)
     err_paper = np.sqrt(np.mean((paper.predict(cv.compute[test]) - cv.score[test]) ** 2))
     assert err < last and err < err_paper
+
+
+def test_a_blend_above_the_sigmoids_ceiling_is_explained_in_reach_and_gain():
+    # the 0.5B validation run: the prefix trend carries the blend past the sigmoid's A
+    cv = Curve.from_csv(EXAMPLE_CURVES / "qwen2.5-0.5b-instruct_gsm8k_ppo__val.csv")
+    fit = fit_sigmoid(cv.compute, cv.score, r0="first", n_boot=0)
+    last = float(cv.compute[-1])
+    above = float(fit.predict(10 * last))
+    assert above > fit.A  # the situation explained below
+    target = (fit.A + above) / 2
+    reach = fit.compute_to_reach(target)
+    assert not reach.reachable and "blended forecast (predict) passes it" in reach.note and "trust A" in reach.note
+    assert fit.compute_to_reach(fit.A + 0.2).note == ""  # neither reaches it: nothing to explain
+    from workbench.scaling import scaling_gain
+
+    assert "already above the sigmoid's A" in scaling_gain(fit, factor=10).verdict

@@ -44,3 +44,6 @@ def test_history_prior_says_why_it_cannot_be_built(tracking_uri, experiment):
         history_prior(experiment, tracking_uri=tracking_uri)
     with pytest.raises(UserError, match="no run parameter or metric 'nope'"):
         history_prior(experiment, where={"nope": 1}, tracking_uri=tracking_uri)
+    with pytest.raises(UserError, match=r"did you mean recipe\.name\?") as e:
+        history_prior(experiment, where={"recipe.nam": "scalerl"}, tracking_uri=tracking_uri)
+    assert "run_id" not in str(e.value)  # the columns are counted, not all listed

@@ -111,7 +111,9 @@ def scaling_gain(
         f"{word}: scaling {current:.4g} -> {budget:.4g} ({budget / current:.3g}x) is expected to move the score "
         f"{now:.4f} -> {then:.4f}, gain {gain:+.4f} ({pct} CI [{g_lo:+.4f}, {g_hi:+.4f}]) against a minimum of {min_gain:g}; "
         + (
-            f"{share:.0%} of the remaining headroom to A = {fit.A:.4f}" + (" (the blended forecast passes the sigmoid's A)" if share > 1 else "")
+            f"the forecast is already above the sigmoid's A = {fit.A:.4f}: the blended forecast's log-compute trend carries it"
+            if headroom < 0
+            else f"{share:.0%} of the remaining headroom to A = {fit.A:.4f}" + (" (the blended forecast passes the sigmoid's A)" if share > 1 else "")
             if math.isfinite(share)
             else f"the curve is already at its fitted asymptote A = {fit.A:.4f}"
         )

@@ -205,7 +205,19 @@ class SigmoidFit:
         else:
             lo = hi = math.nan
             p = float(np.isfinite(point))
-        return Reach(float(target), float(point), lo, hi, bool(np.isfinite(point)), p)
+        return Reach(float(target), float(point), lo, hi, bool(np.isfinite(point)), p, self._reach_note(target, point))
+
+    def _reach_note(self, target: float, point: float) -> str:
+        """Reach is read off the sigmoid (A, B, C_mid); say so when the blended forecast (predict)
+        passes a target the sigmoid never reaches, so the two answers do not look contradictory."""
+        if np.isfinite(point) or self.forecast is None:
+            return ""
+        grid = self.forecast.origin * np.logspace(0, 3, 241)
+        hit = np.nonzero(np.asarray(self.predict(grid)) >= target)[0]
+        if not len(hit):
+            return ""
+        return (f"the sigmoid's ceiling A = {self.A:.4f} stays below {target:g}, but the blended forecast (predict) "
+                f"passes it near compute {grid[hit[0]]:.4g}, carried by its log-compute trend; trust A for the ceiling")
 
     def _reach_flat(self, target: float, level: float) -> Reach:
         # flat forecast: met now (at the first fitted compute) if the level meets it, else never
