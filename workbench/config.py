@@ -8,6 +8,7 @@ Unknown keys anywhere fail with the dotted path of the key.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -157,7 +158,7 @@ def _resolve_recipe(data: dict) -> dict:
 
 def run_config_from_dict(data: dict[str, Any], overrides: list[str] | dict[str, Any] | None = None) -> RunConfig:
     """Defaults <- `data` <- overrides. `recipe=NAME` as an override swaps the whole preset."""
-    data = dict(data)
+    data = copy.deepcopy(dict(data))  # overrides write into nested sections: never into the caller's
     items = overrides.items() if isinstance(overrides, dict) else map(parse_override, overrides or [])
     items = list(items)
     # A whole-recipe swap goes first, so that recipe.x=y overrides apply on top of it.
@@ -181,7 +182,14 @@ def load_run_config(path: str | Path | None = None, overrides: list[str] | dict[
     try:
         return run_config_from_dict(data, overrides)
     except ConfigError as e:
+        err = e
+    if not overrides:
+        raise ConfigError(f"{path}: {err}" if path else str(err)) from None
+    try:  # blame the file only when the file alone is wrong
+        run_config_from_dict(data)
+    except ConfigError as e:
         raise ConfigError(f"{path}: {e}" if path else str(e)) from None
+    raise ConfigError(f"{err} (in the overrides: --set / overrides=)") from None
 
 
 def validate(cfg: RunConfig) -> None:

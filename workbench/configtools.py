@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from pathlib import Path
@@ -107,7 +108,8 @@ def from_dict(cls: type[T], data: dict | None, path: str = "") -> T:
     if unknown:
         key = unknown[0]
         close = difflib.get_close_matches(str(key), list(fields), n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        dotted = bool(re.fullmatch(r"[\w.]+", path))  # a key path like train.x (not a described context)
+        hint = f" (did you mean '{f'{path}.' if dotted else ''}{close[0]}'?)" if close else ""
         where = f"{path}.{key}" if path else str(key)
         raise ConfigError(f"unknown config key '{where}'{hint}; valid keys here: {sorted(fields)}")
     kwargs = {}

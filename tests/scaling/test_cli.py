@@ -58,7 +58,9 @@ def test_fit_from_r0_and_plot(tmp_path):
 def _subst(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("gpu_hours,score\n0,0.1\n1,nan\n2,0.3\n3,0.4\n4,0.5\n")
-    return {"qwen": str(curve_path(QWEN_VAL)), "missing": str(tmp_path / "none.csv"), "gemma_train": str(curve_path(GEMMA_TRAIN)), "bad": str(bad)}
+    (tmp_path / "binary.csv").write_bytes(b"\xff\xfe\x00a,b\n")
+    (tmp_path / "reward.csv").write_text("gpu_hours,reward\n0,0.1\n1,2.5\n2,3\n3,3.5\n4,4\n")
+    return {"binary": str(tmp_path / "binary.csv"), "reward": str(tmp_path / "reward.csv"),"qwen": str(curve_path(QWEN_VAL)), "missing": str(tmp_path / "none.csv"), "gemma_train": str(curve_path(GEMMA_TRAIN)), "bad": str(bad)}
 
 
 @pytest.mark.parametrize(
@@ -82,6 +84,10 @@ def test_user_errors_exit_2_with_one_line_and_no_traceback(tmp_path, args, fragm
         (["{qwen}", "--plot", "out.pdf"], "--plot"),
         (["{bad}"], "NaN"),
         (["{qwen}", "--n-boot", "5"], "n_boot"),
+        (["{binary}"], "not a UTF-8 text CSV"),
+        (["{reward}"], "the score column 'reward' has 2.5, outside [0, 1]"),
+        (["{reward}"], "--y-range LO HI"),
+        (["{qwen}", "--until", "-5"], "--until is a compute, >= 0"),
     ],
 )
 def test_more_user_errors_through_the_dispatcher(tmp_path, capsys, args, fragment):
@@ -150,6 +156,31 @@ def test_batch_backtest_over_a_folder_prints_the_table_and_summary(tmp_path):
     ratios = [math.log(r["rmse"]["workbench"] / r["rmse"]["paper"]) for r in j["rows"]]
     assert j["summary"][0]["mean_log_ratio_vs_paper"] == pytest.approx(sum(ratios) / 3)
     assert "mean log(workbench / paper rmse)" in p.stdout
+
+
+def test_a_spreadsheet_export_with_a_byte_order_mark_reads_its_columns(tmp_path):
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes("\ufeffgpu_hours,pass_rate\n0,0.1\n1,0.2\n2,0.3\n3,0.35\n4,0.4\n".encode("utf-8"))
+    d = json.loads(wb(str(bom), "--json", "--n-boot", "0").stdout)
+    assert d["x"] == "gpu_hours" and d["n"] == 4
+
+
+def test_without_bootstrap_the_text_says_so_instead_of_nan():
+    p = wb(str(curve_path(QWEN_VAL)), "--n-boot", "0")
+    assert p.returncode == 0 and "nan" not in p.stdout
+    assert "no interval: fitted without bootstrap" in p.stdout and "no band (--n-boot 0)" in p.stdout
+
+
+def test_one_unreadable_curve_is_a_row_of_the_batch_not_its_end(tmp_path):
+    shutil.copy(curve_path(QWEN_VAL), tmp_path)
+    (tmp_path / "broken.csv").write_text("step,score\n1,0.1\n2,abc\n")
+    p = wb(str(tmp_path), "--until-fraction", "0.5", "--json", "--n-boot", "0")
+    assert p.returncode == 0, p.stderr
+    j = json.loads(p.stdout)
+    rows = {r["curve"]: r for r in j["rows"]}
+    assert "not a number: 'abc'" in rows["broken"]["error"] and rows["broken"]["until"] is None
+    assert rows[QWEN_VAL.removesuffix(".csv")]["rmse"]["workbench"] > 0
+    assert j["summary"][0]["curves"] == 1 and j["summary"][0]["not_fitted"] == 1
 
 
 def test_batch_and_range_errors_are_one_line():

@@ -16,15 +16,15 @@ and the fit artifacts (`workbench.runs.report.FIT_FILES`).
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import json
+import numbers
 import time
 import uuid
 from pathlib import Path
 from typing import Any, Optional
 
 from workbench.config import RunConfig, load_run_config, run_config_from_dict
-from workbench.configtools import parse_override
+from workbench.configtools import flatten, parse_override, to_dict
 from workbench.errors import UserError
 
 
@@ -139,6 +139,23 @@ def read_summary(out_dir: Path, *, wait: float = 0.0) -> Optional[dict[str, Any]
 def has_checkpoint(out_dir: Path) -> bool:
     """True when the run folder holds a checkpoint to resume from."""
     return (Path(out_dir) / "checkpoints" / "LATEST").is_file()
+
+
+# Config keys that say how a run executes, not what it trains (prefixes): a resume may change them.
+EXECUTION_KEYS = (
+    "name", "out_dir", "tracking.", "resources.", "checkpoint.", "model.cache_dir", "train.max_steps", "train.micro_batch_",
+    "train.gradient_checkpointing", "train.max_nonfinite_in_a_row", "generation.backend", "generation.num_generators",
+    "generation.max_batch_sequences", "generation.vllm_", "eval.every_steps",
+)
+
+
+def resume_changes(saved: RunConfig, new: RunConfig) -> list[str]:
+    """The keys outside EXECUTION_KEYS on which `new` differs from the run's `saved` config, as
+    "key: old -> new" (both with absolute paths, as a run saves them): what a resume must not change,
+    or the curve would mix two settings."""
+    a, b = flatten(to_dict(saved)), flatten(to_dict(new))
+    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b))
+            if not k.startswith(EXECUTION_KEYS) and a.get(k) != b.get(k)]
 
 
 def checkpoint_step(out_dir: Path) -> Optional[int]:

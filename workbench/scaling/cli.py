@@ -35,7 +35,7 @@ import numpy as np
 
 from workbench.scaling.backtest import naive_rmse, score_holdout
 from workbench.scaling.data import Curve
-from workbench.scaling.scoreboard import format_table, load_folder, score_prefix, summary
+from workbench.scaling.scoreboard import COLUMNS, PrefixScore, curve_files, format_table, score_prefix, summary
 from workbench.scaling.sigmoid import METHODS, fit_sigmoid
 
 
@@ -65,7 +65,7 @@ def add_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
     p.add_argument("--method", choices=METHODS, default="auto", help="forecast method (default auto; paper = the paper's procedure)")
     p.add_argument("--y-range", type=float, nargs=2, metavar=("LO", "HI"), help="the score's range when it is not in [0, 1]; scores are scaled to [0, 1]")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.add_argument("--plot", metavar="OUT", help="write a chart: OUT.html (offline, self-contained) or OUT.png")
+    p.add_argument("--plot", metavar="OUT", help="write a chart: OUT.html (offline, self-contained), OUT.png or OUT.svg")
     p.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates for the intervals (default 200)")
     p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
@@ -79,6 +79,9 @@ def _num(x: float) -> Any:
 def run(args: argparse.Namespace) -> int:
     paths = [Path(p) for p in args.curve]
     fractions = args.until_fraction or []
+    for flag, v in (("--until", args.until), ("--fit-from", args.fit_from)):
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            raise UserError(f"{flag} is a compute, >= 0; got {v:g}")
     if any(p.is_dir() for p in paths) or len(paths) > 1 or len(fractions) > 1:
         return _batch(args, paths, fractions or [0.25, 0.5])
     if args.until is not None and fractions:
@@ -156,10 +159,15 @@ def _batch(args: argparse.Namespace, paths: list[Path], fractions: list[float]) 
     """The backtest table over every curve in the given folders / files (see scoreboard.py)."""
     if args.until is not None or args.plot or args.x or args.y or args.r0 is not None or args.method != "auto":
         raise UserError("the batch backtest (folders or several files) takes --until-fraction, --fit-from, --n-boot, --level, --seed, --y-range and --json only")
-    curves = []
+    curves, unread = [], []
     for p in paths:
-        curves += load_folder(p) if p.is_dir() else [Curve.from_csv(p, y_range=args.y_range)]
+        for file in curve_files(p) if p.is_dir() else [p]:
+            try:  # one unreadable file is a "not fitted" row, not the end of the table
+                curves.append(Curve.from_csv(file, y_range=None if p.is_dir() else args.y_range))
+            except UserError as e:
+                unread.append((file.stem, str(e)))
     rows = [score_prefix(cv, f, fit_from=args.fit_from, n_boot=args.n_boot, level=args.level, seed=args.seed) for f in fractions for cv in curves]
+    rows += [PrefixScore(name, f, math.nan, 0, 0, {k: math.nan for k in COLUMNS}, error=why) for f in fractions for name, why in unread]
     if args.json:
         print(json.dumps({"rows": [r.to_dict() for r in rows], "summary": summary(rows)}, default=_num))
     else:
@@ -172,7 +180,8 @@ def _text(fit: Any, curve: Curve, out: dict[str, Any]) -> str:
     pct = f"{fit.level:.0%}"
     flat = " (flat: no gain detected)" if fit.no_gain else ""
     for k, f in out["forecast"].items():
-        lines.append(f"  forecast{flat} at {k} the last fitted compute ({f['compute']:.4g}): {f['score']:.4f}   {pct} band [{f['lo']:.4f}, {f['hi']:.4f}]")
+        band = f"{pct} band [{f['lo']:.4f}, {f['hi']:.4f}]" if math.isfinite(f["lo"]) else "no band (--n-boot 0)"
+        lines.append(f"  forecast{flat} at {k} the last fitted compute ({f['compute']:.4g}): {f['score']:.4f}   {band}")
     if "backtest_rmse" in out:
         cov = out["backtest_coverage"]
         cov_txt = f"{cov:.0%}" if isinstance(cov, float) else "n/a"

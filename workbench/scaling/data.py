@@ -106,8 +106,13 @@ class Curve:
         path = Path(path)
         if not path.is_file():
             raise UserError(f"curve file not found: {path}")
-        with path.open(newline="") as f:
-            rows = list(csv.reader(f))
+        try:  # utf-8-sig: a spreadsheet's export starts with a byte-order mark
+            with path.open(newline="", encoding="utf-8-sig") as f:
+                rows = list(csv.reader(f))
+        except UnicodeDecodeError as e:
+            raise UserError(f"{path}: not a UTF-8 text CSV ({e.reason} at byte {e.start})") from None
+        except csv.Error as e:
+            raise UserError(f"{path}: not a readable CSV ({e})") from None
         rows = [r for r in rows if any(cell.strip() for cell in r)]
         if len(rows) < 2:
             raise UserError(f"{path}: needs a header row and at least one data row")
@@ -122,6 +127,11 @@ class Curve:
             ys.append(_number(row, ycol, header, path, line))
         y_arr, y_label = np.array(ys), header[ycol]
         y_range = y_range if y_range is not None else score_range(path)
+        outside = (y_arr < 0) | (y_arr > 1)
+        if y_range is None and outside.any():  # name the column and the way out before the generic check
+            i = int(np.argmax(outside))
+            raise UserError(f"{path}:{i + 2}: the score column {header[ycol]!r} has {y_arr[i]:g}, outside [0, 1]: a pass rate "
+                            "is in [0, 1]; for another score give its range (--y-range LO HI, y_range=, or a ranges.csv beside the file)")
         if y_range is not None:
             lo, hi = (float(v) for v in y_range)
             if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):

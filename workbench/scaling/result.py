@@ -264,6 +264,8 @@ class SigmoidFit:
         pct = f"{self.level:.0%}"
 
         def row(name: str, v: float, ci: Interval, fmt: str) -> str:
+            if not len(self.samples):  # fitted with n_boot=0: no replicates, no interval
+                return f"  {name:<6}= {v:{fmt}}   (no interval: fitted without bootstrap)"
             return f"  {name:<6}= {v:{fmt}}   {pct} CI [{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
 
         if self.no_gain:

@@ -49,6 +49,7 @@ class PrefixScore:
         d = asdict(self)
         d["rmse"] = {k: (v if math.isfinite(v) else None) for k, v in self.rmse.items()}
         d["coverage"] = self.coverage if math.isfinite(self.coverage) else None
+        d["until"] = self.until if math.isfinite(self.until) else None  # a curve that could not be read
         return d
 
 
@@ -122,7 +123,7 @@ def format_table(rows: Sequence[PrefixScore]) -> str:
         lines.append(
             f"prefix {s['fraction']:.2f} over {s['curves']} curves ({s['not_fitted']} not fitted): median rmse "
             + ", ".join(f"{k} {s['median_' + k]:.4f}" for k in COLUMNS)
-            + f"; workbench {s['gain_vs_better_of_last_and_paper']:+.0%} under the better of last and paper; "
+            + f"; workbench {_under(s['gain_vs_better_of_last_and_paper'])} the better of last and paper; "
             f"worst vs better naive {s['worst_vs_naive']:+.4f} ({s['worst_vs_naive_curve']}; {s['curves_worse_than_naive_by_0.02']} curves > 0.02), "
             f"worst vs paper {s['worst_vs_paper']:+.4f} ({s['curves_worse_than_paper_by_0.05']} curves > 0.05); "
             f"mean log(workbench / paper rmse) {s['mean_log_ratio_vs_paper']:+.3f}; "
@@ -131,12 +132,22 @@ def format_table(rows: Sequence[PrefixScore]) -> str:
     return "\n".join(lines)
 
 
-def load_folder(folder: str | Path) -> list[Curve]:
-    """Every *.csv curve in `folder` (sorted; ranges.csv is the score-range table, not a curve)."""
+def curve_files(folder: str | Path) -> list[Path]:
+    """The *.csv curves in `folder`, sorted (ranges.csv is the score-range table, not a curve)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise UserError(f"not a folder of curve CSVs: {folder}")
     files = sorted(p for p in folder.glob("*.csv") if p.name != RANGES_FILE)
     if not files:
         raise UserError(f"{folder}: no .csv curves in it")
-    return [Curve.from_csv(p) for p in files]
+    return files
+
+
+def _under(gain: float) -> str:
+    """A gain as "12% under" (better) or "12% over" (worse)."""
+    return f"{abs(gain):.0%} {'under' if gain >= 0 else 'over'}" if math.isfinite(gain) else "(no reference)"
+
+
+def load_folder(folder: str | Path) -> list[Curve]:
+    """Every curve in `folder` (see curve_files); an unreadable one is a UserError naming it."""
+    return [Curve.from_csv(p) for p in curve_files(folder)]

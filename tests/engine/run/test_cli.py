@@ -146,6 +146,19 @@ def test_run_writes_metrics_and_summary(tmp_path, model_cache):
     # the resumed command finds the finished run's last checkpoint and does nothing more
     proc = run_cli("run", "--config", str(path), "--out", str(out), "--max-steps", "3")
     assert proc.returncode == 0 and "resuming cli from step 3" in proc.stderr
+    # ...but not with another learning rate: the folder's curve would mix two settings
+    proc = run_cli("run", "--config", str(path), "--out", str(out), "--max-steps", "5", "--set", "train.lr=0.001")
+    assert_one_line_error(proc, 2, "trained with another config (train.lr: 0.0001 -> 0.001)", "--fresh")
+    assert json.loads((out / "config.json").read_text())["train"]["lr"] == 0.0001  # the record is untouched
+
+
+def test_bad_out_folder_and_max_minutes_are_refused_before_ray(tmp_path, model_cache):
+    path = write_config(tmp_path, model_cache)
+    (tmp_path / "afile").write_text("")
+    proc = run_cli("run", "--config", str(path), "--out", str(tmp_path / "afile"))
+    assert_one_line_error(proc, 2, "is a file, not a folder")
+    proc = run_cli("run", "--config", str(path), "--out", str(tmp_path / "o"), "--max-minutes", "-1")
+    assert_one_line_error(proc, 2, "--max-minutes must be > 0")
 
 
 def test_raising_checker_in_the_driver_fails_fast(tmp_path, model_cache):

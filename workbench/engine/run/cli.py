@@ -56,6 +56,20 @@ def open_tracking(cfg, *, fresh: bool):
     return run_tracking.open_run(cfg, experiment=tr.experiment, run_id=run_id, parent_run_id=tr.parent_run_id, kind="run")
 
 
+def refuse_changed_resume(cfg) -> None:
+    """A UserError when cfg would resume a run folder trained with another config (see resume_changes)."""
+    from workbench.engine.run.preflight import absolute_paths
+    from workbench.runs.folder import has_checkpoint, resume_changes, saved_config
+
+    out = cfg.output_dir()
+    prev = saved_config(out) if has_checkpoint(out) else None
+    changes = resume_changes(prev, absolute_paths(cfg)) if prev is not None else []
+    if changes:
+        more = f" and {len(changes) - 4} more" if len(changes) > 4 else ""
+        raise UserError(f"{out} holds a run trained with another config ({'; '.join(changes[:4])}{more}): resuming would "
+                        "mix two settings in one curve; start over with --fresh, or give another --out")
+
+
 def run(args: argparse.Namespace) -> int:
     import ray
 
@@ -67,11 +81,16 @@ def run(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.out:
         overrides.append(f"out_dir={args.out}")
+    if args.max_minutes is not None and not args.max_minutes > 0:
+        raise UserError(f"--max-minutes must be > 0, got {args.max_minutes:g}")
     if args.max_steps is not None:
         if args.max_steps < 1:
             raise UserError("--max-steps must be >= 1")
         overrides.append(f"train.max_steps={args.max_steps}")
-    cfg, created = open_tracking(load_run_config(args.config, overrides), fresh=args.fresh)
+    cfg = load_run_config(args.config, overrides)
+    if not args.fresh:
+        refuse_changed_resume(cfg)
+    cfg, created = open_tracking(cfg, fresh=args.fresh)
     if cfg.tracking.mlflow:
         print(f"tracking in MLflow run {cfg.tracking.run_id} ({cfg.tracking.tracking_uri})", file=sys.stderr)
     handle = None

@@ -29,9 +29,17 @@ def absolute_paths(cfg: RunConfig) -> RunConfig:
 
 
 def preflight(cfg: RunConfig, *, build_model: bool) -> None:
-    """Fail fast in the driver on bad tasks and model folders, with a clear message."""
+    """Fail fast in the driver on bad tasks, model folders and run folders, with a clear message."""
     from workbench.engine.model.load import load_policy
     from workbench.tasks.base import load_task
+
+    out = cfg.output_dir()
+    if out.exists() and not out.is_dir():
+        raise UserError(f"run folder {out} is a file, not a folder: pick another out_dir (--out)")
+    try:  # here, not in the Coordinator actor, where it would fail as a remote traceback
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create the run folder {out}: {e.strerror or e}") from None
 
     task = load_task(cfg.task)
     if build_model or not cfg.model.path.startswith("builtin:"):
