@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -133,6 +134,8 @@ def test_run_writes_metrics_and_summary(tmp_path, model_cache):
     assert not left, f"processes of `workbench run` left behind: {left}"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["status"] == "finished"
+    shown = re.findall(r"val=([0-9.]+)", proc.stderr)
+    assert shown and shown[-1] == f"{summary['val_pass_rate_last']:.3f}"  # the bar ends on the last evaluation
     assert "of its wall time in forward/backward/optimizer" in proc.stdout  # the engine's own account
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in rows if "train/reward_mean" in r]

@@ -83,8 +83,11 @@ def wait_with_progress(handle: RunHandle, max_steps: int, *, poll: float = 0.5, 
                 )
             time.sleep(poll)
         summary = handle.wait()
-        if bar is not None and summary["steps"] > shown:
-            bar.update(summary["steps"] - shown)
+        if bar is not None:  # the last evaluation lands as the run ends: show it, not the one before
+            if summary.get("val_pass_rate_last") is not None:
+                bar.set_postfix(refresh=False, val=f"{summary['val_pass_rate_last']:.3f}",
+                                dev_h=f"{summary.get('compute/device_hours', 0.0):.4f}", flops=f"{summary.get('compute/flops', 0.0):.2e}")
+            bar.update(max(0, summary["steps"] - shown))
         return summary
     finally:
         if bar is not None:
