@@ -129,3 +129,40 @@ def test_compare_marks_a_run_whose_driver_died_as_failed(tracking_uri, tmp_path,
     run = MlflowClient(tracking_uri).get_run(rid)
     assert run.info.status == "FAILED" and "driver or coordinator died" in run.data.tags["workbench.died"]
     assert "dead" in captured.err and "marked FAILED" in captured.err
+
+
+def test_compare_against_a_server_that_does_not_answer_is_one_line(capsys, free_port):
+    # before the fix MLflow retried the dead server for minutes and then printed a traceback
+    uri = f"http://127.0.0.1:{free_port}/"
+    assert main(["compare", "--experiment", "e", "--tracking-uri", uri]) == 2
+    err = capsys.readouterr().err
+    assert f"MLflow tracking server {uri} is not reachable" in err and err.count("\n") == 1
+
+
+def test_compare_never_creates_a_store(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # a folder with no store (and no project above it that has one)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname='p'\n")
+    assert main(["compare", "--experiment", "e"]) == 2
+    assert f"no MLflow store at {tmp_path.resolve() / 'mlflow.db'}" in capsys.readouterr().err
+    missing = tmp_path / "nonexist" / "dir" / "m.db"
+    assert main(["compare", "--experiment", "e", "--tracking-uri", f"sqlite:///{missing}"]) == 2
+    assert "runs are tracked there by `workbench run`" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml"]
+
+
+@pytest.mark.parametrize("command", [["compare", "--experiment", "e"], ["ui", "--port", "1"]])
+def test_a_file_that_is_not_a_database_is_named_in_one_line(tmp_path, capsys, command):
+    junk = tmp_path / "junk.db"
+    junk.write_text("not a database")
+    assert main(command + ["--tracking-uri", f"sqlite:///{junk}"]) == 2
+    err = capsys.readouterr().err
+    assert f"{junk} is not an SQLite database (file is not a database)" in err and err.count("\n") == 1
+
+
+def test_compare_takes_a_plain_path_to_the_sqlite_file(populated, tracking_uri, capsys):
+    from workbench.tracking.store import sqlite_path
+
+    exp, _ = populated
+    code, res = _json(capsys, ["compare", "--experiment", exp, "--tracking-uri", str(sqlite_path(tracking_uri))])
+    assert code == 0 and res["best"] == "strong"

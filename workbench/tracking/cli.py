@@ -11,8 +11,9 @@ intervals, and prints the runs ranked by A (asymptote) then B (efficiency) with 
 +-0.02 tie rule on A. With --experiment, runs that never logged the metric (e.g. a sweep's parent
 run) are left out, and so are FAILED/KILLED runs unless --include-failed is given; runs a sweep
 stopped by forecast (tag stopped_by_forecast=true) are kept and marked "stopped early". A run that
-cannot be fitted is listed with the reason. The store is --tracking-uri, else
-$MLFLOW_TRACKING_URI, else the project's mlflow.db.
+cannot be fitted is listed with the reason. The store is --tracking-uri (a URI, or a path to an
+SQLite file), else $MLFLOW_TRACKING_URI, else the project's mlflow.db; it must exist (compare never
+creates one), and a server must answer within seconds.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import math
 from typing import Any
 
 from workbench.errors import UserError
-from workbench.tracking.store import resolve_tracking_uri
+from workbench.tracking.store import check_reachable, resolve_tracking_uri
 
 X_CHOICES = ("compute/device_hours", "compute/flops", "step")
 
@@ -42,8 +43,7 @@ def select_runs(
     from workbench.runs.fits import stopped_runs, unique_names
     from workbench.tracking.queries import runs_frame  # pandas: loaded only when comparing
 
-    if bool(experiment) == bool(run_ids):
-        raise UserError("give either --experiment NAME or one or more RUN_IDs")
+    _check_selection(experiment, run_ids)
     frame = runs_frame(experiment=experiment, run_ids=run_ids or None, tracking_uri=tracking_uri)
     if frame.empty:
         raise UserError(f"experiment {experiment!r} has no runs")
@@ -59,6 +59,11 @@ def select_runs(
     if stopped is not None:
         stopped.update({names[rid]: why for rid, why in stopped_runs(frame).items() if rid in names})
     return {names[rid]: rid for rid in frame["run_id"]}
+
+
+def _check_selection(experiment: str | None, run_ids: list[str]) -> None:
+    if bool(experiment) == bool(run_ids):
+        raise UserError("give either --experiment NAME or one or more RUN_IDs")
 
 
 def _jsonable(v: Any) -> Any:
@@ -79,7 +84,7 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
     p.add_argument("--plot", help="write an overlay chart (.html self-contained, or .png)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--include-failed", action="store_true", help="with --experiment: also FAILED/KILLED runs")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or ./mlflow.db)")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI or SQLite file (default: $MLFLOW_TRACKING_URI or the project's mlflow.db)")
     return p
 
 
@@ -89,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     from workbench.runs.fits import fit_runs
     from workbench.runs.liveness import tell_dead_runs
 
+    _check_selection(args.experiment, args.run_ids)
     uri = resolve_tracking_uri(args.tracking_uri)
+    check_reachable(uri, must_exist=True)  # before MLflow: it would create a store, or retry a dead server for minutes
     tell_dead_runs(uri)  # a run whose driver died is FAILED, not RUNNING, in what is compared
     stopped: dict[str, str] = {}
     runs = select_runs(args.experiment, args.run_ids, args.metric, uri, args.include_failed, stopped)
