@@ -166,3 +166,28 @@ def test_compare_takes_a_plain_path_to_the_sqlite_file(populated, tracking_uri, 
     exp, _ = populated
     code, res = _json(capsys, ["compare", "--experiment", exp, "--tracking-uri", str(sqlite_path(tracking_uri))])
     assert code == 0 and res["best"] == "strong"
+
+
+def test_compare_names_runs_by_recipe_and_keeps_run_names_apart(tracking_uri, capsys):
+    exp = "compare-recipes"
+    for name, recipe, A in (("quickstart-1", "scalerl", 0.65), ("quickstart-2", "scalerl", 0.64), ("dapo-run", "dapo", 0.5)):
+        rid = _curve_run(tracking_uri, exp, name, A, 2.0, 2.0)
+        MlflowSink(rid, tracking_uri).log_config({"recipe": {"name": recipe}})
+    _curve_run(tracking_uri, exp, "no-recipe", 0.4, 2.0, 2.0)  # logged no recipe: its run name
+    code, res = _json(capsys, ["compare", "--experiment", exp, "--tracking-uri", tracking_uri])
+    assert code == 0
+    assert {r["name"] for r in res["runs"]} == {"scalerl (quickstart-1)", "scalerl (quickstart-2)", "dapo (dapo-run)", "no-recipe"}
+    assert main(["compare", "--experiment", exp, "--tracking-uri", tracking_uri]) == 0
+    table = capsys.readouterr().out
+    assert "recipe" in table and "scalerl (quickstart-1)" in table and "dapo (dapo-run)" in table
+
+
+@pytest.mark.parametrize("flag, value, close", [("--x", "compute/flop", "compute/flops"), ("--x", "nosuch", "none of its"),
+                                                ("--metric", "val/pass-rate", "val/pass_rate")])
+def test_a_metric_no_run_logged_is_one_line_with_close_names(populated, tracking_uri, capsys, flag, value, close):
+    _, ids = populated
+    for selection in (["--experiment", "compare-cli"], [ids["strong"], ids["weak"]]):
+        assert main(["compare", *selection, flag, value, "--tracking-uri", tracking_uri]) == 2
+        captured = capsys.readouterr()
+        assert repr(value) in captured.err and close in captured.err
+        assert captured.err.count("\n") == 1 and captured.out == ""  # not the metric list once per run
