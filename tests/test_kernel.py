@@ -55,6 +55,14 @@ def test_cli_install_with_name_and_tracking_uri(jupyter_prefix, capsys):
     assert spec.env["MLFLOW_TRACKING_URI"] == "sqlite:////x/mlflow.db"
 
 
+def test_a_plain_path_tracking_uri_is_baked_in_as_an_absolute_sqlite_uri(jupyter_prefix, tmp_path, monkeypatch):
+    # the kernel starts in each notebook's folder: a relative path would name another file there
+    monkeypatch.chdir(tmp_path)
+    assert main(["kernel", "install", "--prefix", str(jupyter_prefix), "--name", "wb-rel", "--tracking-uri", "mlflow.db"]) == 0
+    spec = KernelSpecManager().get_kernel_spec("wb-rel")
+    assert spec.env["MLFLOW_TRACKING_URI"] == f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"
+
+
 def test_bad_requests_are_user_errors(jupyter_prefix, capsys):
     with pytest.raises(UserError, match="either --user or --prefix"):
         install(user=True, prefix=str(jupyter_prefix))

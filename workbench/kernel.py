@@ -15,7 +15,9 @@ Environment set for the kernel: RAY_DEDUP_LOGS=0 (every Ray actor's log lines ar
 folded into "repeated Nx"), PYDEVD_DISABLE_FILE_VALIDATION=1 (silences the debugger's frozen
 modules warning). MLFLOW_TRACKING_URI is inherited from the Jupyter server's environment;
 unset, runs go to the project's sqlite store (workbench.tracking.store.default_tracking_uri).
-`--tracking-uri URI` writes it into the installed spec instead.
+`--tracking-uri URI` writes it into the installed spec instead (a path to an SQLite file, or a
+relative sqlite:/// URI, is written as sqlite:///<absolute path>: the kernel starts in the
+notebook's folder, not here).
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ KERNEL_NAME = "workbench"
 
 def kernel_spec(python: str | None = None, tracking_uri: str | None = None) -> dict[str, Any]:
     """The kernel.json contents; `python` defaults to the current interpreter."""
+    from workbench.tracking.store import normalize_uri
+
     env = {"RAY_DEDUP_LOGS": "0", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
     if tracking_uri:
-        env["MLFLOW_TRACKING_URI"] = tracking_uri
+        env["MLFLOW_TRACKING_URI"] = normalize_uri(tracking_uri)
     return {
         "argv": [python or sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "workbench",

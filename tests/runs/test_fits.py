@@ -40,3 +40,16 @@ def test_runs_that_are_not_a_dict_or_list_are_refused(runs):
     uri, ids = runs
     with pytest.raises(UserError, match="runs must be a dict"):
         fit_runs(ids["high"], tracking_uri=uri)  # one id as a bare string
+
+
+def test_run_labels_show_the_recipe_and_keep_runs_of_one_recipe_apart(runs):
+    from workbench.runs.fits import run_labels
+    from workbench.tracking.queries import runs_frame
+
+    uri, ids = runs
+    MlflowSink(ids["high"], uri).log_config({"recipe": {"name": "scalerl"}})
+    twin = create_run("fits", "high", tracking_uri=uri)  # the same run name and recipe again
+    MlflowSink(twin, uri).log_config({"recipe": {"name": "scalerl"}})
+    labels = run_labels(runs_frame(experiment="fits", tracking_uri=uri))
+    assert labels[ids["low"]] == "low"  # no recipe logged: the run name
+    assert labels[ids["high"]] == f"scalerl (high)-{ids['high'][:6]}" and labels[twin] == f"scalerl (high)-{twin[:6]}"

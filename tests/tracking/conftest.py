@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import uuid
 
 import pytest
@@ -23,3 +24,11 @@ def experiment(tracking_uri) -> str:
     name = f"exp-{uuid.uuid4().hex[:8]}"
     ensure_experiment(name, tracking_uri)
     return name
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A TCP port nothing listens on (bound once and released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -17,12 +17,6 @@ from workbench.errors import UserError
 from workbench.tracking.cli_ui import server_command
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_server_command_uses_the_store_and_localhost(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cmd = server_command(uri, port=5001)
@@ -45,8 +39,8 @@ def test_port_in_use_is_a_user_error(tracking_uri, capsys):
 
 
 @pytest.mark.slow
-def test_ui_serves_and_stops_with_its_server(tracking_uri):
-    port = _free_port()
+def test_ui_serves_and_stops_with_its_server(tracking_uri, free_port):
+    port = free_port
     proc = subprocess.Popen(
         [sys.executable, "-m", "workbench.cli", "ui", "--port", str(port), "--tracking-uri", tracking_uri],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
@@ -73,3 +67,35 @@ def test_ui_serves_and_stops_with_its_server(tracking_uri):
         except ProcessLookupError:
             pass
         proc.wait()
+
+
+@pytest.mark.parametrize("host, reason", [("nosuchhost.invalid", "cannot bind to host nosuchhost.invalid"),
+                                          ("192.0.2.1", "cannot bind to host 192.0.2.1")])  # TEST-NET: no address of ours
+def test_a_host_that_cannot_be_bound_is_not_called_a_busy_port(tracking_uri, capsys, host, reason, free_port):
+    assert main(["ui", "--host", host, "--port", str(free_port), "--tracking-uri", tracking_uri]) == 2
+    err = capsys.readouterr().err
+    assert reason in err and "in use" not in err
+
+
+def test_ui_on_a_server_uri_says_whether_anything_answers(capsys, free_port):
+    import http.server
+    import threading
+
+    dead = f"http://127.0.0.1:{free_port}/"
+    assert main(["ui", "--tracking-uri", dead]) == 2
+    err = capsys.readouterr().err
+    assert f"nothing answers at {dead}" in err and "already a tracking server" not in err
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)  # answers (404 on /health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert main(["ui", "--tracking-uri", f"http://127.0.0.1:{server.server_port}"]) == 2
+        assert "already a tracking server: open it in a browser" in capsys.readouterr().err
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("workers", ["0", "-2"])
+def test_ui_refuses_fewer_than_one_worker(tracking_uri, capsys, workers):
+    assert main(["ui", "--workers", workers, "--tracking-uri", tracking_uri]) == 2
+    assert f"--workers must be at least 1, got {workers}" in capsys.readouterr().err

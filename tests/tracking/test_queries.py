@@ -80,3 +80,26 @@ def test_run_curve_missing_metric_names_what_exists(tracking_uri, experiment):
     rid = _logged_run(tracking_uri, experiment, "a", "scalerl")
     with pytest.raises(UserError, match=r"no metric 'val/score'.*val/pass_rate"):
         run_curve(rid, metric="val/score", tracking_uri=tracking_uri)
+
+
+def test_reading_a_missing_store_is_a_user_error_and_creates_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    for read in (lambda: runs_frame(experiment="x", tracking_uri="mlflow.db"),
+                 lambda: run_curve("f" * 32, tracking_uri="mlflow.db"),
+                 lambda: metric_history("f" * 32, "a", tracking_uri="mlflow.db")):
+        with pytest.raises(UserError, match="no MLflow store at"):
+            read()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_curve_missing_metric_names_a_few_close_ones_not_all(tracking_uri, experiment):
+    rid = create_run(experiment, "many", tracking_uri=tracking_uri)
+    sink = MlflowSink(rid, tracking_uri)
+    sink.log_metrics({f"train/m{i:02d}": float(i) for i in range(30)} | {"compute/flops": 1.0}, step=0)
+    sink.close("FINISHED")
+    with pytest.raises(UserError) as e:
+        run_curve(rid, metric="train/m01", x="compute/flop", tracking_uri=tracking_uri)
+    msg = str(e.value)
+    assert "no metric 'compute/flop'" in msg and "close: compute/flops" in msg and "of 31 metrics" in msg
+    assert msg.count("train/m") <= 3  # not the whole list

@@ -78,3 +78,12 @@ def test_log_fit_writes_metrics_tags_and_the_report_files(run_folder, uri, exper
     assert run.data.tags["workbench.fit_error"] == "only for the tag"
     assert [m.step for m in c.get_metric_history(cfg.tracking.run_id, "fit/C_mid")] == [7]
     assert {a.path for a in c.list_artifacts(cfg.tracking.run_id, "fit")} == {"fit/fit.json", "fit/fit.html", "fit/fit.png"}
+
+
+def test_open_run_on_a_file_that_is_not_a_database_names_it(run_folder, tmp_path, experiment):
+    cfg = Session.open(run_folder(4)).cfg
+    junk = tmp_path / "notes.db"
+    junk.write_text("not a database")
+    for run_id in (None, "f" * 32):  # a new run, and reopening one
+        with pytest.raises(UserError, match=f"{junk} is not an SQLite database"):
+            open_run(cfg, experiment=experiment, run_id=run_id, tracking_uri=str(junk))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sqlite3
 import time
 
@@ -72,14 +71,8 @@ def test_create_run_creates_a_missing_experiment(tracking_uri):
     assert MlflowClient(tracking_uri).get_experiment(run.info.experiment_id).name == "made-on-demand"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_unreachable_server_fails_fast_with_clear_message():
-    uri = f"http://127.0.0.1:{_free_port()}"
+def test_unreachable_server_fails_fast_with_clear_message(free_port):
+    uri = f"http://127.0.0.1:{free_port}"
     t0 = time.monotonic()
     with pytest.raises(UserError, match="not reachable"):
         store.check_reachable(uri, timeout=2.0)
@@ -125,3 +118,55 @@ def test_locked_error_detected_through_wrapping():
     except RuntimeError as outer:
         assert store.is_locked_error(outer)
     assert not store.is_locked_error(RuntimeError("other"))
+
+
+def test_a_plain_path_to_a_sqlite_file_is_an_absolute_sqlite_uri(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    here = tmp_path.resolve()
+    assert store.resolve_tracking_uri("mlflow.db") == f"sqlite:///{here / 'mlflow.db'}"
+    assert store.resolve_tracking_uri("runs/x.sqlite") == f"sqlite:///{here / 'runs' / 'x.sqlite'}"
+    assert store.resolve_tracking_uri("sqlite:///rel.db") == f"sqlite:///{here / 'rel.db'}"  # relative URI
+    (tmp_path / "store").write_bytes(b"")  # an existing file, whatever its name
+    assert store.resolve_tracking_uri("store") == f"sqlite:///{here / 'store'}"
+    for uri in ("http://h:5000", f"sqlite:///{here / 'a.db'}", "postgresql://u@h/db"):
+        assert store.resolve_tracking_uri(uri) == uri
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "env.db")
+    assert store.resolve_tracking_uri() == f"sqlite:///{here / 'env.db'}"
+    # and the store is really created there, from another working directory too
+    (tmp_path / "elsewhere").mkdir()
+    uri = store.resolve_tracking_uri("mlflow.db")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    store.ensure_experiment("plain-path", uri)
+    assert (tmp_path / "mlflow.db").is_file() and not (tmp_path / "elsewhere" / "mlflow.db").exists()
+
+
+def test_a_file_that_is_not_a_database_is_a_one_line_user_error(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_text("these are notes, not a database\n")
+    for check in (lambda u: store.check_reachable(u), lambda u: store.check_reachable(u, must_exist=True),
+                  lambda u: store.ensure_experiment("x", u), lambda u: store.read_client(u)):
+        with pytest.raises(UserError, match=f"{junk} is not an SQLite database") as e:
+            check(f"sqlite:///{junk}")
+        assert "\n" not in str(e.value)
+    assert junk.read_text() == "these are notes, not a database\n"  # untouched
+
+
+def test_reading_refuses_a_missing_store_and_creates_nothing(tmp_path, tracking_uri):
+    missing = tmp_path / "no" / "dir" / "m.db"
+    with pytest.raises(UserError, match=f"no MLflow store at {missing} \\(runs are tracked there by"):
+        store.read_client(f"sqlite:///{missing}")
+    assert not (tmp_path / "no").exists()
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()  # an SQLite file without MLflow's tables
+    with pytest.raises(UserError, match="no MLflow store at .*no MLflow tables"):
+        store.check_reachable(f"sqlite:///{empty}", must_exist=True)
+    store.check_reachable(tracking_uri, must_exist=True)  # a real store passes
+    with pytest.raises(UserError, match="is a folder"):
+        store.check_reachable(f"sqlite:///{tmp_path}")
+
+
+def test_a_folder_store_is_a_user_error_not_mlflows_exception(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    with pytest.raises(UserError, match="folder store is not supported.*--tracking-uri mlflow.db"):
+        store.ensure_experiment("x", str(tmp_path / "mlruns"))

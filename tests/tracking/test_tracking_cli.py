@@ -129,3 +129,65 @@ def test_compare_marks_a_run_whose_driver_died_as_failed(tracking_uri, tmp_path,
     run = MlflowClient(tracking_uri).get_run(rid)
     assert run.info.status == "FAILED" and "driver or coordinator died" in run.data.tags["workbench.died"]
     assert "dead" in captured.err and "marked FAILED" in captured.err
+
+
+def test_compare_against_a_server_that_does_not_answer_is_one_line(capsys, free_port):
+    # before the fix MLflow retried the dead server for minutes and then printed a traceback
+    uri = f"http://127.0.0.1:{free_port}/"
+    assert main(["compare", "--experiment", "e", "--tracking-uri", uri]) == 2
+    err = capsys.readouterr().err
+    assert f"MLflow tracking server {uri} is not reachable" in err and err.count("\n") == 1
+
+
+def test_compare_never_creates_a_store(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # a folder with no store (and no project above it that has one)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname='p'\n")
+    assert main(["compare", "--experiment", "e"]) == 2
+    assert f"no MLflow store at {tmp_path.resolve() / 'mlflow.db'}" in capsys.readouterr().err
+    missing = tmp_path / "nonexist" / "dir" / "m.db"
+    assert main(["compare", "--experiment", "e", "--tracking-uri", f"sqlite:///{missing}"]) == 2
+    assert "runs are tracked there by `workbench run`" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml"]
+
+
+@pytest.mark.parametrize("command", [["compare", "--experiment", "e"], ["ui", "--port", "1"]])
+def test_a_file_that_is_not_a_database_is_named_in_one_line(tmp_path, capsys, command):
+    junk = tmp_path / "junk.db"
+    junk.write_text("not a database")
+    assert main(command + ["--tracking-uri", f"sqlite:///{junk}"]) == 2
+    err = capsys.readouterr().err
+    assert f"{junk} is not an SQLite database (file is not a database)" in err and err.count("\n") == 1
+
+
+def test_compare_takes_a_plain_path_to_the_sqlite_file(populated, tracking_uri, capsys):
+    from workbench.tracking.store import sqlite_path
+
+    exp, _ = populated
+    code, res = _json(capsys, ["compare", "--experiment", exp, "--tracking-uri", str(sqlite_path(tracking_uri))])
+    assert code == 0 and res["best"] == "strong"
+
+
+def test_compare_names_runs_by_recipe_and_keeps_run_names_apart(tracking_uri, capsys):
+    exp = "compare-recipes"
+    for name, recipe, A in (("quickstart-1", "scalerl", 0.65), ("quickstart-2", "scalerl", 0.64), ("dapo-run", "dapo", 0.5)):
+        rid = _curve_run(tracking_uri, exp, name, A, 2.0, 2.0)
+        MlflowSink(rid, tracking_uri).log_config({"recipe": {"name": recipe}})
+    _curve_run(tracking_uri, exp, "no-recipe", 0.4, 2.0, 2.0)  # logged no recipe: its run name
+    code, res = _json(capsys, ["compare", "--experiment", exp, "--tracking-uri", tracking_uri])
+    assert code == 0
+    assert {r["name"] for r in res["runs"]} == {"scalerl (quickstart-1)", "scalerl (quickstart-2)", "dapo (dapo-run)", "no-recipe"}
+    assert main(["compare", "--experiment", exp, "--tracking-uri", tracking_uri]) == 0
+    table = capsys.readouterr().out
+    assert "recipe" in table and "scalerl (quickstart-1)" in table and "dapo (dapo-run)" in table
+
+
+@pytest.mark.parametrize("flag, value, close", [("--x", "compute/flop", "compute/flops"), ("--x", "nosuch", "none of its"),
+                                                ("--metric", "val/pass-rate", "val/pass_rate")])
+def test_a_metric_no_run_logged_is_one_line_with_close_names(populated, tracking_uri, capsys, flag, value, close):
+    _, ids = populated
+    for selection in (["--experiment", "compare-cli"], [ids["strong"], ids["weak"]]):
+        assert main(["compare", *selection, flag, value, "--tracking-uri", tracking_uri]) == 2
+        captured = capsys.readouterr()
+        assert repr(value) in captured.err and close in captured.err
+        assert captured.err.count("\n") == 1 and captured.out == ""  # not the metric list once per run

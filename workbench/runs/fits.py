@@ -17,6 +17,8 @@ is listed with the reason instead of stopping the comparison.
 Runs a sweep stopped by forecast carry the MLflow tags `stopped_by_forecast=true` and
 `stopped_reason` (STOPPED_TAG, STOPPED_REASON_TAG); they are fitted on the curve they have and
 ranked like any other, and the table marks them "stopped early" (column `stopped`: the reason).
+`run_labels` names runs read from MLflow for the table: "recipe (run name)" when the run logged
+its recipe (param `recipe.name`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from workbench.tracking.queries import run_curve
 
 COLUMNS = ["name", "run_id", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi", "C_mid", "C_mid_lo", "C_mid_hi", "n", "r2", "rank", "verdict",
            "stopped", "error"]
+RECIPE_PARAM = "recipe.name"  # the config key a tracked run logs as a param: which recipe it trained
 STOPPED_TAG = "stopped_by_forecast"
 STOPPED_REASON_TAG = "stopped_reason"
 
@@ -173,6 +176,20 @@ def fit_runs(
     if result.fits:
         result.comparison = compare(result.fits)
     return result
+
+
+def run_labels(frame: pd.DataFrame) -> dict[str, str]:
+    """run_id -> the name a comparison shows for each run of a `queries.runs_frame`.
+
+    A run that logged its recipe (param recipe.name) shows "recipe (run name)", so a table of
+    recipes says which recipe each row is while two runs of one recipe stay apart; otherwise the
+    run name. Made unique with `unique_names`."""
+    recipes = frame[RECIPE_PARAM] if RECIPE_PARAM in frame.columns else [None] * len(frame)
+    labels = {}
+    for rid, run_name, recipe in zip(frame["run_id"], frame["name"].fillna(""), recipes):
+        recipe = "" if recipe is None or pd.isna(recipe) else str(recipe)
+        labels[rid] = f"{recipe} ({run_name})" if recipe and run_name and run_name != recipe else (recipe or run_name)
+    return unique_names(labels)
 
 
 def unique_names(names: Mapping[str, str]) -> dict[str, str]:

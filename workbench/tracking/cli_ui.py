@@ -2,6 +2,7 @@
 
     workbench ui                         # http://127.0.0.1:5000, store = default_tracking_uri()
     workbench ui --port 5001 --host 0.0.0.0 --tracking-uri sqlite:////data/mlflow.db
+    workbench ui --tracking-uri runs/mlflow.db   # a path to an SQLite file works too
 
 Runs `mlflow server` with this store as its backend (and, for a SQLite store, artifacts served
 from the `mlartifacts/` folder next to it) in the foreground until Ctrl-C. Bound to 127.0.0.1 by
@@ -13,6 +14,7 @@ MLFLOW_TRACKING_URI=http://HOST:PORT.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import socket
@@ -20,7 +22,7 @@ import subprocess
 import sys
 
 from workbench.errors import UserError
-from workbench.tracking.store import check_reachable, resolve_tracking_uri, sqlite_path
+from workbench.tracking.store import check_reachable, resolve_tracking_uri, server_problem, sqlite_path
 
 
 def server_command(tracking_uri: str, host: str = "127.0.0.1", port: int = 5000, workers: int = 1) -> list[str]:
@@ -38,32 +40,48 @@ def server_command(tracking_uri: str, host: str = "127.0.0.1", port: int = 5000,
     return cmd
 
 
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket() as s:
+def check_bindable(host: str, port: int) -> None:
+    """UserError unless a server can listen on host:port: the host must resolve to an address of
+    this machine, and the port must be free (and allowed: ports below 1024 need root)."""
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host or "0.0.0.0", port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as e:
+        raise UserError(f"cannot bind to host {host}: {e.strerror}; give an address of this machine with --host") from None
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does: TIME_WAIT is no obstacle
         try:
-            s.bind((host if host not in ("0.0.0.0", "") else "0.0.0.0", port))
-        except OSError:
-            return False
-    return True
+            s.bind(addr)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise UserError(f"port {port} on {host} is in use: pick another with --port") from None
+            if e.errno == errno.EACCES:
+                raise UserError(f"cannot bind to port {port} on {host}: {e.strerror} (ports below 1024 need root)") from None
+            raise UserError(f"cannot bind to host {host}: {e.strerror}; give an address of this machine with --host") from None
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
     p = subparsers.add_parser(name, help="start the MLflow UI on the project's tracking store", description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    p.add_argument("--tracking-uri", help="backend store (default: $MLFLOW_TRACKING_URI or ./mlflow.db)")
+    p.add_argument("--tracking-uri", help="backend store, a URI or SQLite file (default: $MLFLOW_TRACKING_URI or the project's mlflow.db)")
     p.add_argument("--workers", type=int, default=1, help="server worker processes (default 1)")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    uri = resolve_tracking_uri(args.tracking_uri)
-    cmd = server_command(uri, args.host, args.port, args.workers)
-    check_reachable(uri)
     if not 0 < args.port < 65536:
         raise UserError(f"--port must be in 1..65535, got {args.port}")
-    if not _port_free(args.host, args.port):
-        raise UserError(f"port {args.port} on {args.host} is in use: pick another with --port")
+    if args.workers < 1:
+        raise UserError(f"--workers must be at least 1, got {args.workers}")
+    uri = resolve_tracking_uri(args.tracking_uri)
+    if uri.startswith(("http://", "https://")):
+        problem = server_problem(uri)
+        if problem is not None:
+            raise UserError(f"nothing answers at {uri} ({problem}): `workbench ui` serves a store it opens itself; "
+                            "give --tracking-uri PATH.db (or sqlite:///PATH), or unset MLFLOW_TRACKING_URI")
+    cmd = server_command(uri, args.host, args.port, args.workers)
+    check_reachable(uri)
+    check_bindable(args.host, args.port)
     print(f"MLflow UI on http://{args.host}:{args.port}  (store: {uri}; Ctrl-C stops it)", flush=True)
     env = dict(os.environ)
     # MLflow 3's server-side job runner (GenAI evaluation jobs) is unused here and slows start/stop.

@@ -15,12 +15,13 @@ last value; steps where either metric is missing are dropped. `x="step"` uses th
 
 from __future__ import annotations
 
+import difflib
 from typing import Iterable
 
 import pandas as pd
 
 from workbench.errors import UserError
-from workbench.tracking.store import PARENT_TAG, client, resolve_tracking_uri, retry_locked
+from workbench.tracking.store import PARENT_TAG, read_client, retry_locked
 
 _FIXED = ["run_id", "name", "status", "experiment_id", "parent_run_id", "start_time", "end_time"]
 
@@ -36,7 +37,10 @@ def _get_run(c, run_id: str):
 
 def experiment_ids(names: Iterable[str], tracking_uri: str | None = None) -> list[str]:
     """Ids of named experiments; an unknown name raises UserError listing the known ones."""
-    c = client(tracking_uri)
+    return _experiment_ids(read_client(tracking_uri), names)
+
+
+def _experiment_ids(c, names: Iterable[str]) -> list[str]:
     ids = []
     for name in names:
         exp = retry_locked(c.get_experiment_by_name, name)
@@ -45,6 +49,16 @@ def experiment_ids(names: Iterable[str], tracking_uri: str | None = None) -> lis
             raise UserError(f"no MLflow experiment named {name!r} in {c.tracking_uri}; known: {known}")
         ids.append(exp.experiment_id)
     return ids
+
+
+def close_names(name: str, known: Iterable[str], what: str = "metrics", n: int = 3) -> str:
+    """'close: a, b (of N metrics)': at most `n` of `known` that look like `name`, a one-line
+    hint instead of the whole list (runs log dozens of metrics)."""
+    known = sorted(set(known))
+    close = difflib.get_close_matches(name, known, n=n, cutoff=0.5)
+    if not close:
+        return f"none of its {len(known)} {what} is close" if known else f"it has no {what}"
+    return f"close: {', '.join(close)} (of {len(known)} {what})"
 
 
 def _row(run) -> dict:
@@ -74,8 +88,7 @@ def runs_frame(
     tracking_uri: str | None = None,
 ) -> pd.DataFrame:
     """One row per run (oldest first): of the named experiment(s), of `run_ids`, or of all."""
-    uri = resolve_tracking_uri(tracking_uri)
-    c = client(uri)
+    c = read_client(tracking_uri)
     if run_ids is not None:
         runs = [_get_run(c, r) for r in run_ids]
     else:
@@ -83,7 +96,7 @@ def runs_frame(
             ids = [e.experiment_id for e in retry_locked(c.search_experiments)]
         else:
             names = [experiment] if isinstance(experiment, str) else list(experiment)
-            ids = experiment_ids(names, uri)
+            ids = _experiment_ids(c, names)
         runs = []
         token = None
         while True:  # page through: search_runs returns at most max_results at a time
@@ -100,7 +113,10 @@ def runs_frame(
 
 def metric_history(run_id: str, key: str, tracking_uri: str | None = None) -> pd.Series:
     """{step: value} of one metric (the last value logged at each step)."""
-    c = client(tracking_uri)
+    return _metric_history(read_client(tracking_uri), run_id, key)
+
+
+def _metric_history(c, run_id: str, key: str) -> pd.Series:
     hist = retry_locked(c.get_metric_history, run_id, key)
     if not hist:
         return pd.Series(dtype=float, name=key)
@@ -119,22 +135,19 @@ def run_curve(
     """The run's `metric` against `x`, joined on step: DataFrame with columns step, x, y.
 
     `frame.attrs` holds {"run_id", "metric", "x"}. A run that never logged `metric` (or `x`)
-    raises UserError naming the metrics it has.
+    raises UserError naming the closest metrics it has.
     """
-    uri = resolve_tracking_uri(tracking_uri)
-    run = _get_run(client(uri), run_id)
+    c = read_client(tracking_uri)
+    run = _get_run(c, run_id)
     needed = [metric] if x == "step" else [metric, x]
     missing = [k for k in needed if k not in run.data.metrics]
     if missing:
-        raise UserError(
-            f"run {run_id} ({run.info.run_name}) has no metric {missing[0]!r}; "
-            f"it has: {sorted(run.data.metrics)}"
-        )
-    y_s = metric_history(run_id, metric, uri)
+        raise UserError(f"run {run_id} ({run.info.run_name}) has no metric {missing[0]!r}; {close_names(missing[0], run.data.metrics)}")
+    y_s = _metric_history(c, run_id, metric)
     if x == "step":
         frame = pd.DataFrame({"step": y_s.index.astype(int), "x": y_s.index.astype(float), "y": y_s.values})
     else:
-        x_s = metric_history(run_id, x, uri)
+        x_s = _metric_history(c, run_id, x)
         joined = pd.concat([x_s.rename("x"), y_s.rename("y")], axis=1, join="inner").dropna()
         frame = pd.DataFrame({"step": joined.index.astype(int), "x": joined["x"].values, "y": joined["y"].values})
     frame = frame.sort_values("step").reset_index(drop=True)

@@ -57,6 +57,7 @@ def open_run(cfg: RunConfig, *, experiment: str, run_id: Optional[str] = None, p
         tags = {"workbench.kind": kind, "workbench.run": cfg.name, OUT_DIR_TAG: str(cfg.output_dir().resolve())}
         run_id = store.create_run(experiment, cfg.name, tags, parent_run_id=parent_run_id, tracking_uri=uri)
     else:
+        store.check_reachable(uri)  # a dead server or a file that is no database: one line, not MLflow's retries
         try:
             status = store.run_status(run_id, uri)
         except Exception as e:  # noqa: BLE001 - MlflowException for an unknown id

@@ -9,6 +9,15 @@ The tracking URI is resolved once, in this order:
    repository root when you work inside a clone, also from `notebooks/`), else the working
    directory itself. Artifacts of experiments created here go to `<project>/mlartifacts/`.
 
+A plain path to a SQLite file (`mlflow.db`, `runs/x.sqlite`, or any existing file) and a relative
+`sqlite:///` path become `sqlite:///<absolute path>`, so every process, and a kernel spec, names the
+same file whatever its working directory.
+
+`check_reachable(uri)` fails fast with a one-line UserError before anything uses the store: a
+server that does not answer, a file that is not an SQLite database, a folder that cannot be
+written. Read-only commands (`workbench compare`, `queries`, history priors) use `read_client`,
+which also refuses a store that does not exist yet instead of creating an empty one.
+
 SQLite stores are shared by several processes (sweep points, Ray actors). Two processes that
 create the database or the same experiment at once race on the schema migration or get
 "database is locked"; so the parent process calls `ensure_experiment` (which creates the store
@@ -25,6 +34,7 @@ from __future__ import annotations
 
 import os
 import random
+import sqlite3
 import time
 import urllib.error
 import urllib.parse
@@ -39,6 +49,8 @@ T = TypeVar("T")
 PARENT_TAG = "mlflow.parentRunId"
 RUN_STATUSES = ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")
 _PROJECT_MARKERS = ("pyproject.toml", ".git")
+_SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+_STORE_HINT = "runs are tracked there by `workbench run` or a Session with tracking on"
 
 
 def project_root(start: str | Path | None = None) -> Path:
@@ -54,13 +66,33 @@ def default_tracking_uri(project_dir: str | Path | None = None) -> str:
     """$MLFLOW_TRACKING_URI if set, else sqlite:///<project>/mlflow.db (see module doc)."""
     env = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
     if env:
-        return env
+        return normalize_uri(env)
     folder = Path(project_dir).resolve() if project_dir is not None else project_root()
     return f"sqlite:///{folder / 'mlflow.db'}"
 
 
 def resolve_tracking_uri(tracking_uri: str | None = None) -> str:
-    return tracking_uri or default_tracking_uri()
+    """The store to use: `tracking_uri` (normalized, see `normalize_uri`), else the default."""
+    if tracking_uri and tracking_uri.strip():
+        return normalize_uri(tracking_uri)
+    return default_tracking_uri()
+
+
+def normalize_uri(uri: str) -> str:
+    """A plain path to a SQLite file (ending in .db/.sqlite/.sqlite3, or an existing file), or a
+    relative sqlite:/// path, as sqlite:///<absolute path>; any other URI unchanged."""
+    uri = uri.strip()
+    scheme = urllib.parse.urlparse(uri).scheme
+    if not scheme:
+        path = Path(uri).expanduser()
+        if path.suffix.lower() in _SQLITE_SUFFIXES or path.is_file():
+            return f"sqlite:///{path.resolve()}"
+        return uri
+    path = sqlite_path(uri)
+    if path is not None and not path.is_absolute():
+        query = uri.partition("?")[2]
+        return f"sqlite:///{path.resolve()}" + (f"?{query}" if query else "")
+    return uri
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -85,38 +117,60 @@ def default_artifact_location(uri: str, experiment: str) -> str | None:
     return (db.resolve().parent / "mlartifacts" / safe).as_uri()
 
 
-def check_reachable(uri: str, timeout: float = 3.0) -> None:
-    """Fail fast with a clear UserError when the tracking store cannot be used.
+def server_problem(uri: str, timeout: float = 3.0) -> str | None:
+    """Why the MLflow server at http(s) `uri` cannot be used, or None when it answers in time."""
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as resp:
+            resp.read(64)
+    except urllib.error.HTTPError as e:
+        if e.code >= 500:
+            return f"it answered HTTP {e.code}"
+    except (urllib.error.URLError, OSError) as e:
+        return str(getattr(e, "reason", e))
+    return None
+
+
+def check_reachable(uri: str, timeout: float = 3.0, *, must_exist: bool = False) -> None:
+    """Fail fast with a one-line UserError when the tracking store cannot be used.
 
     http(s): the server must answer within `timeout` seconds (any HTTP status below 500).
-    sqlite / file: the folder must exist (it is created) and be writable.
+    sqlite: an existing file must be an SQLite database; without `must_exist` its folder is
+    created and must be writable; with `must_exist` (read-only use) the file must hold an MLflow
+    store already, and nothing is created.
     """
     scheme = urllib.parse.urlparse(uri).scheme
     if scheme in ("http", "https"):
-        url = uri.rstrip("/") + "/health"
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as resp:
-                resp.read(64)
-        except urllib.error.HTTPError as e:
-            if e.code >= 500:
-                raise UserError(f"MLflow tracking server {uri} answered HTTP {e.code}; check the server") from None
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", e)
+        problem = server_problem(uri, timeout)
+        if problem is not None:
             raise UserError(
-                f"MLflow tracking server {uri} is not reachable ({reason}); start one "
+                f"MLflow tracking server {uri} is not reachable ({problem}); start one "
                 "(`workbench ui` or `mlflow server`) or set MLFLOW_TRACKING_URI to a reachable "
                 "server / a sqlite:/// path"
-            ) from None
+            )
         return
     if scheme == "sqlite":
         path = sqlite_path(uri)
         if path is None:
             return  # in-memory
-        _check_writable(path, uri)
+        if path.is_dir():
+            raise UserError(f"tracking store {uri}: {path} is a folder, not an SQLite database file")
+        if must_exist and not path.exists():
+            raise UserError(f"no MLflow store at {path} ({_STORE_HINT})")
+        if not must_exist:
+            _check_writable(path, uri)
+        _check_sqlite_file(path, uri, must_exist)
         return
     if scheme in ("", "file"):
+        if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() != "true":
+            raise UserError(
+                f"tracking store {uri}: a folder store is not supported by MLflow any more; give an "
+                "SQLite file (--tracking-uri mlflow.db, or sqlite:///PATH) or an http:// server"
+            )
         path = Path(urllib.parse.urlparse(uri).path if scheme == "file" else uri)
-        _check_writable(path / "probe", uri)
+        if must_exist and not path.is_dir():
+            raise UserError(f"no MLflow store at {path} ({_STORE_HINT})")
+        if not must_exist:
+            _check_writable(path / "probe", uri)
         return
     # postgresql://, mysql://, databricks: left to MLflow's own error messages
 
@@ -131,6 +185,27 @@ def _check_writable(path: Path, uri: str) -> None:
         raise UserError(f"tracking store {uri}: folder {folder} is not writable")
     if path.exists() and not os.access(path, os.W_OK):
         raise UserError(f"tracking store {uri}: file {path} is not writable")
+
+
+def _check_sqlite_file(path: Path, uri: str, must_exist: bool) -> None:
+    """UserError unless `path` (when it exists) opens as an SQLite database; with `must_exist`,
+    one holding MLflow's tables. Opened read-only: the check never creates nor changes the file."""
+    if not path.exists():
+        return
+    if not os.access(path, os.R_OK):
+        raise UserError(f"tracking store {uri}: file {path} is not readable")
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        if is_locked_error(e):
+            return  # a database another process is writing: it is one
+        raise UserError(f"tracking store {uri}: {path} is not an SQLite database ({e}); give another file") from None
+    if must_exist and "experiments" not in tables:
+        raise UserError(f"no MLflow store at {path}: the database has no MLflow tables ({_STORE_HINT})")
 
 
 def is_locked_error(exc: BaseException) -> bool:
@@ -165,6 +240,13 @@ def client(tracking_uri: str | None = None):
     from mlflow import MlflowClient
 
     return MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
+
+
+def read_client(tracking_uri: str | None = None):
+    """An MlflowClient on a store that exists (for reading): a UserError instead of creating one."""
+    uri = resolve_tracking_uri(tracking_uri)
+    check_reachable(uri, must_exist=True)
+    return client(uri)
 
 
 def ensure_experiment(name: str, tracking_uri: str | None = None, artifact_location: str | None = None) -> str:
