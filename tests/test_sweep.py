@@ -268,6 +268,15 @@ def test_bad_sweep_options_are_one_line_and_write_nothing(tmp_path, capsys, flag
     _nothing_written(tmp_path)
 
 
+def test_missing_grid_file_is_named_as_a_grid_file(tmp_path, capsys):
+    missing = tmp_path / "nosuch.yaml"
+    code = main(["sweep", str(CURVE_NB), "--grid", str(missing), "--kernel", "python3", "--out", str(tmp_path / "out"),
+                 "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip() == f"workbench sweep: error: grid file not found: {missing}"
+    _nothing_written(tmp_path)
+
+
 def test_points_must_share_the_x_axis_unit(tmp_path, capsys):
     from workbench.sweep import check_x_unit
 

@@ -87,6 +87,8 @@ def _check_unique(points: list[dict], where: str) -> None:
 def load_grid(path: str | Path) -> Grid:
     """Read and check a grid YAML (format in the package doc); errors name the bad key."""
     path = Path(path)
+    if not path.is_file():  # load_yaml would call it a config file
+        raise ConfigError(f"grid file not found: {path}")
     data = load_yaml(path)
     unknown = [k for k in data if k not in GRID_KEYS]
     if unknown:
