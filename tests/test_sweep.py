@@ -256,6 +256,9 @@ def _nothing_written(tmp_path) -> None:
         (["--stop-early", "--rung-evals", "3"], "--rung-evals must be at least 4"),
         (["--seeds", "0"], "--seeds must be a whole number >= 1"),
         (["--rung-evals", "6"], "only apply with --stop-early"),
+        (["--cell-timeout", "-5"], "--cell-timeout must be a number of seconds > 0, got -5"),
+        (["--cell-timeout", "0"], "--cell-timeout must be a number of seconds > 0, got 0"),
+        (["--parallel", "0"], "--parallel must be >= 1, got 0"),
     ],
 )
 def test_bad_sweep_options_are_one_line_and_write_nothing(tmp_path, capsys, flags, message):

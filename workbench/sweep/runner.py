@@ -140,6 +140,8 @@ def run_sweep(
     check_x_unit(g, x, declared)
     if parallel < 1:
         raise UserError(f"--parallel must be >= 1, got {parallel}")
+    if cell_timeout is not None and not cell_timeout > 0:
+        raise UserError(f"--cell-timeout must be a number of seconds > 0, got {cell_timeout}")
     monitor = RungMonitor("", metric, x, rung_evals, budget, poll) if stop_early else None
     require_kernel(kernel)
     uri = store.resolve_tracking_uri(tracking_uri)
