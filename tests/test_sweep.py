@@ -47,8 +47,8 @@ points:
     assert g.points[3]["recipe"] == "b" and g.points[3]["seed"] == 1
     # mappings are merged key by key, not replaced
     assert g.points[4]["overrides"] == {"train.lr": 1e-6, "eval.every_steps": 2}
-    assert g.labels[0] == "overrides={\"train.lr\": 1e-06},recipe=a,seed=0"
-    assert len(set(g.labels)) == 5
+    # labelled by what differs between points: the shared base override is left out
+    assert g.labels == ["recipe=a,seed=0", "recipe=a,seed=1", "recipe=b,seed=0", "recipe=b,seed=1", "eval.every_steps=2,recipe=c"]
 
 
 def test_point_key_is_stable_and_order_free():
@@ -61,6 +61,34 @@ def test_single_varying_key_labels_by_value(tmp_path):
     g = load_grid(_write(tmp_path, "base: {seed: 0}\ngrid: {recipe: [scalerl, scalerl-loo-no-fp32]}\n", "my_sweep.yaml"))
     assert g.name == "my_sweep"  # default name: the file name
     assert g.labels == ["scalerl", "scalerl-loo-no-fp32"]
+
+
+def test_override_points_are_labelled_by_the_override_that_differs(tmp_path):
+    """A results table of override points has one short name per point (not the JSON of the whole
+    merged overrides), the same every time the grid is read (a resumed sweep names its points alike)."""
+    text = """
+name: lr
+base: {recipe: scalerl, max_steps: 50, overrides: {eval.every_steps: 5, eval.num_prompts: 64, out_dir: runs/x}}
+points:
+  - {}
+  - {overrides: {train.lr: 1.0e-6}}
+  - {overrides: {train.lr: 3.0e-6}}
+  - {overrides: {train.lr: 3.0e-6, eval.num_prompts: 32}}
+  - {seed: 1, overrides: {seed: 2}}
+"""
+    g = load_grid(_write(tmp_path, text))
+    n = "eval.num_prompts=64"  # differs in one point: named wherever it is set
+    assert g.labels == [n, f"{n},train.lr=1e-06", f"{n},train.lr=3e-06", "eval.num_prompts=32,train.lr=3e-06",
+                        f"{n},overrides.seed=2,seed=1"]  # 'seed' is both a parameter and an override: spelt out
+    lr = load_grid(_write(tmp_path, "base: {overrides: {eval.every_steps: 5, eval.num_prompts: 64}}\n"
+                          "points: [{}, {overrides: {train.lr: 1.0e-6}}]\n", "lr.yaml"))
+    assert lr.labels == ["default", "train.lr=1e-06"]  # a point setting nothing that varies runs the defaults
+    again = load_grid(_write(tmp_path, text, "copy.yaml"))
+    assert again.labels == g.labels and again.keys() == g.keys()
+    one = load_grid(_write(tmp_path, "base: {overrides: {eval.every_steps: 5}}\npoints: [{overrides: {train.lr: 1.0e-6}}]\n", "one.yaml"))
+    assert one.labels == ["train.lr=1e-06"]  # a single point: named by what its own entry sets
+    nums = load_grid(_write(tmp_path, "grid: {seed: [0, 1]}\n", "nums.yaml"))
+    assert nums.labels == ["seed=0", "seed=1"]  # a bare number would not say what it is
 
 
 @pytest.mark.parametrize(
