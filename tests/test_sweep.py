@@ -421,3 +421,64 @@ def test_stop_early_stops_the_crippled_point_and_leaves_no_ray(tmp_path, workben
     assert len(addresses) == 2  # each point's Session started a cluster of its own...
     for a in addresses:  # ...and none of their processes is left
         assert not cluster.cluster_pids(a), f"Ray processes of {a} left behind"
+
+
+# ---------------------------------------------------------------- interrupted: SIGTERM takes Ctrl-C's clean path
+@pytest.mark.slow
+def test_sigterm_mid_point_stops_its_processes_and_cluster_and_records_it_killed(tmp_path, workbench_kernel):
+    """`timeout N workbench sweep ...` sends SIGTERM to the sweep's process group (papermill
+    included) while a point trains on its own Ray cluster. The sweep must end as Ctrl-C ends it:
+    "interrupted", status 130, no process of the point (papermill, kernel, Ray cluster, engine
+    actors) left, the point's run KILLED as interrupted by the user, the next point not started."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from workbench.engine import cluster
+    from workbench.sweep.runner import INTERRUPTED
+
+    small = {"eval.every_steps": 5, "eval.num_prompts": 50, "eval.samples_per_prompt": 2, "checkpoint.every_steps": 1000,
+             "resources.generator_cpus": 0.5, "resources.trainer_cpus": 0.5, "resources.evaluator_cpus": 0.5}
+    runs = tmp_path / "runs"
+    points = [{"overrides": {**small, "out_dir": str(runs / "first")}},
+              {"overrides": {**small, "train.lr": 1e-6, "out_dir": str(runs / "second")}}]
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump({"name": "interrupted", "base": {"max_steps": 400, "recipe": "scalerl"}, "points": points}))
+    uri, out = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "out"
+    cmd = [sys.executable, "-m", "workbench.cli", "sweep", str(ROOT / "notebooks" / "ablation.ipynb"), "--grid", str(grid),
+           "--out", str(out), "--kernel", workbench_kernel, "--tracking-uri", uri, "--no-progress", "--no-chart"]
+    with open(tmp_path / "stderr", "w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    try:
+        deadline = time.time() + 480
+        while not any(p.stat().st_size for p in runs.rglob("metrics.jsonl")):  # the first point is training
+            assert proc.poll() is None and time.time() < deadline, (tmp_path / "stderr").read_text()
+            time.sleep(2)
+        os.killpg(proc.pid, signal.SIGTERM)  # what `timeout` does
+        rc = proc.wait(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    stderr = (tmp_path / "stderr").read_text()
+    assert rc == 130 and stderr.strip().splitlines()[-1] == "workbench sweep: interrupted", stderr
+    assert "Traceback" not in stderr
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    first, second = (next(p for p in manifest["points"].values() if p["params"]["overrides"]["out_dir"] == str(runs / n))
+                     for n in ("first", "second"))
+    assert first["status"] == "KILLED" and first["error"] == INTERRUPTED
+    assert second["status"] == "PENDING" and not second.get("run_id")  # never started: a re-run runs it
+    state = Path(first["ray_state"])
+    addresses = (state / "started").read_text().split()
+    assert addresses  # the point's Session started a cluster of its own...
+    for a in addresses:  # ...of which no process (GCS, raylet, Coordinator/Generator/Trainer workers) is left
+        assert not cluster.cluster_pids(a), f"Ray processes of {a} left behind"
+    assert not cluster.pids_with_env(cluster.STATE_DIR_ENV, str(state))  # nor papermill, nor the kernel
+    assert not (state / "ray_address").exists()
+
+    c = MlflowClient(uri)
+    run = c.get_run(first["run_id"])
+    assert run.info.status == "KILLED" and run.data.tags["workbench.error"] == INTERRUPTED
+    assert c.get_run(manifest["parent_run_id"]).info.status == "KILLED"
