@@ -424,6 +424,21 @@ def test_stop_early_stops_the_crippled_point_and_leaves_no_ray(tmp_path, workben
 
 
 # ---------------------------------------------------------------- interrupted: SIGTERM takes Ctrl-C's clean path
+def test_sigterm_is_an_interrupt_only_while_the_sweep_runs():
+    import os
+    import signal
+    import time
+
+    from workbench.sweep.runner import _sigterm_as_interrupt
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        with _sigterm_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(10)  # the handler interrupts this
+    assert signal.getsignal(signal.SIGTERM) is before  # the caller's handler is back
+
+
 @pytest.mark.slow
 def test_sigterm_mid_point_stops_its_processes_and_cluster_and_records_it_killed(tmp_path, workbench_kernel):
     """`timeout N workbench sweep ...` sends SIGTERM to the sweep's process group (papermill
