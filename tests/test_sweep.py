@@ -407,6 +407,11 @@ def test_stop_early_stops_the_crippled_point_and_leaves_no_ray(tmp_path, workben
     c = MlflowClient(uri)
     run = c.get_run(crippled["run_id"])
     assert run.data.tags[STOPPED_TAG] == "true" and "stopped by forecast" in run.data.tags[STOPPED_REASON_TAG]
+    from workbench.tracking.queries import run_curve
+
+    curve = run_curve(crippled["run_id"], metric="val/pass_rate", x="compute/flops", tracking_uri=uri)
+    assert f"after {len(curve)} evaluations," in run.data.tags[STOPPED_REASON_TAG]  # the count its curve shows
+    assert crippled["stopped_reason"] == run.data.tags[STOPPED_REASON_TAG]
     assert "fit/A" in run.data.metrics  # a stopped point keeps its curve and its fit
     assert c.get_run(res.parent_run_id).data.metrics["sweep/compute_saved_frac"] == pytest.approx(res.compute_saved_frac)
     assert res.comparison.comparison.rows[0].name == healthy["label"]  # the winner a full sweep picks

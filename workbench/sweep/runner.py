@@ -410,6 +410,8 @@ def _run_point(ctx: dict[str, Any], key: str, params: dict[str, Any], label: str
     c = store.client(uri)
     status = "KILLED" if error == INTERRUPTED else "FAILED" if error else "FINISHED"
     reason = monitor.requested.get(key) if monitor is not None else None
+    if reason and error is None:  # what the curve ended with, not only what the decision saw
+        reason = monitor.final_reason(key) or reason
     if error is None:
         reported = store.run_status(run_id, uri)
         if reported == "KILLED" and reason:  # the run stopped because the sweep asked it to
