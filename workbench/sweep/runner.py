@@ -385,7 +385,7 @@ def _run_point(ctx: dict[str, Any], key: str, params: dict[str, Any], label: str
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, cluster.STATE_DIR_ENV: str(ray_state), **stop_env(stop_file)}
     if monitor is not None:
         monitor.register(key, label, group, run_id, stop_file)
-    error = None
+    error, interrupted = None, False
     try:
         with open(log, "w") as fh:
             with ctx["lock"]:  # an interrupt either sees this process (and stops it) or keeps it from starting
@@ -394,15 +394,17 @@ def _run_point(ctx: dict[str, Any], key: str, params: dict[str, Any], label: str
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
                     ctx["procs"][key] = (proc, ray_state)
             rc = proc.wait() if proc is not None else None
+        # a signal that ended papermill (`timeout` signals the whole process group) may reach it
+        # before the sweep's own handler has run: both mean the user interrupted the sweep
+        interrupted = rc != 0 and (ctx["interrupted"].is_set() or rc in (None, -signal.SIGINT, -signal.SIGTERM))
         if rc != 0:
-            error = INTERRUPTED if ctx["interrupted"].is_set() else (
-                _notebook_error(nb_out) or f"papermill exited with status {rc}; see {log.name}")
+            error = INTERRUPTED if interrupted else _notebook_error(nb_out) or f"papermill exited with status {rc}; see {log.name}"
     except OSError as e:
         error = f"could not start papermill: {e}"
     finally:
         with ctx["lock"]:
             ctx["procs"].pop(key, None)
-        if ctx["interrupted"].is_set():  # its kernel, orphaned or killed, cannot stop its own cluster
+        if interrupted or ctx["interrupted"].is_set():  # its kernel, orphaned or killed, cannot stop its own cluster
             _kill_point_processes(ray_state)
         _stop_point_clusters(ray_state)
         if monitor is not None:
