@@ -47,8 +47,8 @@ points:
     assert g.points[3]["recipe"] == "b" and g.points[3]["seed"] == 1
     # mappings are merged key by key, not replaced
     assert g.points[4]["overrides"] == {"train.lr": 1e-6, "eval.every_steps": 2}
-    assert g.labels[0] == "overrides={\"train.lr\": 1e-06},recipe=a,seed=0"
-    assert len(set(g.labels)) == 5
+    # labelled by what differs between points: the shared base override is left out
+    assert g.labels == ["recipe=a,seed=0", "recipe=a,seed=1", "recipe=b,seed=0", "recipe=b,seed=1", "eval.every_steps=2,recipe=c"]
 
 
 def test_point_key_is_stable_and_order_free():
@@ -61,6 +61,34 @@ def test_single_varying_key_labels_by_value(tmp_path):
     g = load_grid(_write(tmp_path, "base: {seed: 0}\ngrid: {recipe: [scalerl, scalerl-loo-no-fp32]}\n", "my_sweep.yaml"))
     assert g.name == "my_sweep"  # default name: the file name
     assert g.labels == ["scalerl", "scalerl-loo-no-fp32"]
+
+
+def test_override_points_are_labelled_by_the_override_that_differs(tmp_path):
+    """A results table of override points has one short name per point (not the JSON of the whole
+    merged overrides), the same every time the grid is read (a resumed sweep names its points alike)."""
+    text = """
+name: lr
+base: {recipe: scalerl, max_steps: 50, overrides: {eval.every_steps: 5, eval.num_prompts: 64, out_dir: runs/x}}
+points:
+  - {}
+  - {overrides: {train.lr: 1.0e-6}}
+  - {overrides: {train.lr: 3.0e-6}}
+  - {overrides: {train.lr: 3.0e-6, eval.num_prompts: 32}}
+  - {seed: 1, overrides: {seed: 2}}
+"""
+    g = load_grid(_write(tmp_path, text))
+    n = "eval.num_prompts=64"  # differs in one point: named wherever it is set
+    assert g.labels == [n, f"{n},train.lr=1e-06", f"{n},train.lr=3e-06", "eval.num_prompts=32,train.lr=3e-06",
+                        f"{n},overrides.seed=2,seed=1"]  # 'seed' is both a parameter and an override: spelt out
+    lr = load_grid(_write(tmp_path, "base: {overrides: {eval.every_steps: 5, eval.num_prompts: 64}}\n"
+                          "points: [{}, {overrides: {train.lr: 1.0e-6}}]\n", "lr.yaml"))
+    assert lr.labels == ["default", "train.lr=1e-06"]  # a point setting nothing that varies runs the defaults
+    again = load_grid(_write(tmp_path, text, "copy.yaml"))
+    assert again.labels == g.labels and again.keys() == g.keys()
+    one = load_grid(_write(tmp_path, "base: {overrides: {eval.every_steps: 5}}\npoints: [{overrides: {train.lr: 1.0e-6}}]\n", "one.yaml"))
+    assert one.labels == ["train.lr=1e-06"]  # a single point: named by what its own entry sets
+    nums = load_grid(_write(tmp_path, "grid: {seed: [0, 1]}\n", "nums.yaml"))
+    assert nums.labels == ["seed=0", "seed=1"]  # a bare number would not say what it is
 
 
 @pytest.mark.parametrize(
@@ -256,6 +284,9 @@ def _nothing_written(tmp_path) -> None:
         (["--stop-early", "--rung-evals", "3"], "--rung-evals must be at least 4"),
         (["--seeds", "0"], "--seeds must be a whole number >= 1"),
         (["--rung-evals", "6"], "only apply with --stop-early"),
+        (["--cell-timeout", "-5"], "--cell-timeout must be a number of seconds > 0, got -5"),
+        (["--cell-timeout", "0"], "--cell-timeout must be a number of seconds > 0, got 0"),
+        (["--parallel", "0"], "--parallel must be >= 1, got 0"),
     ],
 )
 def test_bad_sweep_options_are_one_line_and_write_nothing(tmp_path, capsys, flags, message):
@@ -265,6 +296,15 @@ def test_bad_sweep_options_are_one_line_and_write_nothing(tmp_path, capsys, flag
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+    _nothing_written(tmp_path)
+
+
+def test_missing_grid_file_is_named_as_a_grid_file(tmp_path, capsys):
+    missing = tmp_path / "nosuch.yaml"
+    code = main(["sweep", str(CURVE_NB), "--grid", str(missing), "--kernel", "python3", "--out", str(tmp_path / "out"),
+                 "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip() == f"workbench sweep: error: grid file not found: {missing}"
     _nothing_written(tmp_path)
 
 
@@ -367,6 +407,11 @@ def test_stop_early_stops_the_crippled_point_and_leaves_no_ray(tmp_path, workben
     c = MlflowClient(uri)
     run = c.get_run(crippled["run_id"])
     assert run.data.tags[STOPPED_TAG] == "true" and "stopped by forecast" in run.data.tags[STOPPED_REASON_TAG]
+    from workbench.tracking.queries import run_curve
+
+    curve = run_curve(crippled["run_id"], metric="val/pass_rate", x="compute/flops", tracking_uri=uri)
+    assert f"after {len(curve)} evaluations," in run.data.tags[STOPPED_REASON_TAG]  # the count its curve shows
+    assert crippled["stopped_reason"] == run.data.tags[STOPPED_REASON_TAG]
     assert "fit/A" in run.data.metrics  # a stopped point keeps its curve and its fit
     assert c.get_run(res.parent_run_id).data.metrics["sweep/compute_saved_frac"] == pytest.approx(res.compute_saved_frac)
     assert res.comparison.comparison.rows[0].name == healthy["label"]  # the winner a full sweep picks
@@ -381,3 +426,79 @@ def test_stop_early_stops_the_crippled_point_and_leaves_no_ray(tmp_path, workben
     assert len(addresses) == 2  # each point's Session started a cluster of its own...
     for a in addresses:  # ...and none of their processes is left
         assert not cluster.cluster_pids(a), f"Ray processes of {a} left behind"
+
+
+# ---------------------------------------------------------------- interrupted: SIGTERM takes Ctrl-C's clean path
+def test_sigterm_is_an_interrupt_only_while_the_sweep_runs():
+    import os
+    import signal
+    import time
+
+    from workbench.sweep.runner import _sigterm_as_interrupt
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        with _sigterm_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(10)  # the handler interrupts this
+    assert signal.getsignal(signal.SIGTERM) is before  # the caller's handler is back
+
+
+@pytest.mark.slow
+def test_sigterm_mid_point_stops_its_processes_and_cluster_and_records_it_killed(tmp_path, workbench_kernel):
+    """`timeout N workbench sweep ...` sends SIGTERM to the sweep's process group (papermill
+    included) while a point trains on its own Ray cluster. The sweep must end as Ctrl-C ends it:
+    "interrupted", status 130, no process of the point (papermill, kernel, Ray cluster, engine
+    actors) left, the point's run KILLED as interrupted by the user, the next point not started."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from workbench.engine import cluster
+    from workbench.sweep.runner import INTERRUPTED
+
+    small = {"eval.every_steps": 5, "eval.num_prompts": 50, "eval.samples_per_prompt": 2, "checkpoint.every_steps": 1000,
+             "resources.generator_cpus": 0.5, "resources.trainer_cpus": 0.5, "resources.evaluator_cpus": 0.5}
+    runs = tmp_path / "runs"
+    points = [{"overrides": {**small, "out_dir": str(runs / "first")}},
+              {"overrides": {**small, "train.lr": 1e-6, "out_dir": str(runs / "second")}}]
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump({"name": "interrupted", "base": {"max_steps": 400, "recipe": "scalerl"}, "points": points}))
+    uri, out = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "out"
+    cmd = [sys.executable, "-m", "workbench.cli", "sweep", str(ROOT / "notebooks" / "ablation.ipynb"), "--grid", str(grid),
+           "--out", str(out), "--kernel", workbench_kernel, "--tracking-uri", uri, "--no-progress", "--no-chart"]
+    with open(tmp_path / "stderr", "w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    try:
+        deadline = time.time() + 480
+        while not any(p.stat().st_size for p in runs.rglob("metrics.jsonl")):  # the first point is training
+            assert proc.poll() is None and time.time() < deadline, (tmp_path / "stderr").read_text()
+            time.sleep(2)
+        os.killpg(proc.pid, signal.SIGTERM)  # what `timeout` does
+        rc = proc.wait(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    stderr = (tmp_path / "stderr").read_text()
+    assert rc == 130 and stderr.strip().splitlines()[-1] == "workbench sweep: interrupted", stderr
+    assert "Traceback" not in stderr
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    first, second = (next(p for p in manifest["points"].values() if p["params"]["overrides"]["out_dir"] == str(runs / n))
+                     for n in ("first", "second"))
+    assert first["status"] == "KILLED" and first["error"] == INTERRUPTED
+    assert second["status"] == "PENDING" and not second.get("run_id")  # never started: a re-run runs it
+    state = Path(first["ray_state"])
+    addresses = (state / "started").read_text().split()
+    assert addresses  # the point's Session started a cluster of its own...
+    for a in addresses:  # ...of which no process (GCS, raylet, Coordinator/Generator/Trainer workers) is left
+        assert not cluster.cluster_pids(a), f"Ray processes of {a} left behind"
+    assert not cluster.pids_with_env(cluster.STATE_DIR_ENV, str(state))  # nor papermill, nor the kernel
+    assert not (state / "ray_address").exists()
+
+    c = MlflowClient(uri)
+    run = c.get_run(first["run_id"])
+    assert run.info.status == "KILLED" and run.data.tags["workbench.error"] == INTERRUPTED
+    assert c.get_run(manifest["parent_run_id"]).info.status == "KILLED"

@@ -34,7 +34,8 @@ def test_a_point_that_cannot_win_is_asked_to_stop_with_the_reason(tmp_path):
     mon, runs = monitor(tmp_path)
     assert mon.decide(runs) == ["c"]
     reason = (tmp_path / "c.stop").read_text()
-    assert reason.startswith("stopped by forecast after 4 evaluations") and "healthy" in reason
+    # 4 evaluations at compute > 0 and step 0's: the count a reader of the curve makes
+    assert reason.startswith("stopped by forecast after 5 evaluations, at step 8:") and "healthy" in reason
     assert mon.requested == {"c": reason.strip()}
     assert not (tmp_path / "h.stop").exists()  # the best point never stops
     assert mon.rounds[-1]["budget"] == pytest.approx(0.01 * 40)  # default: a full point's compute
@@ -106,3 +107,42 @@ def test_progress_reads_a_runs_own_rows_and_a_poller_reads_only_the_new_ones(tmp
     p = progress(run_id, "val/pass_rate", "compute/device_hours", uri, tails)
     assert (p.evaluations, p.last_step) == (5, 10) and p.y[-1] == pytest.approx(0.25)
     assert list(tails.values()) == [tail] and p.full == pytest.approx(0.4)
+
+
+def test_a_stopped_points_reason_counts_the_evaluations_its_curve_ended_with(tmp_path):
+    """The run goes on after the stop request (the steps in flight are finished, the last evaluated): the
+    recorded reason must count the evaluations of the curve the run ended with, not the decision's."""
+    from mlflow import MlflowClient
+
+    from workbench.runs.report import eval_curve
+    from workbench.sweep.rungs import progress
+    from workbench.tracking.run_tracking import OUT_DIR_TAG
+    from workbench.tracking.sink import JsonlSink, read_jsonl
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    c = MlflowClient(uri)
+    run_id = c.create_run(c.create_experiment("rungs")).info.run_id
+    c.log_param(run_id, "train.max_steps", 200)
+    c.set_tag(run_id, OUT_DIR_TAG, str(tmp_path / "run"))
+    (tmp_path / "run").mkdir()
+    sink = JsonlSink(tmp_path / "run" / "metrics.jsonl")
+
+    def log(steps, evals):
+        for s in steps:
+            sink.log_metrics({"compute/device_hours": 0.01 * s, "train/loss": 1.0}, step=s)
+            if s in evals:
+                sink.log_metrics({"val/pass_rate": 0.15 + 0.001 * s, "compute/device_hours": 0.01 * s}, step=s)
+
+    log(range(0, 27), range(0, 27, 5))  # evaluations at 0, 5, ..., 25 when the decision is made
+    mon, runs = monitor(tmp_path)
+    runs["c"].run_id, runs["c"].last = run_id, progress(run_id, "val/pass_rate", "compute/device_hours", uri)
+    mon.uri, mon.runs = uri, runs
+    assert mon.decide(runs) == ["c"]
+    assert mon.requested["c"].startswith("stopped by forecast after 6 evaluations, at step 26:")
+    log(range(27, 33), (30, 31, 32))  # the request travels; the steps in flight are finished and evaluated
+    reason = mon.final_reason("c")
+    xs, _ = eval_curve(read_jsonl(tmp_path / "run" / "metrics.jsonl"), "compute/device_hours")
+    assert len(xs) == 9  # steps 0..30 by 5, then 31 and 32
+    assert reason.startswith("stopped by forecast after 9 evaluations, at step 32 (asked at step 26 after 6;")
+    assert reason.endswith(mon.requested["c"].split(": ", 1)[1])  # the decision's why is kept
+    assert mon.final_reason("h") is None  # not asked to stop

@@ -16,6 +16,10 @@ Grid file (YAML):
 
 Each point's parameters are `base` updated by the point (mappings such as `overrides` are
 merged key by key). Every name must be a parameter of the notebook's cell tagged `parameters`.
+A point is named (its MLflow run, its files, its row in the comparison) by what differs between
+points, an override by its own key: `recipe=scalerl,seed=1`, `train.lr=1e-06`, or the value
+alone for one varying text parameter (`scalerl-loo-no-fp32`); `default` when it sets nothing
+that varies. Points are identified by a hash of all their parameters (the key), not the name.
 The sweep also injects `run_id` (an MLflow child run it created), `tracking_uri`, and, when the
 notebook declares them, `experiment` and `parent_run_id`; the notebook logs its curve to that
 run (e.g. `MlflowSink(run_id, tracking_uri)` or `workbench.Session`). `run_id` and

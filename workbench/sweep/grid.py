@@ -60,17 +60,40 @@ def short(v: Any) -> str:
     return json.dumps(v, sort_keys=True, default=str) if isinstance(v, (dict, list)) else str(v)
 
 
-def _labels(points: list[dict], own_keys: list[str]) -> list[str]:
-    # Name points by what differs between them ("scalerl-loo-no-fp32", or "recipe=a,seed=1").
-    keys = sorted({k for p in points for k in p})
-    varying = [k for k in keys if len({short(p.get(k)) for p in points}) > 1] or own_keys
-    labels = []
-    for p in points:
-        present = [k for k in varying if k in p]
-        if len(varying) == 1 and present:
-            labels.append(short(p[present[0]]))
+def _leaves(p: dict[str, Any], prefix: tuple = ()) -> dict[tuple, Any]:
+    """A point's parameters as path -> value: mappings (overrides) opened key by key, so that
+    points are told apart by the override that differs, not by the whole merged mapping."""
+    out: dict[tuple, Any] = {}
+    for k, v in p.items():
+        if isinstance(v, dict) and v:
+            out.update(_leaves(v, prefix + (str(k),)))
         else:
-            labels.append(",".join(f"{k}={short(p[k])}" for k in present) or "point")
+            out[prefix + (str(k),)] = v
+    return out
+
+
+def _labels(points: list[dict], own: list[dict]) -> list[str]:
+    # Name points by what differs between them: "scalerl-loo-no-fp32", "recipe=a,seed=1", or an
+    # override by its own name ("train.lr=1e-06"); what all points share (base) is left out. A
+    # function of the grid alone: the same grid gives the same labels (resumed sweeps match
+    # points by key, the hash of the parameters; labels name files and runs).
+    leaves = [_leaves(p) for p in points]
+    paths = sorted({k for lv in leaves for k in lv})
+    varying = [k for k in paths if len({short(lv[k]) if k in lv else None for lv in leaves}) > 1]
+    if not varying:  # a single point: name it by what its entry in the grid file set (base left out)
+        varying = sorted({k for p in own for k in _leaves(p)})
+    names = {k: ".".join(k[1:]) if len(k) > 1 else k[0] for k in varying}
+    counts: dict[str, int] = {}
+    for n in list(names.values()) + [k[0] for k in paths if len(k) == 1 and k not in names]:
+        counts[n] = counts.get(n, 0) + 1
+    names = {k: n if counts[n] == 1 else ".".join(k) for k, n in names.items()}  # "seed" and overrides.seed
+    by_value = len(varying) == 1 and len(varying[0]) == 1 and all(isinstance(lv.get(varying[0]), str) for lv in leaves)
+    labels = []
+    for lv in leaves:
+        if by_value:
+            labels.append(lv[varying[0]])
+        else:
+            labels.append(",".join(f"{names[k]}={short(lv[k])}" for k in varying if k in lv) or "default")
     seen: dict[str, int] = {}
     for lab in labels:
         seen[lab] = seen.get(lab, 0) + 1
@@ -87,6 +110,8 @@ def _check_unique(points: list[dict], where: str) -> None:
 def load_grid(path: str | Path) -> Grid:
     """Read and check a grid YAML (format in the package doc); errors name the bad key."""
     path = Path(path)
+    if not path.is_file():  # load_yaml would call it a config file
+        raise ConfigError(f"grid file not found: {path}")
     data = load_yaml(path)
     unknown = [k for k in data if k not in GRID_KEYS]
     if unknown:
@@ -109,10 +134,9 @@ def load_grid(path: str | Path) -> Grid:
     own += explicit
     points = [_merge(base, p) for p in own]
     _check_unique(points, str(path))
-    own_keys = sorted({k for p in own for k in p})
     name = str(data.get("name") or path.stem)
     experiment = data.get("experiment")
-    return Grid(name, points, _labels(points, own_keys), str(experiment) if experiment else None, path)
+    return Grid(name, points, _labels(points, own), str(experiment) if experiment else None, path)
 
 
 def notebook_parameters(notebook: str | Path) -> dict[str, Any]:

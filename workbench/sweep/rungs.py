@@ -8,7 +8,9 @@ stopped and running; the seeds of one point jointly) and asks
 completed at least one rung is asked to stop (`workbench.sweep.stop`: the monitor writes the
 point's stop-request file, $WORKBENCH_STOP_REQUEST in its papermill process), which `workbench.Session` honours
 by stopping its run after the step in flight, with a checkpoint. The stopped point keeps its
-curve and its fit (the session logs it as for any run end).
+curve and its fit (the session logs it as for any run end). Its recorded reason
+(`final_reason`) counts the evaluations its curve ended with: the run goes on for the steps in
+flight when the request arrives, and the engine evaluates its last step.
 
 The budget the forecasts are compared at is `--budget`, or by default the compute of a full
 point: for each run, its compute per step so far (latest compute / latest step) times its step
@@ -109,6 +111,15 @@ def _progress_from_mlflow(run_id: str, metric: str, x: str, uri: str, max_steps:
     return Progress(curve["x"].to_numpy(float), curve["y"].to_numpy(float), last_step, last_x, max_steps)
 
 
+def stop_reason(p: Progress, why: str, asked: Optional[Progress] = None) -> str:
+    """One line: why a point was stopped, counting the evaluations on its curve as a reader of the
+    curve does (step 0's included). `asked`: the run when the stop was asked, if it went on after."""
+    text = f"stopped by forecast after {len(p.x)} evaluations, at step {p.last_step}"
+    if asked is not None and asked.last_step != p.last_step:
+        text += f" (asked at step {asked.last_step} after {len(asked.x)}; the steps in flight were finished, the last evaluated)"
+    return f"{text}: {why}"
+
+
 def compute_account(p: Optional[Progress], *, stopped: bool) -> dict[str, float]:
     """{"spent", "unspent"}: compute used, and what a stopped run would still have used."""
     if p is None:
@@ -161,6 +172,7 @@ class RungMonitor:
         if self.budget is not None and not self.budget > 0:
             raise UserError(f"--budget must be a compute > 0, got {self.budget}")
         self._lock = threading.Lock()
+        self._asked: dict[str, tuple[str, Progress]] = {}  # key -> (why, the run when it was asked to stop)
         self._tails: dict[str, Any] = {}  # metrics.jsonl path -> JsonlTail: each poll reads only new rows
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sweep-rungs", daemon=True)
@@ -181,6 +193,19 @@ class RungMonitor:
         with self._lock:
             if key in self.runs:
                 self.runs[key].ended = True
+
+    def final_reason(self, key: str) -> Optional[str]:
+        """The reason of a stopped point once its run has ended, counting the evaluations its
+        curve ended with: the steps in flight when the request arrived are finished, and the
+        engine evaluates the last one, so the curve has more than the decision saw."""
+        if key not in self._asked:
+            return None
+        why, asked = self._asked[key]
+        try:
+            final = progress(self.runs[key].run_id, self.metric, self.x, self.uri) or asked
+        except Exception:  # noqa: BLE001 - a store hiccup: the reason as asked still holds
+            final = asked
+        return stop_reason(final, why, asked)
 
     def _loop(self) -> None:
         while not self._done.wait(self.poll):
@@ -228,9 +253,10 @@ class RungMonitor:
             d = decisions.get(r.group)
             if d is None or not d.stop or r.ended or key in self.requested or r.rung < 1:
                 continue
-            reason = f"stopped by forecast after {r.last.evaluations} evaluations: {d.reason}"
+            reason = stop_reason(r.last, d.reason)
             request_stop(r.stop_file, reason)
             self.requested[key] = reason
+            self._asked[key] = (d.reason, r.last)
             stopped.append(key)
         self.rounds.append({"time": time.time(), "budget": budget, "stopped": [runs[k].label for k in stopped],
                             "decisions": {g: {"stop": d.stop, "reason": d.reason, "forecast": d.forecast, "best": d.best}

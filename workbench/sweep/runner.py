@@ -14,17 +14,27 @@ when the point's process has ended the sweep stops whatever cluster is still rec
 kernel killed by a cell timeout cannot clean up after itself). So a sweep leaves no Ray process
 behind, and never touches the interactive cluster in <project>/.workbench. A point running on a
 cluster named by RAY_ADDRESS (a shared one) is left alone.
+
+Interrupted (Ctrl-C, or SIGTERM from `timeout`/`kill`, which the sweep turns into the same
+KeyboardInterrupt while it runs): the running points' papermill processes get SIGINT, and
+INTERRUPT_GRACE seconds later every process still carrying the point's WORKBENCH_STATE_DIR
+(papermill, its kernel, a `ray start` in flight) is killed; their clusters are stopped, their
+MLflow runs end KILLED ("interrupted by the user"), and so does the parent; points not started
+stay PENDING. A re-run with the same --out runs them again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +47,8 @@ from workbench.sweep.grid import Grid, check_x_unit, load_grid, notebook_paramet
 
 # manifest statuses that are final: re-running the sweep does not run these points again
 DONE = ("FINISHED", "STOPPED")
+INTERRUPTED = "interrupted by the user"  # the error of a point whose sweep was interrupted
+INTERRUPT_GRACE = 15.0  # seconds a point's papermill has to shut its kernel down after SIGINT
 
 
 def _slug(text: str) -> str:
@@ -140,6 +152,8 @@ def run_sweep(
     check_x_unit(g, x, declared)
     if parallel < 1:
         raise UserError(f"--parallel must be >= 1, got {parallel}")
+    if cell_timeout is not None and not cell_timeout > 0:
+        raise UserError(f"--cell-timeout must be a number of seconds > 0, got {cell_timeout}")
     monitor = RungMonitor("", metric, x, rung_evals, budget, poll) if stop_early else None
     require_kernel(kernel)
     uri = store.resolve_tracking_uri(tracking_uri)
@@ -191,7 +205,8 @@ def run_sweep(
         manifest.update(key, label=label, group=group, params=params, status="PENDING", run_id=None, error=None)
         todo.append((key, params, label, group))
     ctx = dict(notebook=notebook, declared=declared, uri=uri, experiment=exp_name, parent=parent, kernel=kernel,
-               out_dir=out_dir, manifest=manifest, sweep=g.name, cell_timeout=cell_timeout, monitor=monitor)
+               out_dir=out_dir, manifest=manifest, sweep=g.name, cell_timeout=cell_timeout, monitor=monitor,
+               procs={}, lock=threading.Lock(), interrupted=threading.Event())
     bar = tqdm(total=len(todo), desc=f"sweep {g.name}", unit="point", disable=not progress or not todo)
     failures = 0
     if monitor is not None:
@@ -201,27 +216,30 @@ def run_sweep(
                 monitor.register(key, label, group, entry["run_id"], _file(_stem(out_dir, label, key), ".stop"))
                 monitor.ended(key)
         monitor.start()
-    pool = ThreadPoolExecutor(max_workers=parallel)
-    try:
-        futures = {pool.submit(_run_point, ctx, *item): item[0] for item in todo}
-        for fut in as_completed(futures):
-            try:
-                status = fut.result()
-            except Exception as e:  # noqa: BLE001 - a runner bug or a store error: record it, go on
-                status = "FAILED"
-                manifest.update(futures[fut], status=status, error=f"sweep runner error: {e!r}", ended=_now())
-            failures += status not in DONE
-            bar.update(1)
-            bar.set_postfix(failed=failures)
-    except KeyboardInterrupt:
-        pool.shutdown(wait=False, cancel_futures=True)
-        store.end_run(parent, "KILLED", uri)
-        raise
-    finally:
-        bar.close()
-        pool.shutdown(wait=True)
-        if monitor is not None:
-            monitor.close()
+    # SIGTERM (`timeout`, `kill`) takes Ctrl-C's path: the points' processes and clusters are stopped
+    with _sigterm_as_interrupt():
+        pool = ThreadPoolExecutor(max_workers=parallel)
+        try:
+            futures = {pool.submit(_run_point, ctx, *item): item[0] for item in todo}
+            for fut in as_completed(futures):
+                try:
+                    status = fut.result()
+                except Exception as e:  # noqa: BLE001 - a runner bug or a store error: record it, go on
+                    status = "FAILED"
+                    manifest.update(futures[fut], status=status, error=f"sweep runner error: {e!r}", ended=_now())
+                failures += status not in DONE
+                bar.update(1)
+                bar.set_postfix(failed=failures)
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)
+            _interrupt_points(ctx)
+            store.end_run(parent, "KILLED", uri)
+            raise
+        finally:
+            bar.close()
+            pool.shutdown(wait=True)
+            if monitor is not None:
+                monitor.close()
     result.executed = [k for k, *_ in todo]
     result.points = {k: manifest.data["points"][k] for k in keys}
     result.ray_state_dirs = [Path(p["ray_state"]) for p in result.points.values() if p.get("ray_state")]
@@ -231,6 +249,56 @@ def run_sweep(
     store.retry_locked(c.log_artifact, parent, str(manifest.path))
     store.end_run(parent, "FINISHED" if not result.failed else "FAILED", uri)
     return result
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """While inside: SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does (once;
+    a SIGTERM during the clean-up that follows is ignored). The previous handler is restored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+    fired = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        if not fired.is_set():
+            fired.set()
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt_points(ctx: dict[str, Any]) -> None:
+    """The sweep was interrupted: SIGINT each running point's papermill (it shuts its kernel down),
+    and after INTERRUPT_GRACE seconds kill what is left of the points still running. Each point's
+    thread then stops its clusters and records it (`_run_point`); points not started yet do not start."""
+    with ctx["lock"]:
+        ctx["interrupted"].set()
+        running = dict(ctx["procs"])
+    for proc, _ in running.values():
+        proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + INTERRUPT_GRACE
+    while time.monotonic() < deadline:
+        with ctx["lock"]:
+            if not ctx["procs"]:
+                return
+        time.sleep(0.2)
+    with ctx["lock"]:
+        left = [state for _, state in ctx["procs"].values()]
+    for state in left:
+        _kill_point_processes(state)
+
+
+def _kill_point_processes(ray_state: Path) -> None:
+    """Kill every process started with the point's WORKBENCH_STATE_DIR: its papermill, its kernel
+    (which, orphaned or killed, cannot stop its own cluster) and any `ray start` in flight."""
+    from workbench.engine import cluster
+
+    cluster.terminate(cluster.pids_with_env(cluster.STATE_DIR_ENV, str(ray_state)), timeout=5.0)
 
 
 def _stem(out_dir: Path, label: str, key: str) -> Path:
@@ -291,11 +359,14 @@ def _compare(result: SweepResult, g: Grid, metric: str, x: str, uri: str, fit_fr
 
 def _run_point(ctx: dict[str, Any], key: str, params: dict[str, Any], label: str, group: str) -> str:
     """Execute one point in its own papermill process; record it; return its final status."""
+    from workbench.engine import cluster
     from workbench.sweep.stop import stop_env
     from workbench.tracking import store
     from workbench.runs.fits import STOPPED_REASON_TAG, STOPPED_TAG
 
     uri, manifest, out_dir, monitor = ctx["uri"], ctx["manifest"], ctx["out_dir"], ctx["monitor"]
+    if ctx["interrupted"].is_set():
+        return "PENDING"  # the sweep is being interrupted: a point not started stays to do
     tags = {"workbench.kind": "sweep-point", "workbench.sweep": ctx["sweep"], "workbench.point": key, "workbench.group": group}
     tags.update({f"sweep.{k}": short(v)[:5000] for k, v in params.items()})
     run_id = store.create_run(ctx["experiment"], label, tags, parent_run_id=ctx["parent"], tracking_uri=uri)
@@ -311,25 +382,39 @@ def _run_point(ctx: dict[str, Any], key: str, params: dict[str, Any], label: str
     if ctx["cell_timeout"]:
         cmd += ["--execution-timeout", str(int(ctx["cell_timeout"]))]
     # notebooks that ignore tracking_uri still log here; Ray state and stop requests of this point only
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "WORKBENCH_STATE_DIR": str(ray_state), **stop_env(stop_file)}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, cluster.STATE_DIR_ENV: str(ray_state), **stop_env(stop_file)}
     if monitor is not None:
         monitor.register(key, label, group, run_id, stop_file)
-    error = None
+    error, interrupted = None, False
     try:
         with open(log, "w") as fh:
-            rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env).returncode
+            with ctx["lock"]:  # an interrupt either sees this process (and stops it) or keeps it from starting
+                proc = None
+                if not ctx["interrupted"].is_set():
+                    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+                    ctx["procs"][key] = (proc, ray_state)
+            rc = proc.wait() if proc is not None else None
+        # a signal that ended papermill (`timeout` signals the whole process group) may reach it
+        # before the sweep's own handler has run: both mean the user interrupted the sweep
+        interrupted = rc != 0 and (ctx["interrupted"].is_set() or rc in (None, -signal.SIGINT, -signal.SIGTERM))
         if rc != 0:
-            error = _notebook_error(nb_out) or f"papermill exited with status {rc}; see {log.name}"
+            error = INTERRUPTED if interrupted else _notebook_error(nb_out) or f"papermill exited with status {rc}; see {log.name}"
     except OSError as e:
         error = f"could not start papermill: {e}"
     finally:
+        with ctx["lock"]:
+            ctx["procs"].pop(key, None)
+        if interrupted or ctx["interrupted"].is_set():  # its kernel, orphaned or killed, cannot stop its own cluster
+            _kill_point_processes(ray_state)
         _stop_point_clusters(ray_state)
         if monitor is not None:
             monitor.ended(key)
     c = store.client(uri)
-    status = "FAILED" if error else "FINISHED"
+    status = "KILLED" if error == INTERRUPTED else "FAILED" if error else "FINISHED"
     reason = monitor.requested.get(key) if monitor is not None else None
-    if not error:
+    if reason and error is None:  # what the curve ended with, not only what the decision saw
+        reason = monitor.final_reason(key) or reason
+    if error is None:
         reported = store.run_status(run_id, uri)
         if reported == "KILLED" and reason:  # the run stopped because the sweep asked it to
             status = "STOPPED"
@@ -360,3 +445,4 @@ def _stop_point_clusters(ray_state: Path) -> None:
     for address in started.read_text().split():
         if cluster.cluster_pids(address):
             cluster.stop(address)
+    (ray_state / "ray_address").unlink(missing_ok=True)  # nothing recorded there runs any more

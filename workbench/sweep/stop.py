@@ -1,7 +1,7 @@
 """The sweep's stop-request protocol: both sides of it (a sweep asking a point's run to stop).
 
     env = {**os.environ, **stop_env(stop_file)}   # the sweep: the point's process learns its file
-    request_stop(stop_file, "stopped by forecast after 8 evaluations: ...")   # the sweep asks
+    request_stop(stop_file, "stopped by forecast after 9 evaluations, at step 32: ...")   # the sweep asks
     watch = StopWatch(); watch.check("my-run", handle.stop)   # the run's side (workbench.Session, each poll)
 
 The sweep gives each point's papermill process a file path in $WORKBENCH_STOP_REQUEST

@@ -4,7 +4,7 @@
   `connect_for_session(cfg)` (Session: the recorded cluster that outlives the kernel),
   `connect(...)`, `required_resources`, `cluster_cpus` (resources.num_cpus honoured everywhere).
 - `local`: the recorded `ray start --head` cluster: `start`, `stop`, `hold`/`release`,
-  `live_runs`, `cluster_pids`, `started_addresses`.
+  `live_runs`, `cluster_pids`, `pids_with_env`, `terminate`, `started_addresses`.
 - `common`: `NAMESPACE`, `free_port`, `kill_actors`, token authentication.
 - `cli`: `workbench cluster status|stop`.
 
@@ -22,19 +22,22 @@ from workbench.engine.cluster.bootstrap import (
 from workbench.engine.cluster.common import NAMESPACE, free_port, kill_actors, token_available, use_token_auth
 from workbench.engine.cluster.local import (
     GOING,
+    STATE_DIR_ENV,
     cluster_pids,
     hold,
     live_runs,
+    pids_with_env,
     recorded_address,
     release,
     start,
     started_addresses,
     state_dir,
     stop,
+    terminate,
 )
 
 __all__ = [
-    "GOING", "NAMESPACE", "cluster_cpus", "cluster_pids", "connect", "connect_for_run", "connect_for_session",
-    "free_port", "hold", "kill_actors", "live_runs", "recorded_address", "release", "required_resources", "start",
-    "started_addresses", "state_dir", "stop", "token_available", "use_token_auth",
+    "GOING", "STATE_DIR_ENV", "NAMESPACE", "cluster_cpus", "cluster_pids", "connect", "connect_for_run", "connect_for_session",
+    "free_port", "hold", "kill_actors", "live_runs", "pids_with_env", "recorded_address", "release", "required_resources", "start",
+    "started_addresses", "state_dir", "stop", "terminate", "token_available", "use_token_auth",
 ]  # fmt: skip

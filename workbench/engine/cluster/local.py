@@ -11,6 +11,8 @@ finds it (bootstrap.connect does the finding and connecting):
     live_runs()                       # [{name, status, step, max_steps}] of the runs on the cluster
     stop(address)                     # shut that cluster down (only that one; `ray stop` stops all)
     cluster_pids(address)             # its processes still alive (by the marker each one carries)
+    pids_with_env(STATE_DIR_ENV, d)   # every process started with that environment entry
+    terminate(pids)                   # SIGTERM, then SIGKILL what is still alive
 
 Every process of a cluster started here (GCS, raylet, agents, workers) carries the environment
 variable WORKBENCH_RAY_CLUSTER=<port>, so `stop` and the tests find exactly that cluster's
@@ -43,10 +45,11 @@ from workbench.errors import UserError
 
 GOING = ("created", "starting", "running", "paused")  # a run in one of these is live
 CLUSTER_ENV = "WORKBENCH_RAY_CLUSTER"  # carried by every process of a cluster started here: its port
+STATE_DIR_ENV = "WORKBENCH_STATE_DIR"  # where the cluster's address is recorded, when not <project>/.workbench
 
 
 def state_dir() -> Path:
-    env = os.environ.get("WORKBENCH_STATE_DIR")
+    env = os.environ.get(STATE_DIR_ENV)
     if env:
         return Path(env)
     from workbench.tracking.store import project_root
@@ -129,29 +132,43 @@ def _port(address: str) -> str:
     return address.rpartition(":")[2]
 
 
+def _processes():
+    """(pid, command line, environment entries) of every other process this user may read."""
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit() or int(p.name) == os.getpid():
+            continue
+        try:
+            yield int(p.name), (p / "cmdline").read_bytes().replace(b"\0", b" "), (p / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+
+
 def cluster_pids(address: str) -> list[int]:
     """Live processes of the cluster at `address`: those carrying its CLUSTER_ENV marker, and
     (for clusters started before the marker existed) those naming its GCS port on their command line."""
     port = _port(address)
     marker = f"{CLUSTER_ENV}={port}".encode()
     mark = re.compile(rb"(gcs_server_port=|gcs-address=[0-9.]+:|--address=[0-9.]+:)%s(\b|$)" % port.encode())
-    pids = []
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit() or int(p.name) == os.getpid():
-            continue
-        try:
-            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ")
-            env = (p / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if mark.search(cmd) or marker in env:
-            pids.append(int(p.name))
-    return pids
+    return [pid for pid, cmd, env in _processes() if mark.search(cmd) or marker in env]
+
+
+def pids_with_env(name: str, value: str) -> list[int]:
+    """Live processes (other than this one) whose environment sets `name` to `value`: all a
+    process started with it started in turn, e.g. a sweep point's papermill, kernel and Ray."""
+    entry = f"{name}={value}".encode()
+    return [pid for pid, _, env in _processes() if entry in env]
 
 
 def stop(address: str, timeout: float = 15.0) -> None:
     """Shut down the cluster at `address` only (`ray stop` would stop every cluster on the machine)."""
-    pids = cluster_pids(address)
+    terminate(cluster_pids(address), timeout)
+    path = state_dir() / "ray_address"
+    if path.is_file() and path.read_text().strip() == address:
+        path.unlink()
+
+
+def terminate(pids: list[int], timeout: float = 15.0) -> None:
+    """SIGTERM the processes `pids`, and SIGKILL those still alive `timeout` seconds later."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             try:
@@ -164,9 +181,6 @@ def stop(address: str, timeout: float = 15.0) -> None:
         pids = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
         if not pids:
             break
-    path = state_dir() / "ray_address"
-    if path.is_file() and path.read_text().strip() == address:
-        path.unlink()
 
 
 def live_runs() -> list[dict]:
