@@ -22,7 +22,7 @@ def curve(A: float, n: int, *, per_step: float = 0.01, every: int = 2, max_steps
 
 
 def monitor(tmp_path, **kw) -> tuple[RungMonitor, dict[str, _Run]]:
-    mon = RungMonitor("sqlite:///unused.db", "val/pass_rate", "compute/device_hours", rung_evals=4, **kw)
+    mon = RungMonitor(f"sqlite:///{tmp_path / 'unused.db'}", "val/pass_rate", "compute/device_hours", rung_evals=4, **kw)
     runs = {
         "h": _Run("healthy", "healthy", "rid-h", tmp_path / "h.stop", ended=True, rung=5, last=curve(0.6, 20)),
         "c": _Run("crippled", "crippled", "rid-c", tmp_path / "c.stop", rung=1, last=curve(0.17, 4, seed=1)),

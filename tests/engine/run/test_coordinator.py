@@ -76,6 +76,25 @@ def test_pipeline_pushes_weights_in_flight(ray_cluster, tiny_config):
     assert all(0 <= r["util/trainer"] <= 1 for r in rows)
 
 
+def test_a_stop_evaluates_once_after_the_last_queued_step(ray_cluster, tiny_config):
+    # checkpoints far apart let the trainer queue two steps; a stop lands while they are queued
+    cfg = tiny_config({"train.max_steps": 400, "checkpoint.every_steps": 1000, "eval.every_steps": 1000, "recipe.off_policy.k": 8,
+                       "generation.max_ahead_steps": 8, "generation.num_generators": 2}, name="stop-evals")
+    handle = launch(cfg)
+    try:
+        handle.start()
+        deadline = time.time() + 240
+        while handle.status()["step"] < 4 and time.time() < deadline:
+            time.sleep(0.05)
+        handle.stop()
+        summary = handle.wait(timeout=300)
+    finally:
+        handle.kill()
+    assert summary["status"] == "stopped" and summary["steps"] < 400
+    evals = [r["step"] for r in read_jsonl(f"{cfg.out_dir}/metrics.jsonl") if "val/pass_rate" in r]
+    assert evals == [0, summary["steps"]], "one evaluation at the stop, not one per step still queued"
+
+
 def test_resume_after_kill_continues_the_same_curve(ray_cluster, tiny_config):
     cfg = tiny_config({"train.max_steps": 8, "checkpoint.every_steps": 2}, name="resume")
     handle = launch(cfg)

@@ -366,7 +366,8 @@ class RunCoordinator:
         round_done = not lp.gen_refs and not lp.groups and not lp.train_q
         self._finish_step(w, stats, None if stats.get("train/skipped") else call.weights, meta, round_done)
         stamp = self._snapshot()
-        last = self.step >= self.max_steps or self._stop.is_set() or time.monotonic() > deadline
+        # stopping: evaluate once, after the last queued step (not after each step still in the queue)
+        last = self.step >= self.max_steps or ((self._stop.is_set() or time.monotonic() > deadline) and not lp.train_q)
         if self.step % cfg.eval.every_steps == 0 or last:
             lp.eval_refs[w.evaluate(cfg.seed + self.step)] = (self.step, stamp)
         if not lp.train_q and (self.step % cfg.checkpoint.every_steps == 0 or last):
