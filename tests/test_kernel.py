@@ -53,6 +53,7 @@ def test_cli_install_with_name_and_tracking_uri(jupyter_prefix, capsys):
     assert "installed kernel 'wb-test'" in capsys.readouterr().out
     spec = KernelSpecManager().get_kernel_spec("wb-test")
     assert spec.env["MLFLOW_TRACKING_URI"] == "sqlite:////x/mlflow.db"
+    assert spec.display_name == "wb-test"  # told apart from the default kernel in Jupyter's launcher
 
 
 def test_a_plain_path_tracking_uri_is_baked_in_as_an_absolute_sqlite_uri(jupyter_prefix, tmp_path, monkeypatch):

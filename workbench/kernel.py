@@ -71,8 +71,8 @@ def install(
     if not name or any(c not in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-" for c in name):
         raise UserError(f"kernel name {name!r} may contain only letters, digits, '.', '_' and '-'")
     spec = kernel_spec(tracking_uri=tracking_uri)
-    if display_name:
-        spec["display_name"] = display_name
+    # a second kernel (another name) shows its own name in Jupyter's launcher unless told otherwise
+    spec["display_name"] = display_name or (name if name != KERNEL_NAME else spec["display_name"])
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
         _copy_logos(Path(tmp))
@@ -119,7 +119,7 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
     where.add_argument("--user", action="store_true", help="install for the current user")
     where.add_argument("--prefix", help="install under PREFIX/share/jupyter/kernels")
     ins.add_argument("--name", default=KERNEL_NAME, help="kernel name (default: workbench)")
-    ins.add_argument("--display-name", help="name shown in Jupyter (default: workbench)")
+    ins.add_argument("--display-name", help="name shown in Jupyter (default: the kernel's --name)")
     ins.add_argument("--tracking-uri", help="bake MLFLOW_TRACKING_URI into the kernel's environment")
     sub.add_parser("show", help="print the kernel spec for this interpreter")
     return p
