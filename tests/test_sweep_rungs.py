@@ -75,22 +75,29 @@ def test_bad_rung_size_and_budget_are_user_errors():
         RungMonitor("", "m", "x", rung_evals=4, budget=0)
 
 
-def test_progress_reads_a_runs_own_rows_and_a_poller_reads_only_the_new_ones(tmp_path):
-    """The monitor's view of a running point: the rows of its folder (found by the MLflow tag),
-    grown between two polls; the tail kept between polls is the one used again."""
+def tracked_run(tmp_path, max_steps: int):
+    """(uri, run_id, sink): an MLflow run in a SQLite store, tagged with its folder, and the
+    JsonlSink writing that folder's metrics.jsonl, as a point's Session sets it up."""
     from mlflow import MlflowClient
 
-    from workbench.sweep.rungs import progress
     from workbench.tracking.run_tracking import OUT_DIR_TAG
     from workbench.tracking.sink import JsonlSink
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     c = MlflowClient(uri)
     run_id = c.create_run(c.create_experiment("rungs")).info.run_id
-    c.log_param(run_id, "train.max_steps", 40)
+    c.log_param(run_id, "train.max_steps", max_steps)
     c.set_tag(run_id, OUT_DIR_TAG, str(tmp_path / "run"))
     (tmp_path / "run").mkdir()
-    sink = JsonlSink(tmp_path / "run" / "metrics.jsonl")
+    return uri, run_id, JsonlSink(tmp_path / "run" / "metrics.jsonl")
+
+
+def test_progress_reads_a_runs_own_rows_and_a_poller_reads_only_the_new_ones(tmp_path):
+    """The monitor's view of a running point: the rows of its folder (found by the MLflow tag),
+    grown between two polls; the tail kept between polls is the one used again."""
+    from workbench.sweep.rungs import progress
+
+    uri, run_id, sink = tracked_run(tmp_path, 40)
 
     def log(steps):
         for s in steps:
@@ -112,20 +119,11 @@ def test_progress_reads_a_runs_own_rows_and_a_poller_reads_only_the_new_ones(tmp
 def test_a_stopped_points_reason_counts_the_evaluations_its_curve_ended_with(tmp_path):
     """The run goes on after the stop request (the steps in flight are finished, the last evaluated): the
     recorded reason must count the evaluations of the curve the run ended with, not the decision's."""
-    from mlflow import MlflowClient
-
     from workbench.runs.report import eval_curve
     from workbench.sweep.rungs import progress
-    from workbench.tracking.run_tracking import OUT_DIR_TAG
-    from workbench.tracking.sink import JsonlSink, read_jsonl
+    from workbench.tracking.sink import read_jsonl
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    c = MlflowClient(uri)
-    run_id = c.create_run(c.create_experiment("rungs")).info.run_id
-    c.log_param(run_id, "train.max_steps", 200)
-    c.set_tag(run_id, OUT_DIR_TAG, str(tmp_path / "run"))
-    (tmp_path / "run").mkdir()
-    sink = JsonlSink(tmp_path / "run" / "metrics.jsonl")
+    uri, run_id, sink = tracked_run(tmp_path, 200)
 
     def log(steps, evals):
         for s in steps:

@@ -24,13 +24,12 @@ seeing it): `workbench.runs.report.report_run_end` (fit artifacts in the run fol
 from __future__ import annotations
 
 import functools
-import numbers
 import time
 import weakref
 from pathlib import Path
 from typing import Any
 
-from workbench.errors import UserError
+from workbench.errors import UserError, as_number
 from workbench.runs.folder import attached_config, checkpoint_step, has_checkpoint, read_summary, resolve_config, run_folder, with_max_steps
 from workbench.runs.view import TERMINAL, RunView, folder_config
 from workbench.sweep.stop import StopWatch
@@ -96,7 +95,7 @@ class Session:
                             "create a new Session for another run, or Session.resume_from() a stopped one")
         if max_steps is not None:  # recorded in the config, so resume_from() continues to the same target
             self.cfg = with_max_steps(self.cfg, max_steps)
-        if max_minutes is not None and (isinstance(max_minutes, bool) or not isinstance(max_minutes, numbers.Real) or not max_minutes > 0):
+        if max_minutes is not None and not as_number("max_minutes", max_minutes) > 0:
             raise UserError(f"max_minutes must be a number of minutes > 0, got {max_minutes!r}")
         if not self._resume and has_checkpoint(self.out_dir):
             raise UserError(f"{self.out_dir} already holds a run with checkpoints: continue it with "

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import numbers
 import time
 import uuid
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any, Optional
 
 from workbench.config import RunConfig, load_run_config, run_config_from_dict
 from workbench.configtools import flatten, parse_override, to_dict
-from workbench.errors import UserError
+from workbench.errors import UserError, as_number
 
 
 def default_config_path() -> Optional[Path]:
@@ -79,9 +78,10 @@ def saved_config(out_dir: Path) -> Optional[RunConfig]:
         if not isinstance(data, dict) or not data:
             raise UserError(f"{path} holds no run config (expected the JSON object a run writes at its start)")
     if data is None:
-        state = CheckpointStore(out_dir / "checkpoints").latest_state()
+        store = CheckpointStore(out_dir / "checkpoints")
+        state = store.latest_state()
         data = state.get("config") if state else None
-        path = out_dir / "checkpoints" / "LATEST"
+        path = store.path_for(store.latest_step() or 0) / "state.json"  # where the config came from, for errors
     if not data:
         return None
     try:
@@ -167,9 +167,7 @@ def checkpoint_step(out_dir: Path) -> Optional[int]:
 
 def with_max_steps(cfg: RunConfig, max_steps: int) -> RunConfig:
     """`cfg` with the step target `max_steps` (train.max_steps, its one owner)."""
-    ok = isinstance(max_steps, numbers.Integral) or (isinstance(max_steps, float) and max_steps.is_integer())
-    if isinstance(max_steps, bool) or not ok:
-        raise UserError(f"max_steps must be a whole number of steps, got {max_steps!r}")
+    as_number("max_steps", max_steps, integer=True)
     if int(max_steps) < 1:
         raise UserError(f"max_steps must be >= 1, got {max_steps}")
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, max_steps=int(max_steps)))

@@ -32,8 +32,9 @@ def _first_bad(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def check_curve(compute: Any, score: Any, *, what: str = "curve") -> tuple[np.ndarray, np.ndarray]:
-    """Return (compute, score) as float arrays, or raise UserError naming what is wrong.
+def check_curve(compute: Any, score: Any, *, what: str = "curve", score_label: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Return (compute, score) as float arrays, or raise UserError naming what is wrong
+    (`score_label`: the score's column, named when a score is out of range).
 
     Rules: 1-D, equal length, at least 2 points, finite, compute >= 0, strictly increasing
     compute (no duplicates), scores in [0, 1] and not all equal.
@@ -66,7 +67,9 @@ def check_curve(compute: Any, score: Any, *, what: str = "curve") -> tuple[np.nd
         raise UserError(f"{what}: compute must be sorted increasing; index {i} ({c[i]:g}) comes after {c[i - 1]:g}")
     if ((s < 0) | (s > 1)).any():
         i = _first_bad((s < 0) | (s > 1))
-        raise UserError(f"{what}: scores must be in [0, 1] (a pass rate); index {i} has {s[i]:g}")
+        where = f"the score column {score_label!r}" if score_label else "the score"
+        raise UserError(f"{what}: {where} has {s[i]:g}, outside [0, 1] (point {i}): scores must be in [0, 1] (a pass rate); "
+                        "for another score give its range (--y-range LO HI, y_range=, or a ranges.csv beside the file)")
     if np.ptp(s) == 0:
         raise UserError(f"{what}: score is constant ({s[0]:g}) - there is no curve to fit")
     return c, s
@@ -83,7 +86,7 @@ class Curve:
     y_label: str = "score"
 
     def __post_init__(self) -> None:
-        c, s = check_curve(self.compute, self.score, what=self.name)
+        c, s = check_curve(self.compute, self.score, what=self.name, score_label=self.y_label)
         object.__setattr__(self, "compute", c)
         object.__setattr__(self, "score", s)
 
@@ -127,11 +130,6 @@ class Curve:
             ys.append(_number(row, ycol, header, path, line))
         y_arr, y_label = np.array(ys), header[ycol]
         y_range = y_range if y_range is not None else score_range(path)
-        outside = (y_arr < 0) | (y_arr > 1)
-        if y_range is None and outside.any():  # name the column and the way out before the generic check
-            i = int(np.argmax(outside))
-            raise UserError(f"{path}:{i + 2}: the score column {header[ycol]!r} has {y_arr[i]:g}, outside [0, 1]: a pass rate "
-                            "is in [0, 1]; for another score give its range (--y-range LO HI, y_range=, or a ranges.csv beside the file)")
         if y_range is not None:
             lo, hi = (float(v) for v in y_range)
             if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):

@@ -25,7 +25,7 @@ import math
 from typing import Any
 
 from workbench.errors import UserError
-from workbench.tracking.store import check_reachable, resolve_tracking_uri
+from workbench.tracking.store import require_store, resolve_tracking_uri
 
 X_CHOICES = ("compute/device_hours", "compute/flops", "step")
 
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
     _check_selection(args.experiment, args.run_ids)
     uri = resolve_tracking_uri(args.tracking_uri)
-    check_reachable(uri, must_exist=True)  # before MLflow: it would create a store, or retry a dead server for minutes
+    require_store(uri)  # before MLflow: it would create a store, or retry a dead server for minutes
     tell_dead_runs(uri)  # a run whose driver died is FAILED, not RUNNING, in what is compared
     stopped: dict[str, str] = {}
     runs = select_runs(args.experiment, args.run_ids, args.metric, uri, args.include_failed, stopped, x=args.x)

@@ -14,13 +14,12 @@ Runs whose curve is missing or too short are skipped; fewer than two usable runs
 
 from __future__ import annotations
 
-import difflib
 from typing import Iterable, Mapping
 
 from workbench.errors import UserError
 from workbench.scaling.prior import SigmoidPrior
 from workbench.scaling.sigmoid import MIN_POINTS, fit_sigmoid
-from workbench.tracking.queries import run_curve, runs_frame
+from workbench.tracking.queries import closest, run_curve, runs_frame
 
 
 def history_prior(
@@ -39,11 +38,10 @@ def history_prior(
     rows = frame[frame["status"] == "FINISHED"]
     for key, value in (where or {}).items():
         if key not in rows.columns:
-            cols = [str(c) for c in frame.columns]
-            close = difflib.get_close_matches(str(key), cols, n=3, cutoff=0.5)
+            close = closest(key, frame.columns)
             hint = f"did you mean {', '.join(close)}? " if close else ""
             raise UserError(f"no run parameter or metric {key!r} to filter the prior's runs by: {hint}"
-                            f"the runs have {len(cols)} columns (workbench.tracking.queries.runs_frame lists them)")
+                            f"the runs have {len(frame.columns)} columns (workbench.tracking.queries.runs_frame lists them)")
         rows = rows[rows[key].astype(str) == str(value)]
     skip = set(exclude)
     fits, skipped = [], []

@@ -51,11 +51,16 @@ def _experiment_ids(c, names: Iterable[str]) -> list[str]:
     return ids
 
 
+def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """At most `n` of `known` that look like `name` (a misspelt metric, param or column)."""
+    return difflib.get_close_matches(str(name), sorted({str(k) for k in known}), n=n, cutoff=0.5)
+
+
 def close_names(name: str, known: Iterable[str], what: str = "metrics", n: int = 3) -> str:
     """'close: a, b (of N metrics)': at most `n` of `known` that look like `name`, a one-line
     hint instead of the whole list (runs log dozens of metrics)."""
     known = sorted(set(known))
-    close = difflib.get_close_matches(name, known, n=n, cutoff=0.5)
+    close = closest(name, known, n)
     if not close:
         return f"none of its {len(known)} {what} is close" if known else f"it has no {what}"
     return f"close: {', '.join(close)} (of {len(known)} {what})"

@@ -16,7 +16,8 @@ same file whatever its working directory.
 `check_reachable(uri)` fails fast with a one-line UserError before anything uses the store: a
 server that does not answer, a file that is not an SQLite database, a folder that cannot be
 written. Read-only commands (`workbench compare`, `queries`, history priors) use `read_client`,
-which also refuses a store that does not exist yet instead of creating an empty one.
+which also refuses a store that does not exist yet instead of creating an empty one (checked once
+per store and process: `require_store`).
 
 SQLite stores are shared by several processes (sweep points, Ray actors). Two processes that
 create the database or the same experiment at once race on the schema migration or get
@@ -242,10 +243,22 @@ def client(tracking_uri: str | None = None):
     return MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
 
 
+_EXISTING: set[str] = set()  # stores this process found to exist: checked once, not on every read
+
+
+def require_store(uri: str) -> None:
+    """`check_reachable(uri, must_exist=True)`, once per store and process: readers call it per
+    query (a comparison reads every run's curve, a sweep's monitor polls), and a store that existed
+    still does."""
+    if uri not in _EXISTING:
+        check_reachable(uri, must_exist=True)
+        _EXISTING.add(uri)
+
+
 def read_client(tracking_uri: str | None = None):
     """An MlflowClient on a store that exists (for reading): a UserError instead of creating one."""
     uri = resolve_tracking_uri(tracking_uri)
-    check_reachable(uri, must_exist=True)
+    require_store(uri)
     return client(uri)
 
 

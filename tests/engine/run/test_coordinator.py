@@ -23,6 +23,13 @@ def train_rows(out_dir):
     return [r for r in read_jsonl(f"{out_dir}/metrics.jsonl") if "train/loss" in r or "train/skipped" in r]
 
 
+def wait_for_step(handle, step: int, timeout: float = 240) -> None:
+    """Until the run has trained `step` steps (or `timeout` seconds passed: the test's asserts then say what is wrong)."""
+    deadline = time.time() + timeout
+    while handle.status()["step"] < step and time.time() < deadline:
+        time.sleep(0.05)
+
+
 def assert_version_is_step(out_dir):
     """policy/version counts the optimizer updates: the step, less the updates skipped so far, on
     every row (train and validation), also across a trainer restart."""
@@ -83,9 +90,7 @@ def test_a_stop_evaluates_once_after_the_last_queued_step(ray_cluster, tiny_conf
     handle = launch(cfg)
     try:
         handle.start()
-        deadline = time.time() + 240
-        while handle.status()["step"] < 4 and time.time() < deadline:
-            time.sleep(0.05)
+        wait_for_step(handle, 4)
         handle.stop()
         summary = handle.wait(timeout=300)
     finally:
@@ -99,9 +104,7 @@ def test_resume_after_kill_continues_the_same_curve(ray_cluster, tiny_config):
     cfg = tiny_config({"train.max_steps": 8, "checkpoint.every_steps": 2}, name="resume")
     handle = launch(cfg)
     handle.start()
-    deadline = time.time() + 240
-    while handle.status()["step"] < 5 and time.time() < deadline:
-        time.sleep(0.05)
+    wait_for_step(handle, 5)
     handle.kill()  # the coordinator dies mid-run; its actors go with it
     time.sleep(1.0)
     from workbench.runs.checkpoint import CheckpointStore
@@ -142,9 +145,7 @@ def test_killed_generator_is_restarted_and_the_run_completes(ray_cluster, tiny_c
     handle = launch(cfg)
     try:
         handle.start()
-        deadline = time.time() + 240
-        while handle.status()["step"] < 2 and time.time() < deadline:
-            time.sleep(0.05)
+        wait_for_step(handle, 2)
         gen = ray.get_actor("genkill/Generator/0", namespace="workbench")
         ray.kill(gen, no_restart=False)
         summary = handle.wait(timeout=300)
@@ -197,9 +198,7 @@ def test_killed_trainer_worker_leaves_a_clean_record_in_mlflow(ray_cluster, tiny
     handle = launch(cfg)
     try:
         handle.start()
-        deadline = time.time() + 300
-        while handle.status()["step"] < 5 and time.time() < deadline:  # past the step-3 checkpoint
-            time.sleep(0.05)
+        wait_for_step(handle, 5, timeout=300)  # past the step-3 checkpoint
         worker = ray.get_actor("tw2m/Trainer/1", namespace="workbench")
         os.kill(ray.get(worker.pid.remote()), signal.SIGKILL)
         summary = handle.wait(timeout=400)
@@ -244,9 +243,7 @@ def test_two_trainer_workers_run_resume_and_survive_a_killed_worker(ray_cluster,
     handle = launch(cfg)
     try:
         handle.start()
-        deadline = time.time() + 300
-        while handle.status()["step"] < 3 and time.time() < deadline:
-            time.sleep(0.05)
+        wait_for_step(handle, 3, timeout=300)
         worker = ray.get_actor("tw2/Trainer/1", namespace="workbench")
         os.kill(ray.get(worker.pid.remote()), signal.SIGKILL)  # as an operator's kill -9 would
         summary = handle.wait(timeout=400)

@@ -35,10 +35,9 @@ def add_parser(sub, name: str) -> argparse.ArgumentParser:
     return p
 
 
-def open_tracking(cfg, *, fresh: bool):
+def open_tracking(cfg, *, prev=None):
     """(cfg logging into its MLflow run, whether this call created the run): a new run, or the one
-    a resumed folder was tracked in. Tracking keys that cannot take effect are refused."""
-    from workbench.runs.folder import has_checkpoint, saved_config
+    the resumed folder's config `prev` was tracked in. Tracking keys that cannot take effect are refused."""
     from workbench.tracking import run_tracking
 
     tr = cfg.tracking
@@ -48,16 +47,15 @@ def open_tracking(cfg, *, fresh: bool):
             raise UserError(f"tracking.{stray[0]} is set but tracking.mlflow is false: set tracking.mlflow=true "
                             "to log into MLflow, or drop it")
         return cfg, False
-    out = cfg.output_dir()
     run_id = tr.run_id
-    if run_id is None and not fresh and has_checkpoint(out):
-        prev = saved_config(out)
-        run_id = prev.tracking.run_id if prev is not None and prev.tracking.mlflow else None
+    if run_id is None and prev is not None and prev.tracking.mlflow:
+        run_id = prev.tracking.run_id
     return run_tracking.open_run(cfg, experiment=tr.experiment, run_id=run_id, parent_run_id=tr.parent_run_id, kind="run")
 
 
-def refuse_changed_resume(cfg) -> None:
-    """A UserError when cfg would resume a run folder trained with another config (see resume_changes)."""
+def resumed_config(cfg):
+    """The saved config of the run `cfg` resumes (None: nothing to resume); a UserError when that
+    run was trained with another config (see runs.folder.resume_changes)."""
     from workbench.engine.run.preflight import absolute_paths
     from workbench.runs.folder import has_checkpoint, resume_changes, saved_config
 
@@ -68,6 +66,7 @@ def refuse_changed_resume(cfg) -> None:
         more = f" and {len(changes) - 4} more" if len(changes) > 4 else ""
         raise UserError(f"{out} holds a run trained with another config ({'; '.join(changes[:4])}{more}): resuming would "
                         "mix two settings in one curve; start over with --fresh, or give another --out")
+    return prev
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,9 +87,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError("--max-steps must be >= 1")
         overrides.append(f"train.max_steps={args.max_steps}")
     cfg = load_run_config(args.config, overrides)
-    if not args.fresh:
-        refuse_changed_resume(cfg)
-    cfg, created = open_tracking(cfg, fresh=args.fresh)
+    cfg, created = open_tracking(cfg, prev=None if args.fresh else resumed_config(cfg))
     if cfg.tracking.mlflow:
         print(f"tracking in MLflow run {cfg.tracking.run_id} ({cfg.tracking.tracking_uri})", file=sys.stderr)
     handle = None

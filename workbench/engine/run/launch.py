@@ -60,6 +60,11 @@ def wait_with_progress(handle: RunHandle, max_steps: int, *, poll: float = 0.5, 
         total=max_steps, desc=handle.name, unit="step", dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 10
     )
     seen, last_val, shown, told = 0, None, 0, 0
+
+    def show(val: Optional[float], counts: dict[str, Any]) -> None:
+        bar.set_postfix(refresh=False, val=f"{val:.3f}" if val is not None else "-",
+                        dev_h=f"{counts.get('compute/device_hours', 0.0):.4f}", flops=f"{counts.get('compute/flops', 0.0):.2e}")
+
     try:
         while not handle.done():
             rows = handle.metrics(seen)
@@ -75,18 +80,12 @@ def wait_with_progress(handle: RunHandle, max_steps: int, *, poll: float = 0.5, 
                 if st["step"] > shown:
                     bar.update(st["step"] - shown)
                     shown = st["step"]
-                bar.set_postfix(
-                    refresh=False,
-                    val=f"{last_val:.3f}" if last_val is not None else "-",
-                    dev_h=f"{st['compute/device_hours']:.4f}",
-                    flops=f"{st['compute/flops']:.2e}",
-                )
+                show(last_val, st)
             time.sleep(poll)
         summary = handle.wait()
         if bar is not None:  # the last evaluation lands as the run ends: show it, not the one before
             if summary.get("val_pass_rate_last") is not None:
-                bar.set_postfix(refresh=False, val=f"{summary['val_pass_rate_last']:.3f}",
-                                dev_h=f"{summary.get('compute/device_hours', 0.0):.4f}", flops=f"{summary.get('compute/flops', 0.0):.2e}")
+                show(summary["val_pass_rate_last"], summary)
             bar.update(max(0, summary["steps"] - shown))
         return summary
     finally:
