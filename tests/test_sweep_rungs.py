@@ -116,6 +116,20 @@ def test_progress_reads_a_runs_own_rows_and_a_poller_reads_only_the_new_ones(tmp
     assert list(tails.values()) == [tail] and p.full == pytest.approx(0.4)
 
 
+def test_progress_of_one_domain_reads_that_domains_curve_from_the_runs_rows(tmp_path):
+    """`workbench sweep --metric val/pass_rate/code --stop-early`: the monitor follows the code curve."""
+    from workbench.sweep.rungs import progress
+
+    uri, run_id, sink = tracked_run(tmp_path, 40)
+    for s in range(0, 9):
+        sink.log_metrics({"compute/device_hours": 0.01 * s, "train/loss": 1.0}, step=s)
+        if s % 2 == 0:
+            sink.log_metrics({"val/pass_rate": 0.5, "val/pass_rate/code": 0.1 + 0.02 * s, "val/pass_rate/math": 0.9,
+                              "compute/device_hours": 0.01 * s}, step=s)
+    p = progress(run_id, "val/pass_rate/code", "compute/device_hours", uri)
+    assert p.evaluations == 4 and list(p.y)[-4:] == pytest.approx([0.14, 0.18, 0.22, 0.26])  # compute 0 is R0, not counted
+
+
 def test_a_stopped_points_reason_counts_the_evaluations_its_curve_ended_with(tmp_path):
     """The run goes on after the stop request (the steps in flight are finished, the last evaluated): the
     recorded reason must count the evaluations of the curve the run ended with, not the decision's."""

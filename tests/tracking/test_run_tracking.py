@@ -87,3 +87,20 @@ def test_open_run_on_a_file_that_is_not_a_database_names_it(run_folder, tmp_path
     for run_id in (None, "f" * 32):  # a new run, and reopening one
         with pytest.raises(UserError, match=f"{junk} is not an SQLite database"):
             open_run(cfg, experiment=experiment, run_id=run_id, tracking_uri=str(junk))
+
+
+def test_the_end_of_run_report_logs_each_domain_fit_and_its_files(tmp_path, uri, experiment):
+    from tests.helpers.run_folder import write_run
+    from workbench.runs.report import report_run_end
+
+    math_curve = {"A": 0.7, "B": 1.8, "C_mid": 0.01, "R0": 0.1}
+    code_curve = {"A": 0.35, "B": 1.4, "C_mid": 0.02, "R0": 0.05}
+    s = Session.open(write_run(tmp_path / "mixed", 20, domains={"math": math_curve, "code": code_curve}))
+    cfg, _ = open_run(s.cfg, experiment=experiment, tracking_uri=uri)
+    report_run_end(cfg, s.view.rows, x="compute/device_hours", step=190, tracked=True)
+    c = MlflowClient(tracking_uri=uri)
+    metrics = c.get_run(cfg.tracking.run_id).data.metrics
+    assert metrics["fit/math/A"] == pytest.approx(s.view.fit(domain="math").A, abs=1e-9)
+    assert metrics["fit/code/A"] == pytest.approx(s.view.fit(domain="code").A, abs=1e-9)
+    assert {"fit/code/A_lo", "fit/code/A_hi", "fit/math/B", "fit/A"} <= set(metrics)
+    assert {"fit/fit_domains.json", "fit/fit_domains.png"} <= {a.path for a in c.list_artifacts(cfg.tracking.run_id, "fit")}

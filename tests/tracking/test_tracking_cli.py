@@ -191,3 +191,25 @@ def test_a_metric_no_run_logged_is_one_line_with_close_names(populated, tracking
         captured = capsys.readouterr()
         assert repr(value) in captured.err and close in captured.err
         assert captured.err.count("\n") == 1 and captured.out == ""  # not the metric list once per run
+
+
+def test_compare_ranks_one_domain_of_mixed_runs(tracking_uri, experiment, capsys):
+    """Runs on a math+code mixture log val/pass_rate/<domain>: `--metric val/pass_rate/code` ranks
+    the recipes on the code curve alone, which can differ from the math ranking."""
+    truth = {"a": {"math": (0.70, 2.0, 2.0), "code": (0.30, 1.6, 1.5)}, "b": {"math": (0.55, 2.0, 2.0), "code": (0.45, 1.6, 1.5)}}
+    rng = np.random.default_rng(3)
+    for name, domains in truth.items():
+        sink = MlflowSink(create_run(experiment, name, tracking_uri=tracking_uri), tracking_uri)
+        for step, c in enumerate(np.linspace(0, 12.0, 25)):
+            row = {"compute/device_hours": c}
+            for d, (A, B, C_mid) in domains.items():
+                row[f"val/pass_rate/{d}"] = (0.1 + (A - 0.1) / (1 + (C_mid / c) ** B) if c > 0 else 0.1) + rng.normal(0, 0.003)
+            row["val/pass_rate"] = float(np.mean([row[f"val/pass_rate/{d}"] for d in domains]))
+            sink.log_metrics(row, step=step)
+        sink.close("FINISHED")
+    base = ["compare", "--experiment", experiment, "--tracking-uri", tracking_uri]
+    for domain, best in (("code", "b"), ("math", "a")):
+        code, res = _json(capsys, base + ["--metric", f"val/pass_rate/{domain}"])
+        rows = {r["name"]: r for r in res["runs"]}
+        assert code == 0 and res["best"] == best, domain
+        assert abs(rows["a"]["A"] - truth["a"][domain][0]) < 0.02

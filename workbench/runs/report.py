@@ -5,6 +5,8 @@
     fit = fit_run(rows)                                  # the same, from metric rows
     bt, prefix = backtest_run(rows)                      # fit the first 40% of compute, score the rest
     print(print_report(write_report(out_dir)))           # fit.json, backtest.json, fit.html, fit.png
+    domains_of(rows)                                     # ["code", "math"]: a task mixture's domains
+    fit_run(rows, metric=domain_metric("code"))          # one domain's curve: val/pass_rate/code
 
 The R0 rule (one owner: `fit_curves`): R0 is the score measured at compute 0 (the evaluation
 before training); a curve without one (a resumed run, an MLflow curve missing step 0) uses its
@@ -19,6 +21,10 @@ The backtest is the run checking its own forecast: the sigmoid fitted to the eva
 the first `BACKTEST_FRACTION` of the run's compute forecasts the later ones; the report gives the
 held-out RMSE and the share of them inside the 95% prediction band (the paper's way to trust a fit).
 `workbench run` prints the report at the end of a run.
+
+A run on a task mixture logs one curve per domain (`val/pass_rate/<domain>` beside the overall
+`val/pass_rate`); the report fits and backtests each domain's curve too, and writes them beside
+the overall fit (`DOMAIN_FILES`: fit_domains.json, and a chart with one series per domain).
 """
 
 from __future__ import annotations
@@ -38,22 +44,37 @@ from workbench.tracking.sink import read_jsonl
 BACKTEST_FRACTION = 0.4
 # The fit artifacts, all in the run's folder: the one layout (`write_report` writes them).
 FIT_FILES = ("fit.json", "backtest.json", "fit.html", "fit.png")
+# A mixture's per-domain fits: {domain: SigmoidFit.to_dict()} and their overlay chart.
+DOMAIN_FILES = ("fit_domains.json", "fit_domains.html", "fit_domains.png")
+SCORE_KEY = "val/pass_rate"  # the overall validation score; a domain's is SCORE_KEY/<domain>
 
 
-def eval_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The evaluation rows, one per step (a step evaluated twice, e.g. around a resume, keeps the
-    last), ordered by step (evaluations can finish out of order)."""
+def domain_metric(domain: Optional[str]) -> str:
+    """The validation metric of `domain` (None or "": the overall one)."""
+    return f"{SCORE_KEY}/{domain}" if domain else SCORE_KEY
+
+
+def domains_of(rows: list[dict[str, Any]]) -> list[str]:
+    """The domains whose validation curve the rows carry (a task mixture's), sorted; [] for one task."""
+    head = SCORE_KEY + "/"
+    return sorted({k[len(head):] for r in rows for k in r if k.startswith(head)})
+
+
+def eval_rows(rows: list[dict[str, Any]], metric: str = SCORE_KEY) -> list[dict[str, Any]]:
+    """The evaluation rows (those with `metric`), one per step (a step evaluated twice, e.g. around
+    a resume, keeps the last), ordered by step (evaluations can finish out of order)."""
     by_step: dict[int, dict[str, Any]] = {}
     for r in rows:
-        if r.get("val/pass_rate") is not None:
+        if r.get(metric) is not None:
             by_step[int(r.get("step", 0))] = r
     return [by_step[s] for s in sorted(by_step)]
 
 
-def eval_curve(rows: list[dict[str, Any]], x: str = "compute/device_hours") -> tuple[np.ndarray, np.ndarray]:
-    """(x, val/pass_rate) of `eval_rows(rows)` that have `x` ("step": the step itself), in step order."""
-    pts = [(float(r["step"] if x == "step" else r[x]), float(r["val/pass_rate"]))
-           for r in eval_rows(rows) if x == "step" or r.get(x) is not None]
+def eval_curve(rows: list[dict[str, Any]], x: str = "compute/device_hours",
+               metric: str = SCORE_KEY) -> tuple[np.ndarray, np.ndarray]:
+    """(x, metric) of `eval_rows(rows, metric)` that have `x` ("step": the step itself), in step order."""
+    pts = [(float(r["step"] if x == "step" else r[x]), float(r[metric]))
+           for r in eval_rows(rows, metric) if x == "step" or r.get(x) is not None]
     return np.array([c for c, _ in pts]), np.array([y for _, y in pts])
 
 
@@ -80,11 +101,12 @@ def fit_curves(curves: Sequence[tuple[Any, Any]], *, fit_from: Optional[float] =
 
 
 def fit_run(rows: list[dict[str, Any]], x: str = "compute/device_hours", fit_from: Optional[float] = None,
-            n_boot: int = 200) -> Any:
-    """`fit_curves` of the run's evaluations (`eval_curve(rows, x)`); a UserError while too few."""
-    compute, score = eval_curve(rows, x)
+            n_boot: int = 200, metric: str = SCORE_KEY) -> Any:
+    """`fit_curves` of the run's evaluations (`eval_curve(rows, x, metric)`); a UserError while too few."""
+    compute, score = eval_curve(rows, x, metric)
     if len(compute) < MIN_POINTS:
-        raise UserError(f"only {len(compute)} evaluations so far; the sigmoid fit needs at least {MIN_POINTS}")
+        of = "" if metric == SCORE_KEY else f" of {metric}"
+        raise UserError(f"only {len(compute)} evaluations{of} so far; the sigmoid fit needs at least {MIN_POINTS}")
     return fit_curves([(compute, score)], fit_from=fit_from, n_boot=n_boot)
 
 
@@ -96,6 +118,7 @@ def backtest_run(
     fit_from: Optional[float] = None,
     n_boot: int = 200,
     level: float = 0.95,
+    metric: str = SCORE_KEY,
 ) -> tuple[dict[str, Any], Any]:
     """Fit the evaluations with compute <= fraction x the last compute; forecast the later ones.
 
@@ -105,9 +128,9 @@ def backtest_run(
     short to fit gives a summary with `error` set and no fit (None)."""
     from workbench.scaling import backtest
 
-    compute, score = eval_curve(rows, x)
+    compute, score = eval_curve(rows, x, metric)
     if len(compute) == 0:
-        raise UserError(f"no evaluations with {x!r} to backtest")
+        raise UserError(f"no evaluations of {metric} with {x!r} to backtest")
     bt = backtest((compute, score), fractions=(fraction,), r0=r0_rule([(compute, score)]), fit_from=fit_from,
                   n_boot=n_boot, level=level)
     row, fit = bt.rows[0], bt.fits[0]
@@ -172,43 +195,77 @@ def write_report(
 ) -> dict[str, Any]:
     """Fit the run in `out_dir` (its metrics.jsonl, or `rows`) and backtest the fit (None: no
     backtest); write the fit artifacts there (`FIT_FILES`; no chart when `charts` is False).
-    Returns a summary; a UserError while the run has too few evaluations to fit."""
+    A mixture's domains are fitted too (`report["domains"]`, `DOMAIN_FILES`); a domain that cannot
+    be fitted is reported with its reason. Returns a summary; a UserError while the run has too
+    few evaluations to fit."""
     out = Path(out_dir)
     rows = read_jsonl(out / "metrics.jsonl") if rows is None else rows
-    fit = fit_run(rows, x)
-    bt, prefix = (None, None) if backtest_fraction is None else backtest_run(rows, x, fraction=backtest_fraction)
+    report, prefix = _curve_report(rows, x, SCORE_KEY, backtest_fraction)
+    fit, bt = report["fit"], report["backtest"]
     if charts:
         files = write_fit_artifacts(fit, out, title=f"{out.name}: validation pass rate vs {x}", x=x, prefix_fit=prefix)
     else:
         (out / FIT_FILES[0]).write_text(fit.to_json(indent=1))
         files = [out / FIT_FILES[0]]
     if bt is not None:
-        strict = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in bt.items()}  # JSON has no NaN
-        (out / FIT_FILES[1]).write_text(json.dumps(strict, indent=1, allow_nan=False))
+        (out / FIT_FILES[1]).write_text(json.dumps(_strict(bt), indent=1, allow_nan=False))
         files.insert(1, out / FIT_FILES[1])
-    compute, score = eval_curve(rows, x)
-    return {
-        "A": fit.A,
-        "A_ci": list(fit.A_ci),
-        "B": fit.B,
-        "B_ci": list(fit.B_ci),
-        "C_mid": fit.C_mid,
-        "C_mid_ci": list(fit.C_mid_ci),
-        "R0": fit.R0,
-        "r2": fit.r2,
-        "converged": fit.converged,
-        "reason": fit.reason,
-        "gain": float(score[-1] - score[0]),
+    report["domains"] = {}
+    for domain in domains_of(rows):
+        try:
+            report["domains"][domain] = _curve_report(rows, x, domain_metric(domain), backtest_fraction)[0]
+        except (UserError, ValueError, RuntimeError) as e:
+            report["domains"][domain] = {"error": str(e)}
+    files += _write_domain_files(report["domains"], out, title=f"{out.name}: validation pass rate per domain vs {x}",
+                                 x=x, charts=charts)
+    report["files"] = [str(f) for f in files]
+    return report
+
+
+def _strict(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}  # JSON has no NaN
+
+
+def _curve_report(rows: list[dict[str, Any]], x: str, metric: str,
+                  backtest_fraction: Optional[float]) -> tuple[dict[str, Any], Any]:
+    """(summary, backtest prefix fit) of one validation curve: the fit, its intervals, the gain
+    over the run and the backtest."""
+    fit = fit_run(rows, x, metric=metric)
+    bt, prefix = (None, None) if backtest_fraction is None else backtest_run(rows, x, fraction=backtest_fraction, metric=metric)
+    compute, score = eval_curve(rows, x, metric)
+    summary = {
+        "metric": metric, "A": fit.A, "A_ci": list(fit.A_ci), "B": fit.B, "B_ci": list(fit.B_ci),
+        "C_mid": fit.C_mid, "C_mid_ci": list(fit.C_mid_ci), "R0": fit.R0, "r2": fit.r2,
+        "converged": fit.converged, "reason": fit.reason, "gain": float(score[-1] - score[0]),
         "backtest": bt,
         "fit": fit,  # the SigmoidFit itself (not printed)
-        "files": [str(f) for f in files],
     }
+    return summary, prefix
+
+
+def _write_domain_files(domains: dict[str, dict[str, Any]], out: Path, *, title: str, x: str, charts: bool) -> list[Path]:
+    """fit_domains.json ({domain: fit}) and, with `charts`, one chart with a series per domain."""
+    fits = {d: rep["fit"] for d, rep in domains.items() if "fit" in rep}
+    if not fits:
+        return []
+    path = out / DOMAIN_FILES[0]
+    path.write_text(json.dumps({d: f.to_dict() for d, f in fits.items()}, indent=1))
+    files = [path]
+    if charts:
+        try:
+            from workbench.scaling.charts import chart_overlay, save_chart
+
+            chart = chart_overlay(fits, title=title, x_title=x, y_title=SCORE_KEY, legend="domain")
+            files += [save_chart(chart, out / DOMAIN_FILES[1]), save_chart(chart, out / DOMAIN_FILES[2])]
+        except Exception as e:  # noqa: BLE001 - the fits are written; a chart that fails must not lose them
+            (out / "chart_error.txt").write_text(f"{type(e).__name__}: {e}")
+    return files
 
 
 def report_run_end(cfg: Any, rows: list[dict[str, Any]], *, x: str, step: int, tracked: bool) -> None:
     """What a session does when its run ends: `write_report` into the run folder (cfg.out_dir)
-    and, when `tracked`, log the fit and its files to the config's MLflow run (or why it could
-    not be fitted)."""
+    and, when `tracked`, log the fit (and each domain's, as fit/<domain>/A, ...) and its files to
+    the config's MLflow run (or why it could not be fitted)."""
     from workbench.tracking import run_tracking
 
     try:
@@ -218,22 +275,32 @@ def report_run_end(cfg: Any, rows: list[dict[str, Any]], *, x: str, step: int, t
             run_tracking.log_fit_error(cfg, str(e))
         return
     if tracked:
-        run_tracking.log_fit(cfg, rep["fit"], [Path(f) for f in rep["files"]], step=step, x=x)
+        domain_fits = {d: r["fit"] for d, r in rep["domains"].items() if "fit" in r}
+        run_tracking.log_fit(cfg, rep["fit"], [Path(f) for f in rep["files"]], step=step, x=x, domain_fits=domain_fits)
+
+
+def _fit_line(rep: dict[str, Any], head: str) -> str:
+    a_lo, a_hi = rep["A_ci"]
+    b_lo, b_hi = rep["B_ci"]
+    c_lo, c_hi = rep["C_mid_ci"]
+    return (f"{head}: A = {rep['A']:.3f} [{a_lo:.3f}, {a_hi:.3f}]  B = {rep['B']:.2f} [{b_lo:.2f}, {b_hi:.2f}]  "
+            f"C_mid = {rep['C_mid']:.3g} [{c_lo:.3g}, {c_hi:.3g}]  R0 = {rep['R0']:.3f}  R^2 = {rep['r2']:.3f}")
 
 
 def print_report(report: dict[str, Any]) -> str:
-    a_lo, a_hi = report["A_ci"]
-    b_lo, b_hi = report["B_ci"]
-    c_lo, c_hi = report["C_mid_ci"]
-    lines = [
-        f"sigmoid fit: A = {report['A']:.3f} [{a_lo:.3f}, {a_hi:.3f}]  B = {report['B']:.2f} [{b_lo:.2f}, {b_hi:.2f}]  "
-        f"C_mid = {report['C_mid']:.3g} [{c_lo:.3g}, {c_hi:.3g}]  R0 = {report['R0']:.3f}  R^2 = {report['r2']:.3f}",
-        f"validation pass rate gain over the run: {report['gain']:+.3f}",
-    ]
+    lines = [_fit_line(report, "sigmoid fit"), f"validation pass rate gain over the run: {report['gain']:+.3f}"]
     if not report["converged"]:
         lines.append(f"warning: the fit did not converge cleanly: {report['reason']}")
     if report.get("backtest"):
         lines.append(backtest_line(report["backtest"]))
+    for domain, rep in (report.get("domains") or {}).items():
+        if "fit" not in rep:
+            lines.append(f"domain {domain}: not fitted: {rep['error']}")
+            continue
+        lines.append(_fit_line(rep, f"domain {domain}") + f"  gain {rep['gain']:+.3f}"
+                     + ("" if rep["converged"] else f"  (not converged: {rep['reason']})"))
+        if rep.get("backtest"):
+            lines.append(f"domain {domain} " + backtest_line(rep["backtest"]))
     lines += [f"wrote {f}" for f in report["files"]]
     return "\n".join(lines)
 

@@ -3,6 +3,7 @@
     v = RunView.open("runs/my-run")          # a run folder (metrics.jsonl, config.json): no Ray needed
     v.curve                                  # DataFrame: step, compute_device_hours, compute_flops, val_pass_rate, val_pass_rate_se
     v.fit()                                  # workbench.scaling.SigmoidFit of val/pass_rate vs `x`
+    v.domains; v.fit(domain="code")          # a task mixture: one curve (and fit) per domain
     v.forecast(budget=1.0)                   # pass rate, 95% band and scaling-gain verdict at that compute
     v.chart(); v.status(); v.history
 
@@ -12,6 +13,10 @@ the run's actor; `Session.curve`, `.fit()`, `.forecast()`, `.chart()` are the vi
 never changes its run. The evaluations come from `workbench.runs.report.eval_rows` (one per
 step), the minimum number of points for a fit is `workbench.scaling.sigmoid.MIN_POINTS`, and a
 run's step target is its config's `train.max_steps`.
+
+A run on a task mixture (`task.mix`) also logs `val/pass_rate/<domain>`: `domains` lists them,
+`curve` gets a `val_pass_rate_<domain>` (and `_se_`) column each, `fit(domain=...)` fits one, and
+`chart()` draws one series and band per domain (the legend names them).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any, Optional
 import pandas as pd
 
 from workbench.config import RunConfig
-from workbench.runs.report import eval_rows, fit_curves
+from workbench.runs.report import domain_metric, domains_of, eval_curve, eval_rows, fit_curves
 from workbench.errors import UserError
 from workbench.scaling.sigmoid import MIN_POINTS
 
@@ -101,16 +106,29 @@ class RunView:
         return eval_rows(self._rows)
 
     @property
+    def domains(self) -> list[str]:
+        """The domains of a task mixture whose validation curves the run logged ([] for one task)."""
+        return domains_of(self._rows)
+
+    @property
     def curve(self) -> pd.DataFrame:
         """Evaluations, one per step in step order: step, compute_device_hours, compute_flops, val_pass_rate, val_pass_rate_se."""
 
         def num(r: dict[str, Any], k: str) -> float:
             return float(r[k]) if r.get(k) is not None else math.nan
 
-        data = [{"step": int(r["step"]), "compute_device_hours": num(r, "compute/device_hours"),
-                 "compute_flops": num(r, "compute/flops"), "val_pass_rate": float(r[EVAL_KEY]),
-                 "val_pass_rate_se": num(r, "val/pass_rate_se")} for r in self.evaluations()]
-        return pd.DataFrame(data, columns=CURVE_COLUMNS)
+        domains = self.domains
+        extra = [c for d in domains for c in (f"val_pass_rate_{d}", f"val_pass_rate_se_{d}")]
+        data = []
+        for r in self.evaluations():
+            row = {"step": int(r["step"]), "compute_device_hours": num(r, "compute/device_hours"),
+                   "compute_flops": num(r, "compute/flops"), "val_pass_rate": float(r[EVAL_KEY]),
+                   "val_pass_rate_se": num(r, "val/pass_rate_se")}
+            for d in domains:
+                row[f"val_pass_rate_{d}"] = num(r, domain_metric(d))
+                row[f"val_pass_rate_se_{d}"] = num(r, f"val/pass_rate_se/{d}")
+            data.append(row)
+        return pd.DataFrame(data, columns=CURVE_COLUMNS + extra)
 
     @property
     def history(self) -> pd.DataFrame:
@@ -126,35 +144,51 @@ class RunView:
         return st
 
     # ------------------------------------------------------------------ fit & forecast
-    def fit(self, x: str | None = None, fit_from: float | None = None, n_boot: int = 200):
-        """The sigmoid fit (workbench.scaling.SigmoidFit) of val/pass_rate vs `x` on the evaluations so far.
+    def fit(self, x: str | None = None, fit_from: float | None = None, n_boot: int = 200, domain: str | None = None):
+        """The sigmoid fit (workbench.scaling.SigmoidFit) of val/pass_rate (`domain`: of
+        val/pass_rate/<domain>) vs `x` on the evaluations so far.
 
         R0 follows `workbench.runs.report.fit_curves`: the pass rate measured at compute 0 (the
         evaluation before training), else the curve's first point (a resumed run). fit_from leaves out early points (the paper
         drops the first ~1.5k GPU-hours). Cached until a new evaluation arrives.
         """
         x = check_x(x or self.x)
-        df = self.curve
-        key = (len(df), x, fit_from, n_boot)
+        metric = self._domain_metric(domain)
+        n_evals = len(self.evaluations())
+        key = (n_evals, x, fit_from, n_boot, metric)
         if key in self._fit_cache:
             return self._fit_cache[key]
-        c = df[X_COLUMNS[x]].to_numpy(dtype=float)
-        y = df["val_pass_rate"].to_numpy(dtype=float)
+        c, y = eval_curve(self._rows, x, metric)
         usable = (c > 0) & ((c >= fit_from) if fit_from is not None else True)
         n = int(usable.sum())
         if n < MIN_POINTS:
+            of = "" if domain is None else f" of domain {domain!r}"
             raise UserError(
-                f"only {n} evaluation(s) with {x} > {fit_from or 0:g} so far ({len(df)} in all); the sigmoid fit "
+                f"only {n} evaluation(s){of} with {x} > {fit_from or 0:g} so far ({n_evals} in all); the sigmoid fit "
                 f"needs at least {MIN_POINTS}: wait for more (one every {self.cfg.eval.every_steps} steps)"
             )
         result = fit_curves([(c, y)], fit_from=fit_from, n_boot=n_boot)
-        self._fit_cache = {key: result}  # only the latest: a new evaluation invalidates it
+        # only the latest evaluation count: a new evaluation invalidates every cached fit
+        self._fit_cache = {k: v for k, v in self._fit_cache.items() if k[0] == n_evals}
+        self._fit_cache[key] = result
         return result
 
-    def fit_or_none(self, fit_from: float | None = None) -> tuple[Any, str]:
+    def _domain_metric(self, domain: str | None) -> str:
+        if domain is None:
+            return EVAL_KEY
+        if domain not in self.domains:
+            known = ", ".join(self.domains) or "none: this run trained one task"
+            raise UserError(f"run '{self.name}' has no domain {domain!r} (its domains: {known})")
+        return domain_metric(domain)
+
+    def domain_fits(self, fit_from: float | None = None) -> dict[str, tuple[Any, str]]:
+        """domain -> (fit, "") or (None, why not yet), for each domain of a mixture ({} for one task)."""
+        return {d: self.fit_or_none(fit_from, domain=d) for d in self.domains}
+
+    def fit_or_none(self, fit_from: float | None = None, domain: str | None = None) -> tuple[Any, str]:
         """(fit, "") or (None, why not yet): for displays that draw the points without a fit."""
         try:
-            return self.fit(None, fit_from, 200), ""
+            return self.fit(None, fit_from, 200, domain=domain), ""
         except UserError as e:
             return None, str(e)
 
@@ -174,16 +208,21 @@ class RunView:
 
     def chart(self, budget: float | None = None, *, fit_from: float | None = None, width: int = 560, height: int = 300):
         """The dashboard's chart as an Altair chart (points; fit, band and forecast once MIN_POINTS
-        evaluations exist), drawn out to `budget` (default: `default_budget()`).
+        evaluations exist), drawn out to `budget` (default: `default_budget()`). A task mixture's
+        run draws one series (points, fit and band) per domain instead, its legend naming them.
 
         Offline display in a notebook: `alt.renderers.enable("svg")` (rendered by vl-convert)."""
-        from workbench.scaling.charts import session_chart
+        from workbench.scaling.charts import domain_chart, session_chart
 
         curve = self.curve
         if curve.empty:
             raise UserError(f"run '{self.name}' has no evaluation yet: nothing to draw")
-        fit, _ = self.fit_or_none(fit_from)
         budget = budget if budget is not None else self.default_budget()
+        if self.domains:
+            series = {d: (*eval_curve(self._rows, self.x, domain_metric(d)), fit) for d, (fit, _) in self.domain_fits(fit_from).items()}
+            return domain_chart(series, budget=budget, x_title=self.x, title=f"{self.name}: val/pass_rate per domain vs {self.x}",
+                                width=width, height=height)
+        fit, _ = self.fit_or_none(fit_from)
         return session_chart(curve[self.column], curve["val_pass_rate"], fit, budget=budget, x_title=self.x,
                              title=f"{self.name}: val/pass_rate vs {self.x}", width=width, height=height)
 

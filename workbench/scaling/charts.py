@@ -140,8 +140,10 @@ def chart_overlay(
     y_title: str = "score",
     width: int = 640,
     height: int = 380,
+    legend: str = "recipe",
 ) -> alt.LayerChart:
-    """Several fits (name -> SigmoidFit) on shared axes, one colour per recipe: curves, bands,
+    """Several fits (name -> SigmoidFit) on shared axes, one colour per name (the legend's title
+    is `legend`: "recipe" for a comparison, "domain" for a mixture's curves): curves, bands,
     points and dashed asymptotes."""
     if not fits:
         raise UserError("chart_overlay needs at least one fit")
@@ -153,7 +155,7 @@ def chart_overlay(
             pts += [p for p in _points(f, name) if p["status"] != "excluded"]
         asym.append({"recipe": name, "A": f.A})
     x = alt.X("compute:Q", scale=_x_scale(grid), title=x_title)
-    color = alt.Color("recipe:N", title="recipe")
+    color = alt.Color("recipe:N", title=legend)
     ys = alt.Scale(zero=False)
     data = alt.Data(values=rows)
     layers = []
@@ -166,6 +168,44 @@ def chart_overlay(
         )
     layers.append(alt.Chart(alt.Data(values=asym)).mark_rule(strokeDash=[6, 4]).encode(y="A:Q", color=color))
     return clip_marks(alt.layer(*layers)).properties(title=title or "scaling fits", width=width, height=height)
+
+
+def domain_chart(
+    series: Mapping[str, tuple[Any, Any, SigmoidFit | None]],
+    *,
+    budget: float | None = None,
+    level: float = 0.95,
+    x_title: str = "compute",
+    y_title: str = "val/pass_rate",
+    title: str = "val/pass_rate per domain",
+    width: int = 560,
+    height: int = 300,
+) -> Any:
+    """A task mixture's live chart: domain -> (compute, score, fit or None). Every domain's fit
+    and band, drawn out to `budget`, with its points, one colour per domain (the legend names
+    them); a domain without a fit yet is drawn as points only. Used by RunView.chart."""
+    fits = {d: f for d, (_, _, f) in series.items() if f is not None}
+    layers = []
+    if fits:
+        latest = max(float(f.compute[f.compute > 0].max()) for f in fits.values())
+        extend = budget / latest if budget is not None and budget > latest else 1.05
+        layers += list(chart_overlay(fits, extend=extend, level=level, x_title=x_title, y_title=y_title, legend="domain").layer)
+    bare = [{"compute": float(a), "score": float(b), "recipe": d}
+            for d, (c, y, f) in series.items() if f is None
+            for a, b in zip(np.asarray(c, dtype=float), np.asarray(y, dtype=float), strict=True) if a > 0]
+    if bare:
+        layers.append(
+            alt.Chart(alt.Data(values=bare)).mark_circle(size=48).encode(
+                x=alt.X("compute:Q", scale=alt.Scale(type="log"), title=x_title),
+                y=alt.Y("score:Q", scale=alt.Scale(zero=False), title=y_title),
+                color=alt.Color("recipe:N", title="domain"), tooltip=["recipe:N", "compute:Q", "score:Q"])
+        )
+    if not layers:
+        raise UserError("nothing to draw: no domain has an evaluation with compute > 0")
+    waiting = sorted(d for d, (_, _, f) in series.items() if f is None)
+    subtitle = f"not fitted yet (the fit needs 4 points): {', '.join(waiting)}" if waiting else \
+        "; ".join(f"{d}: A = {f.A:.3f} [{f.A_ci[0]:.3f}, {f.A_ci[1]:.3f}]" for d, f in fits.items())
+    return clip_marks(alt.layer(*layers)).properties(title=alt.TitleParams(title, subtitle=subtitle), width=width, height=height)
 
 
 def save_chart(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> Path:

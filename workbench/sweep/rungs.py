@@ -34,6 +34,7 @@ from typing import Any, Optional
 import numpy as np
 
 from workbench.errors import UserError
+from workbench.runs.report import SCORE_KEY
 from workbench.scaling.sigmoid import MIN_POINTS
 from workbench.sweep.stop import request_stop
 
@@ -77,19 +78,20 @@ def progress(run_id: str, metric: str, x: str, uri: str, tails: Optional[dict[st
     from workbench.tracking.run_tracking import OUT_DIR_TAG
 
     out_dir = run.data.tags.get(OUT_DIR_TAG)
-    if metric == "val/pass_rate" and out_dir and (Path(out_dir) / "metrics.jsonl").is_file():
+    if metric.startswith(SCORE_KEY) and out_dir and (Path(out_dir) / "metrics.jsonl").is_file():
         from workbench.tracking.sink import JsonlTail
 
         path = Path(out_dir) / "metrics.jsonl"
         tail = JsonlTail(path) if tails is None else tails.setdefault(str(path), JsonlTail(path))
-        return _progress_from_rows(tail.rows(), x, max_steps)
+        return _progress_from_rows(tail.rows(), x, max_steps, metric)
     return _progress_from_mlflow(run_id, metric, x, uri, max_steps)
 
 
-def _progress_from_rows(rows: list[dict[str, Any]], x: str, max_steps: Optional[int]) -> Optional[Progress]:
+def _progress_from_rows(rows: list[dict[str, Any]], x: str, max_steps: Optional[int],
+                        metric: str = SCORE_KEY) -> Optional[Progress]:
     from workbench.runs.report import eval_curve
 
-    xs, ys = eval_curve(rows, x)
+    xs, ys = eval_curve(rows, x, metric)
     if not len(xs):
         return None
     stamped = [r for r in rows if x == "step" or r.get(x) is not None]

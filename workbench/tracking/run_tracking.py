@@ -86,22 +86,29 @@ def failed_if_raises(cfg: RunConfig, created: bool) -> Iterator[None]:
         raise
 
 
-def fit_metrics(fit: Any) -> dict[str, float]:
+def fit_metrics(fit: Any, prefix: str = "fit") -> dict[str, float]:
     """fit/A, fit/B, fit/C_mid with fit/*_lo and fit/*_hi, fit/r2, fit/n, fit/converged, fit/no_gain
-    (finite only: a no-gain fit has no B or C_mid, its A is the flat level)."""
-    m = {"fit/A": fit.A, "fit/B": fit.B, "fit/C_mid": fit.C_mid, "fit/r2": fit.r2, "fit/n": float(fit.n),
-         "fit/converged": float(fit.converged), "fit/no_gain": float(getattr(fit, "no_gain", False))}
+    (finite only: a no-gain fit has no B or C_mid, its A is the flat level); `prefix` replaces
+    "fit" (a domain's fit: "fit/code")."""
+    m = {f"{prefix}/A": fit.A, f"{prefix}/B": fit.B, f"{prefix}/C_mid": fit.C_mid, f"{prefix}/r2": fit.r2,
+         f"{prefix}/n": float(fit.n), f"{prefix}/converged": float(fit.converged),
+         f"{prefix}/no_gain": float(getattr(fit, "no_gain", False))}
     for k, ci in (("A", fit.A_ci), ("B", fit.B_ci), ("C_mid", fit.C_mid_ci)):
-        m[f"fit/{k}_lo"], m[f"fit/{k}_hi"] = ci
+        m[f"{prefix}/{k}_lo"], m[f"{prefix}/{k}_hi"] = ci
     return {k: float(v) for k, v in m.items() if v is not None and math.isfinite(v)}
 
 
-def log_fit(cfg: RunConfig, fit: Any, paths: list[Path], *, step: int, x: str) -> None:
-    """Log the fit's metrics (at `step`), the x axis tag and the artifacts (under fit/) to the config's run."""
+def log_fit(cfg: RunConfig, fit: Any, paths: list[Path], *, step: int, x: str,
+            domain_fits: Optional[dict[str, Any]] = None) -> None:
+    """Log the fit's metrics (at `step`), each domain's (fit/<domain>/A, ...), the x axis tag and the
+    artifacts (under fit/) to the config's run."""
     from workbench.tracking.mlflow_sink import MlflowSink
 
     sink = MlflowSink(cfg.tracking.run_id, cfg.tracking.tracking_uri)
-    sink.log_metrics(fit_metrics(fit), step=step)
+    metrics = fit_metrics(fit)
+    for domain, f in (domain_fits or {}).items():
+        metrics.update(fit_metrics(f, prefix=f"fit/{domain}"))
+    sink.log_metrics(metrics, step=step)
     sink.set_tags({"workbench.fit_x": x})
     for p in paths:
         sink.log_artifact(p, "fit")

@@ -215,16 +215,10 @@ class Dashboard(widgets.VBox):
         f = self.fit
         if f is None:
             return ""
-        pct = f"{f.level:.0%}"
-        if f.no_gain:  # B and C_mid are not identified: say so instead of printing nan
-            text = (f"<b>fit</b> ({f.n} points): no gain detected, flat at {f.A:.4f} [{f.A_ci[0]:.4f}, {f.A_ci[1]:.4f}] "
-                    f"({pct} CI); B, C_mid not identified")
-        else:
-            text = (f"<b>fit</b> ({f.n} points, R&sup2; = {f.r2:.3f}): A = {f.A:.4f} [{f.A_ci[0]:.4f}, {f.A_ci[1]:.4f}], "
-                    f"B = {f.B:.3f} [{f.B_ci[0]:.3f}, {f.B_ci[1]:.3f}], "
-                    f"C_mid = {f.C_mid:.4g} [{f.C_mid_ci[0]:.4g}, {f.C_mid_ci[1]:.4g}] ({pct} CI)")
-        if not f.converged:
-            text += f"<div style='color:#a60'>not converged: {html.escape(f.reason)}</div>"
+        text = _fit_summary_html(f, "fit")
+        for domain, (df, why) in self.view.domain_fits(self.fit_from).items():  # a task mixture: one line per domain
+            body = _fit_summary_html(df, html.escape(domain)) if df is not None else f"<b>{html.escape(domain)}</b>: {html.escape(why)}"
+            text += f"<div data-domain='{html.escape(domain)}'>{body}</div>"
         self.forecast = None
         if budget is not None:
             from workbench.runs.forecast import forecast_from_fit
@@ -237,3 +231,18 @@ class Dashboard(widgets.VBox):
                 text += f"<div style='color:#555;font-size:90%'>{html.escape(fc['verdict'])}</div>"
         text += f"<div style='color:#555;font-size:90%'>forecast: {html.escape(f.forecast_used)}</div>"
         return text
+
+
+def _fit_summary_html(f: Any, label: str) -> str:
+    """One fit's parameters and intervals (a no-gain fit's flat level instead of nan)."""
+    pct = f"{f.level:.0%}"
+    if f.no_gain:  # B and C_mid are not identified: say so instead of printing nan
+        text = (f"<b>{label}</b> ({f.n} points): no gain detected, flat at {f.A:.4f} [{f.A_ci[0]:.4f}, {f.A_ci[1]:.4f}] "
+                f"({pct} CI); B, C_mid not identified")
+    else:
+        text = (f"<b>{label}</b> ({f.n} points, R&sup2; = {f.r2:.3f}): A = {f.A:.4f} [{f.A_ci[0]:.4f}, {f.A_ci[1]:.4f}], "
+                f"B = {f.B:.3f} [{f.B_ci[0]:.3f}, {f.B_ci[1]:.3f}], "
+                f"C_mid = {f.C_mid:.4g} [{f.C_mid_ci[0]:.4g}, {f.C_mid_ci[1]:.4g}] ({pct} CI)")
+    if not f.converged:
+        text += f"<div style='color:#a60'>not converged: {html.escape(f.reason)}</div>"
+    return text
