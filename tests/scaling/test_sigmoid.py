@@ -93,6 +93,27 @@ def test_r0_rules():
         fit_sigmoid(c, y, r0="last")
 
 
+def test_the_r0_rule_of_run_curves_measures_r0_only_when_every_curve_has_compute_0():
+    from workbench.scaling import r0_rule
+
+    c, y = synth(n=30, noise=0.01)
+    assert r0_rule([(c, y)]) is None and r0_rule([(c, y), (c, y)]) is None
+    assert r0_rule([(c, y), (c[1:], y[1:])]) == "first"  # one resumed run: every curve starts at its first point
+    assert fit_sigmoid(c[1:], y[1:], r0=r0_rule([(c[1:], y[1:])]), n_boot=0).r0_source == "first"
+
+
+def test_options_come_as_keywords_or_one_fitoptions_and_unknown_ones_are_named():
+    from workbench.scaling import FitOptions
+
+    c, y = synth(n=30, noise=0.01)
+    opts = FitOptions(n_boot=0, method="sigmoid", fit_from=float(c[3]))
+    a, b = fit_sigmoid(c, y, opts), fit_sigmoid(c, y, n_boot=0, method="sigmoid", fit_from=float(c[3]))
+    assert (a.A, a.B, a.C_mid, a.n) == (b.A, b.B, b.C_mid, b.n)
+    assert fit_sigmoid(c, y, opts, n_boot=50).samples.shape == (50, 3)  # a keyword replaces the option's field
+    with pytest.raises(UserError, match="unknown fit option.*'nboot'.*n_boot"):
+        fit_sigmoid(c, y, nboot=10)
+
+
 def test_too_few_points_after_fit_from():
     c, y = synth(n=30, lo=1500, hi=50000, noise=0.01)
     with pytest.raises(UserError, match=r"only 3 point\(s\) in \[.*at least 4"):

@@ -37,7 +37,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from workbench.errors import UserError
-from workbench.scaling.sigmoid import MIN_POINTS
+from workbench.scaling.sigmoid import MIN_POINTS, r0_rule
 from workbench.tracking.sink import read_jsonl
 
 # Fit on the evaluations up to this share of the run's final compute, forecast the rest.
@@ -76,12 +76,6 @@ def eval_curve(rows: list[dict[str, Any]], x: str = "compute/device_hours",
     pts = [(float(r["step"] if x == "step" else r[x]), float(r[metric]))
            for r in eval_rows(rows, metric) if x == "step" or r.get(x) is not None]
     return np.array([c for c, _ in pts]), np.array([y for _, y in pts])
-
-
-def r0_rule(curves: Sequence[tuple[Any, Any]]) -> Optional[str]:
-    """`r0` for workbench.scaling's fits: None (the measured compute-0 score) when every curve has
-    a point at compute 0, else "first" (each curve's first point)."""
-    return None if all((np.asarray(c) == 0).any() for c, _ in curves) else "first"
 
 
 def fit_curves(curves: Sequence[tuple[Any, Any]], *, fit_from: Optional[float] = None, n_boot: int = 200, **kw: Any) -> Any:

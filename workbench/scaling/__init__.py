@@ -32,7 +32,7 @@ from workbench.scaling.forecast import Blend
 from workbench.scaling.powerlaw import PowerLawFit, fit_power_law
 from workbench.scaling.prior import SigmoidPrior
 from workbench.scaling.result import Reach, SigmoidFit
-from workbench.scaling.sigmoid import METHODS, MIN_POINTS, fit_sigmoid, fit_sigmoid_multi, refit_at_shared_A
+from workbench.scaling.sigmoid import METHODS, MIN_POINTS, FitOptions, fit_sigmoid, fit_sigmoid_multi, r0_rule, refit_at_shared_A
 
 _CHARTS = ("chart_fit", "chart_overlay", "save_chart")
 
@@ -46,6 +46,7 @@ __all__ = [
     "Comparison",
     "CompareRow",
     "Curve",
+    "FitOptions",
     "PowerLawFit",
     "Reach",
     "ScalingGain",
@@ -56,6 +57,7 @@ __all__ = [
     "fit_power_law",
     "fit_sigmoid",
     "fit_sigmoid_multi",
+    "r0_rule",
     "refit_at_shared_A",
     "scaling_gain",
     *_CHARTS,

@@ -28,7 +28,7 @@ import numpy as np
 from workbench.errors import UserError
 from workbench.scaling.backtest import naive_rmse, score_holdout
 from workbench.scaling.data import RANGES_FILE, Curve
-from workbench.scaling.sigmoid import fit_sigmoid
+from workbench.scaling.sigmoid import fit_sigmoid, r0_rule
 
 COLUMNS = ("workbench", "paper", "last", "mean")
 
@@ -63,7 +63,7 @@ def score_prefix(curve: Curve, fraction: float, *, fit_from: float | None = None
     n_fit = int((~test & (c > 0)).sum())
     last, mean = naive_rmse(c, s, until, fit_from)
     rmse = {"workbench": math.nan, "paper": math.nan, "last": last, "mean": mean}
-    r0 = None if c[0] == 0 else "first"
+    r0 = r0_rule([(c, s)])
     kw = dict(r0=r0, fit_from=fit_from, fit_until=until, level=level, seed=seed)
     try:
         fit = fit_sigmoid(c, s, n_boot=n_boot, **kw)

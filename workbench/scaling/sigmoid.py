@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -57,22 +58,9 @@ N_NULL = 200  # flat-noise replicates of the gain test
 METHODS = ("auto", "sigmoid", "paper")  # forecast methods of fit_sigmoid (see its docstring)
 
 
-def fit_sigmoid(
-    compute: Any,
-    score: Any,
-    *,
-    r0: float | str | None = None,
-    fit_from: float | None = None,
-    fit_until: float | None = None,
-    fixed_A: float | None = None,
-    n_boot: int = 200,
-    block: int | str = "auto",
-    level: float = 0.95,
-    seed: int = 0,
-    method: str = "auto",
-    prior: SigmoidPrior | None = None,
-) -> SigmoidFit:
-    """Fit one curve.
+@dataclass(frozen=True)
+class FitOptions:
+    """How to fit: every option of `fit_sigmoid` / `fit_sigmoid_multi`, in one place.
 
     r0: the fixed start score. None = the score measured at compute 0 (a UserError says so when
     there is no compute-0 point); "first" = the score of the first point (a documented fallback).
@@ -86,156 +74,218 @@ def fit_sigmoid(
     sigmoid and a log-linear trend by their rolling-origin backtest inside the prefix
     (forecast.py; `fit.forecast_used` says which and why). "sigmoid": the sigmoid (or the flat
     level when no gain is detected) alone. "paper": the paper's procedure (paper.py).
+    prior: a SigmoidPrior (history of finished runs): the sigmoid is its MAP fit.
     """
-    return fit_sigmoid_multi(
-        [Curve(compute, score)], r0=r0, fit_from=fit_from, fit_until=fit_until, fixed_A=fixed_A, n_boot=n_boot, block=block, level=level, seed=seed,
-        method=method, prior=prior,
-    )
+
+    r0: float | str | None = None
+    fit_from: float | None = None
+    fit_until: float | None = None
+    fixed_A: float | None = None
+    n_boot: int = 200
+    block: int | str = "auto"
+    level: float = 0.95
+    seed: int = 0
+    method: str = "auto"
+    prior: SigmoidPrior | None = None
+
+    def checked(self) -> "FitOptions":
+        """The options validated (one-line UserErrors) and settled: a fit at a fixed A is the
+        sigmoid alone (it compares B), and the paper's procedure or a fixed A take no prior."""
+        n_boot = int(as_number("n_boot", self.n_boot, integer=True))
+        fit_from = None if self.fit_from is None else as_number("fit_from", self.fit_from)
+        fit_until = None if self.fit_until is None else as_number("fit_until", self.fit_until)
+        level = as_number("level", self.level)
+        if not 0 < level < 1:
+            raise UserError(f"level must be in (0, 1), got {level}")
+        if self.method not in METHODS:
+            raise UserError(f"unknown forecast method {self.method!r}: use one of {', '.join(METHODS)}")
+        method = "sigmoid" if self.fixed_A is not None else self.method
+        prior = None if method == "paper" or self.fixed_A is not None else self.prior
+        if prior is not None and not isinstance(prior, SigmoidPrior):
+            raise UserError(f"prior must be a SigmoidPrior (SigmoidPrior.from_fits, or tracking.prior.history_prior), got a {type(prior).__name__}")
+        if n_boot < 0 or (0 < n_boot < 20):
+            raise UserError(f"n_boot must be 0 or at least 20 (got {n_boot})")
+        if fit_from is not None and not (math.isfinite(fit_from) and fit_from >= 0):
+            raise UserError(f"fit_from must be a compute >= 0, got {fit_from}")
+        if fit_until is not None and fit_from is not None and fit_until <= fit_from:
+            raise UserError(f"fit_until ({fit_until}) must be above fit_from ({fit_from})")
+        if self.fixed_A is not None and not 0 <= self.fixed_A <= 1:
+            raise UserError(f"fixed_A must be in [0, 1], got {self.fixed_A}")
+        return dataclasses.replace(self, n_boot=n_boot, fit_from=fit_from, fit_until=fit_until, level=level, method=method, prior=prior)
 
 
-def fit_sigmoid_multi(
-    runs: Sequence[Any] | Mapping[str, Any],
-    *,
-    r0: float | str | None = None,
-    fit_from: float | None = None,
-    fit_until: float | None = None,
-    fixed_A: float | None = None,
-    n_boot: int = 200,
-    block: int | str = "auto",
-    level: float = 0.95,
-    seed: int = 0,
-    method: str = "auto",
-    prior: SigmoidPrior | None = None,
-) -> SigmoidFit:
+def fit_options(options: FitOptions | None = None, **kw: Any) -> FitOptions:
+    """`options` (default FitOptions()) with the keywords `kw` replacing its fields; an unknown
+    keyword is a UserError naming the known ones."""
+    known = {f.name for f in dataclasses.fields(FitOptions)}
+    unknown = sorted(set(kw) - known)
+    if unknown:
+        raise UserError(f"unknown fit option(s) {', '.join(map(repr, unknown))}: use {', '.join(sorted(known))}")
+    return dataclasses.replace(options or FitOptions(), **kw)
+
+
+def fit_sigmoid(compute: Any, score: Any, options: FitOptions | None = None, **kw: Any) -> SigmoidFit:
+    """Fit one curve. The options (keywords, or a FitOptions) are FitOptions': r0, fit_from,
+    fit_until, fixed_A, n_boot, block, level, seed, method, prior."""
+    return fit_sigmoid_multi([Curve(compute, score)], options, **kw)
+
+
+def fit_sigmoid_multi(runs: Sequence[Any] | Mapping[str, Any], options: FitOptions | None = None, **kw: Any) -> SigmoidFit:
     """Fit several runs (seeds) of one recipe jointly: shared A, B, C_mid and R0.
 
     runs: a list of Curve / (compute, score) pairs, or a dict name -> either. R0 defaults to the
     mean of the runs' compute-0 scores. The bootstrap resamples whole runs, so the spread between
-    seeds shows up in the intervals.
+    seeds shows up in the intervals. Options as in `fit_sigmoid`.
+
+    The steps: settle the options, gather the curves and the fitted points (`_FitData`), fit the
+    point estimate (`_point_fit`), test for a gain (a no-gain fit ends here, `_flat_fit`), attach
+    the forecast blend, bootstrap the intervals, and assemble the SigmoidFit.
     """
-    items = list(runs.items()) if isinstance(runs, Mapping) else [(None, r) for r in runs]
-    if not items:
-        raise UserError("no curves to fit")
-    curves = [as_curve(obj, name=name or f"run{i}") for i, (name, obj) in enumerate(items)]
-    # a dict names its runs; in a list, one curve keeps its own name and several are run0, run1...
-    names = [name if name is not None else (cv.name if len(curves) == 1 else f"run{i}") for i, ((name, _), cv) in enumerate(zip(items, curves))]
-    n_boot = int(as_number("n_boot", n_boot, integer=True))
-    fit_from = None if fit_from is None else as_number("fit_from", fit_from)
-    fit_until = None if fit_until is None else as_number("fit_until", fit_until)
-    level = as_number("level", level)
-    if not 0 < level < 1:
-        raise UserError(f"level must be in (0, 1), got {level}")
-    if method not in METHODS:
-        raise UserError(f"unknown forecast method {method!r}: use one of {', '.join(METHODS)}")
-    if fixed_A is not None:
-        method = "sigmoid"  # a refit at a shared A compares B: the sigmoid itself, nothing blended
-    if method == "paper" or fixed_A is not None:
-        prior = None
-    if prior is not None and not isinstance(prior, SigmoidPrior):
-        raise UserError(f"prior must be a SigmoidPrior (SigmoidPrior.from_fits, or tracking.prior.history_prior), got a {type(prior).__name__}")
-    if n_boot < 0 or (0 < n_boot < 20):
-        raise UserError(f"n_boot must be 0 or at least 20 (got {n_boot})")
-    if fit_from is not None and not (math.isfinite(fit_from) and fit_from >= 0):
-        raise UserError(f"fit_from must be a compute >= 0, got {fit_from}")
-    if fit_until is not None and fit_from is not None and fit_until <= fit_from:
-        raise UserError(f"fit_until ({fit_until}) must be above fit_from ({fit_from})")
-
-    compute = np.concatenate([c.compute for c in curves])
-    score = np.concatenate([c.score for c in curves])
-    run = np.concatenate([np.full(len(c), i) for i, c in enumerate(curves)])
-    R0, r0_source = _resolve_r0(r0, curves)
-    if fixed_A is not None and not 0 <= fixed_A <= 1:
-        raise UserError(f"fixed_A must be in [0, 1], got {fixed_A}")
-
-    used = compute > 0
-    if fit_from is not None:
-        used &= compute >= fit_from
-    if fit_until is not None:
-        used &= compute <= fit_until
-    n = int(used.sum())
-    where = f" in [{fit_from or 0:g}, {fit_until if fit_until is not None else math.inf:g}]" if (fit_from or fit_until) else " with compute > 0"
-    if n < MIN_POINTS:
-        raise UserError(f"only {n} point(s){where}; a sigmoid fit needs at least {MIN_POINTS}")
-    y = score[used]
-    if np.ptp(y) == 0 and fixed_A is None:
-        raise UserError(f"scores{where} are all {y[0]:g}: nothing to fit")
-
-    x = np.log(compute[used])
-    if method == "paper":
-        bounds = paper.bounds_for(x, R0)
-        theta, sse = paper.fit_paper(x, y, R0)
-        lm_ok = True
-    else:
-        bounds = engine.Bounds.for_data(x)
-        theta, sse, lm_ok = engine.fit_global(x, y, R0, bounds, fixed_A)
-    prior_note = ""
-    if prior is not None:
-        lsq = theta
-        theta = fit_map(x, y, R0, prior, math.sqrt(sse / max(len(y) - 3, 1)), lsq, bounds)
-        sse = float(((y - engine.predict(theta[None, :], R0, x[None, :])[0]) ** 2).sum())
-        prior_note = shift_note(prior, lsq, theta)
-    fitted = engine.predict(theta[None, :], R0, x[None, :])[0]
-    resid = y - fitted
-    p = 2 if fixed_A is not None else 3
-    sst = float(((y - y.mean()) ** 2).sum())
-    rho = float(np.mean([engine.lag1_autocorr(resid[run[used] == i]) for i in np.unique(run[used])]))
-    if block == "auto":
-        L = engine.block_length(rho, int(np.median(np.bincount(run[used])[np.unique(run[used])])))
-    elif isinstance(block, (int, np.integer)) and not isinstance(block, bool) and block >= 1:
-        L = int(block)
-    else:
-        raise UserError(f"block must be 'auto' or a length >= 1, got {block!r}")
-
-    converged, reason, warnings = _diagnose(theta, bounds, lm_ok, n, fixed_A, float(y.max()))
-    rng = np.random.default_rng(seed)
-    common = dict(R0=R0, level=level, n=n, r0_source=r0_source, fit_from=fit_from, fit_until=fit_until, seed=seed,
-                  compute=compute, score=score, used=used, run=run, run_names=names, method=method, forecast=None, prior_note=prior_note)
-    if fixed_A is None and method != "paper" and prior is None:
-        # the gain test has its own random stream, so a rising curve's intervals do not depend on it
-        gain_p = engine.gain_test(x, y, run[used], R0, bounds, sse, resid, rho, L, N_NULL, np.random.default_rng([seed, 1]))
-        step_side = int(min((x < theta[1]).sum(), (x >= theta[1]).sum())) if theta[2] >= bounds.lb_hi - 1e-6 else n
-        collapse = theta[0] <= bounds.a_lo + 1e-6 and R0 > bounds.a_lo and float(y.min()) > 0.03
-        alpha = GAIN_ALPHA if converged else GAIN_ALPHA_UNIDENTIFIED
-        why = _no_gain_reason(theta, gain_p, alpha, 1 - sse / sst if sst > 0 else 0.0, step_side, collapse)
-        if why:
-            # no gain: the flat level is the forecast (a blend would extrapolate noise)
-            return _flat_fit(y, compute[used], run[used], why, gain_p, n_boot, rng, common)
-    else:
-        gain_p = math.nan
-    if method == "auto":
-        common["forecast"] = forecast.blend(x, y, R0, theta, prior=prior)
-    samples = np.zeros((0, 3))
-    if n_boot:
-        if prior is not None:
-            th_b = bootstrap_map(x, y, theta, run[used], R0, prior, bounds, n_boot, L, rng)
-            at_bound = np.zeros(n_boot, bool)
-        else:
-            th_b, at_bound = engine.bootstrap(x, fitted, resid, run[used], R0, theta, bounds, n_boot, L, rng, fixed_A)
-        samples = np.column_stack([th_b[:, 0], np.exp(th_b[:, 2]), np.exp(th_b[:, 1])])
-        if at_bound.mean() > 0.1:
-            warnings.append(f"{at_bound.mean():.0%} of bootstrap refits hit the C_mid/B search bounds: the intervals are truncated")
+    opts = fit_options(options, **kw).checked()
+    data = _FitData.gather(runs, opts)
+    theta, sse, lm_ok, bounds, prior_note = _point_fit(data, opts)
+    fitted = engine.predict(theta[None, :], data.R0, data.x[None, :])[0]
+    resid = data.y - fitted
+    rho, L = _block(resid, data.run_used, opts.block)
+    converged, reason, warnings = _diagnose(theta, bounds, lm_ok, data.n, opts.fixed_A, float(data.y.max()))
+    rng = np.random.default_rng(opts.seed)
+    common = dict(R0=data.R0, level=opts.level, n=data.n, r0_source=data.r0_source, fit_from=opts.fit_from,
+                  fit_until=opts.fit_until, seed=opts.seed, compute=data.compute, score=data.score, used=data.used,
+                  run=data.run, run_names=data.names, method=opts.method, forecast=None, prior_note=prior_note)
+    gain_p = math.nan
+    if opts.fixed_A is None and opts.method != "paper" and opts.prior is None:
+        gain_p, why = _gain(data, theta, sse, resid, rho, L, bounds, converged, opts.seed)
+        if why:  # no gain: the flat level is the forecast (a blend would extrapolate noise)
+            return _flat_fit(data.y, data.compute[data.used], data.run_used, why, gain_p, opts.n_boot, rng, common)
+    if opts.method == "auto":
+        common["forecast"] = forecast.blend(data.x, data.y, data.R0, theta, prior=opts.prior)
+    samples = _bootstrap(data, theta, fitted, resid, L, bounds, opts, rng, warnings)
     A, C_mid, B = float(theta[0]), float(math.exp(theta[1])), float(math.exp(theta[2]))
     nan = (math.nan, math.nan)
+    sst = float(((data.y - data.y.mean()) ** 2).sum())
     return SigmoidFit(
-        A=A,
-        B=B,
-        C_mid=C_mid,
-        A_ci=(A, A) if fixed_A is not None else (_ci(samples[:, 0], level) if n_boot else nan),
-        B_ci=_ci(samples[:, 1], level) if n_boot else nan,
-        C_mid_ci=_ci(samples[:, 2], level) if n_boot else nan,
-        rmse=float(math.sqrt(sse / n)),
+        A=A, B=B, C_mid=C_mid,
+        A_ci=(A, A) if opts.fixed_A is not None else (_ci(samples[:, 0], opts.level) if opts.n_boot else nan),
+        B_ci=_ci(samples[:, 1], opts.level) if opts.n_boot else nan,
+        C_mid_ci=_ci(samples[:, 2], opts.level) if opts.n_boot else nan,
+        rmse=float(math.sqrt(sse / data.n)),
         r2=float(1 - sse / sst) if sst > 0 else math.nan,
-        sigma=float(math.sqrt(sse / max(n - p, 1))),
-        converged=converged,
-        reason=reason,
-        warnings=warnings,
-        fixed_A=fixed_A is not None,
-        autocorr=rho,
-        block=L,
-        samples=samples,
-        gain_p=gain_p,
-        **common,
+        sigma=float(math.sqrt(sse / max(data.n - (2 if opts.fixed_A is not None else 3), 1))),
+        converged=converged, reason=reason, warnings=warnings, fixed_A=opts.fixed_A is not None,
+        autocorr=rho, block=L, samples=samples, gain_p=gain_p, **common,
     )
+
+
+@dataclass
+class _FitData:
+    """The curves of one fit, concatenated, and the points it fits (`used`: compute > 0, inside
+    [fit_from, fit_until]); x = ln C and y of the used points."""
+
+    names: list[str]
+    compute: np.ndarray
+    score: np.ndarray
+    run: np.ndarray
+    used: np.ndarray
+    R0: float
+    r0_source: str
+
+    @property
+    def n(self) -> int:
+        return int(self.used.sum())
+
+    @property
+    def x(self) -> np.ndarray:
+        return np.log(self.compute[self.used])
+
+    @property
+    def y(self) -> np.ndarray:
+        return self.score[self.used]
+
+    @property
+    def run_used(self) -> np.ndarray:
+        return self.run[self.used]
+
+    @classmethod
+    def gather(cls, runs: Sequence[Any] | Mapping[str, Any], opts: FitOptions) -> "_FitData":
+        items = list(runs.items()) if isinstance(runs, Mapping) else [(None, r) for r in runs]
+        if not items:
+            raise UserError("no curves to fit")
+        curves = [as_curve(obj, name=name or f"run{i}") for i, (name, obj) in enumerate(items)]
+        # a dict names its runs; in a list, one curve keeps its own name and several are run0, run1...
+        names = [name if name is not None else (cv.name if len(curves) == 1 else f"run{i}")
+                 for i, ((name, _), cv) in enumerate(zip(items, curves))]
+        compute = np.concatenate([c.compute for c in curves])
+        R0, r0_source = _resolve_r0(opts.r0, curves)
+        used = compute > 0
+        if opts.fit_from is not None:
+            used &= compute >= opts.fit_from
+        if opts.fit_until is not None:
+            used &= compute <= opts.fit_until
+        data = cls(names, compute, np.concatenate([c.score for c in curves]),
+                   np.concatenate([np.full(len(c), i) for i, c in enumerate(curves)]), used, R0, r0_source)
+        where = (f" in [{opts.fit_from or 0:g}, {opts.fit_until if opts.fit_until is not None else math.inf:g}]"
+                 if (opts.fit_from or opts.fit_until) else " with compute > 0")
+        if data.n < MIN_POINTS:
+            raise UserError(f"only {data.n} point(s){where}; a sigmoid fit needs at least {MIN_POINTS}")
+        if np.ptp(data.y) == 0 and opts.fixed_A is None:
+            raise UserError(f"scores{where} are all {data.y[0]:g}: nothing to fit")
+        return data
+
+
+def _point_fit(data: _FitData, opts: FitOptions) -> tuple[np.ndarray, float, bool, Any, str]:
+    """(theta = (A, ln C_mid, ln B), sse, LM converged, search bounds, prior note) of the point
+    estimate: the paper's grid fit, or the global least-squares fit (the MAP fit with a prior)."""
+    x, y = data.x, data.y
+    if opts.method == "paper":
+        theta, sse = paper.fit_paper(x, y, data.R0)
+        return theta, sse, True, paper.bounds_for(x, data.R0), ""
+    bounds = engine.Bounds.for_data(x)
+    theta, sse, lm_ok = engine.fit_global(x, y, data.R0, bounds, opts.fixed_A)
+    if opts.prior is None:
+        return theta, sse, lm_ok, bounds, ""
+    lsq = theta
+    theta = fit_map(x, y, data.R0, opts.prior, math.sqrt(sse / max(len(y) - 3, 1)), lsq, bounds)
+    sse = float(((y - engine.predict(theta[None, :], data.R0, x[None, :])[0]) ** 2).sum())
+    return theta, sse, lm_ok, bounds, shift_note(opts.prior, lsq, theta)
+
+
+def _block(resid: np.ndarray, run: np.ndarray, block: int | str) -> tuple[float, int]:
+    """(lag-1 autocorrelation of the residuals, bootstrap block length: from it, or as given)."""
+    rho = float(np.mean([engine.lag1_autocorr(resid[run == i]) for i in np.unique(run)]))
+    if block == "auto":
+        return rho, engine.block_length(rho, int(np.median(np.bincount(run)[np.unique(run)])))
+    if isinstance(block, (int, np.integer)) and not isinstance(block, bool) and block >= 1:
+        return rho, int(block)
+    raise UserError(f"block must be 'auto' or a length >= 1, got {block!r}")
+
+
+def _gain(data: _FitData, theta: np.ndarray, sse: float, resid: np.ndarray, rho: float, L: int, bounds: Any,
+          converged: bool, seed: int) -> tuple[float, str]:
+    """(gain test p, why the sigmoid is not kept: "" when it is); the three rules of the module doc."""
+    x, y = data.x, data.y
+    # the gain test has its own random stream, so a rising curve's intervals do not depend on it
+    gain_p = engine.gain_test(x, y, data.run_used, data.R0, bounds, sse, resid, rho, L, N_NULL, np.random.default_rng([seed, 1]))
+    step_side = int(min((x < theta[1]).sum(), (x >= theta[1]).sum())) if theta[2] >= bounds.lb_hi - 1e-6 else data.n
+    collapse = theta[0] <= bounds.a_lo + 1e-6 and data.R0 > bounds.a_lo and float(y.min()) > 0.03
+    sst = float(((y - y.mean()) ** 2).sum())
+    alpha = GAIN_ALPHA if converged else GAIN_ALPHA_UNIDENTIFIED
+    return gain_p, _no_gain_reason(theta, gain_p, alpha, 1 - sse / sst if sst > 0 else 0.0, step_side, collapse)
+
+
+def _bootstrap(data: _FitData, theta: np.ndarray, fitted: np.ndarray, resid: np.ndarray, L: int, bounds: Any,
+               opts: FitOptions, rng: np.random.Generator, warnings: list[str]) -> np.ndarray:
+    """(n_boot, 3) bootstrap samples of (A, B, C_mid); warns (in `warnings`) when refits hit the bounds."""
+    if not opts.n_boot:
+        return np.zeros((0, 3))
+    if opts.prior is not None:
+        th_b = bootstrap_map(data.x, data.y, theta, data.run_used, data.R0, opts.prior, bounds, opts.n_boot, L, rng)
+        at_bound = np.zeros(opts.n_boot, bool)
+    else:
+        th_b, at_bound = engine.bootstrap(data.x, fitted, resid, data.run_used, data.R0, theta, bounds, opts.n_boot, L,
+                                          rng, opts.fixed_A)
+    if at_bound.mean() > 0.1:
+        warnings.append(f"{at_bound.mean():.0%} of bootstrap refits hit the C_mid/B search bounds: the intervals are truncated")
+    return np.column_stack([th_b[:, 0], np.exp(th_b[:, 2]), np.exp(th_b[:, 1])])
 
 
 def _no_gain_reason(theta: np.ndarray, gain_p: float, alpha: float, explained: float, step_side: int, collapse: bool) -> str:
@@ -296,6 +346,14 @@ def _flat_fit(y: np.ndarray, c: np.ndarray, run: np.ndarray, why: str, gain_p: f
         gain_p=gain_p,
         **common,
     )
+
+
+def r0_rule(curves: Sequence[tuple[Any, Any]]) -> str | None:
+    """The `r0` of curves read from runs (the one R0 rule: reports, run comparisons, history
+    priors, the forecast scoreboard): None (the score measured at compute 0) when every curve has
+    a point at compute 0, else "first" (each curve's first point: a resumed run, a curve whose
+    step 0 was not logged)."""
+    return None if all((np.asarray(c) == 0).any() for c, _ in curves) else "first"
 
 
 def _resolve_r0(r0: float | str | None, curves: list[Curve]) -> tuple[float, str]:

@@ -18,7 +18,7 @@ from typing import Iterable, Mapping
 
 from workbench.errors import UserError
 from workbench.scaling.prior import SigmoidPrior
-from workbench.scaling.sigmoid import MIN_POINTS, fit_sigmoid
+from workbench.scaling.sigmoid import MIN_POINTS, fit_sigmoid, r0_rule
 from workbench.tracking.queries import closest, run_curve, runs_frame
 
 
@@ -53,7 +53,7 @@ def history_prior(
         if int((c > 0).sum()) < MIN_POINTS:
             skipped.append(rid)
             continue
-        fits.append(fit_sigmoid(c, y, r0=None if (c == 0).any() else "first", method="sigmoid", n_boot=0))
+        fits.append(fit_sigmoid(c, y, r0=r0_rule([(c, y)]), method="sigmoid", n_boot=0))
     try:
         return SigmoidPrior.from_fits(fits)
     except UserError as e:
