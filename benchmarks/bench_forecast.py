@@ -7,7 +7,9 @@ naive forecasts, on every development curve in examples/curves (and its more/ fo
 Prints one row per curve and prefix (workbench, paper, last value, prefix mean, coverage of the
 workbench's 95% prediction band) and the summary rows per prefix that issue 16 asks for: the
 medians, the workbench's gain over the better of last value and paper, the worst per-curve gaps,
-the mean per-curve log(workbench / paper rmse) and the median coverage. Curves not bounded to [0, 1] are scaled by the ranges in their folder's
+the mean per-curve log(workbench / paper rmse) and the median coverage; then issue 24's view
+against the noise floor (median excess error over the held-out points' noise for the
+workbench, the paper and the mean of the prefix's last 3 points, and the worst curves). Curves not bounded to [0, 1] are scaled by the ranges in their folder's
 ranges.csv (see data.Curve.from_csv). Single-threaded BLAS, so figures do not depend on load.
 
 --family-prior adds what a history prior does on real data: each curve is refitted with a
@@ -31,7 +33,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 from workbench.errors import UserError  # noqa: E402
-from workbench.scaling import SigmoidPrior, fit_sigmoid  # noqa: E402
+from workbench.scaling import SigmoidPrior, fit_sigmoid, r0_rule  # noqa: E402
+from workbench.scaling.backtest import holdout_noise  # noqa: E402
 from workbench.scaling.scoreboard import format_table, load_folder, score_prefix, summary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +64,7 @@ def main() -> None:
 
 def family_prior_table(curves: list, fractions: list[float], plain: dict) -> None:
     """Per prefix: median held-out RMSE with and without the leave-one-out family prior."""
-    r0 = lambda cv: None if cv.compute[0] == 0 else "first"  # noqa: E731
+    r0 = lambda cv: r0_rule([(cv.compute, cv.score)])  # noqa: E731
     full = {cv.name: fit_sigmoid(cv.compute, cv.score, r0=r0(cv), method="sigmoid", n_boot=0) for cv in curves}
     for f in fractions:
         with_p, without = [], []
@@ -95,7 +98,7 @@ _SIMPLEX = [np.array(w) for w in itertools.product(np.linspace(0, 1, 21), repeat
 def bounds_table(curves: list, fractions: list[float], rows: list) -> None:
     """Per prefix: the medians over curves of the noise floor, the whole-curve sigmoid and the two
     hindsight oracles (see the module docstring); then the worst-vs-naive curves' last values."""
-    r0 = lambda cv: None if cv.compute[0] == 0 else "first"  # noqa: E731
+    r0 = lambda cv: r0_rule([(cv.compute, cv.score)])  # noqa: E731
     full = {cv.name: fit_sigmoid(cv.compute, cv.score, r0=r0(cv), method="sigmoid", n_boot=0) for cv in curves}
     by_key = {(r.curve, r.fraction): r for r in rows}
     for f in fractions:
@@ -111,7 +114,7 @@ def bounds_table(curves: list, fractions: list[float], rows: list) -> None:
             fit = fit_sigmoid(c, s, r0=r0(cv), fit_until=row.until, n_boot=0)
             wb = _rmse(fit.predict(c[test]), st)
             cols["workbench"].append(wb)
-            cols["noise floor"].append(float(np.sqrt(np.mean(np.diff(st) ** 2) / 2)))
+            cols["noise floor"].append(holdout_noise(c, s, row.until))
             cols["whole-curve sigmoid"].append(_rmse(full[cv.name].predict(c[test]), st))
             b = fit.forecast
             if b is None:  # the sigmoid alone, or the flat no-gain level: nothing to choose between

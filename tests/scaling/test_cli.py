@@ -151,11 +151,13 @@ def test_batch_backtest_over_a_folder_prints_the_table_and_summary(tmp_path):
         assert word in p.stdout, word
     j = json.loads(wb(str(tmp_path), "--until-fraction", "0.5", "--n-boot", "0", "--json").stdout)
     assert len(j["rows"]) == 3 and j["summary"][0]["curves"] == 3
-    assert all(set(r["rmse"]) == {"workbench", "paper", "last", "mean"} for r in j["rows"])
+    assert all(set(r["rmse"]) == {"workbench", "paper", "last", "mean", "last3"} and r["noise"] > 0 for r in j["rows"])
+    assert j["summary"][0]["median_excess_workbench"] >= 0 and "excess_gain_vs_better_of_paper_and_last3" in j["summary"][0]
     # every curve counts in the mean log-ratio against the paper, not only the median one
     ratios = [math.log(r["rmse"]["workbench"] / r["rmse"]["paper"]) for r in j["rows"]]
     assert j["summary"][0]["mean_log_ratio_vs_paper"] == pytest.approx(sum(ratios) / 3)
     assert "mean log(workbench / paper rmse)" in p.stdout
+    assert "prefix 0.25 beyond the noise" in p.stdout
 
 
 def test_a_spreadsheet_export_with_a_byte_order_mark_reads_its_columns(tmp_path):

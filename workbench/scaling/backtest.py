@@ -110,6 +110,30 @@ def naive_rmse(compute: np.ndarray, score: np.ndarray, until: float, fit_from: f
     return float(np.sqrt(np.mean((s[test] - last) ** 2))), float(np.sqrt(np.mean((s[test] - mean) ** 2)))
 
 
+def last_k_rmse(compute: np.ndarray, score: np.ndarray, until: float, k: int = 3) -> float:
+    """Held-out RMSE (points past `until`) of a last value read as the mean of the prefix's last
+    `k` points (steadier than the single last point on a noisy curve)."""
+    c, s = np.asarray(compute, dtype=float), np.asarray(score, dtype=float)
+    test = c > until
+    if not test.any() or test.all():
+        return math.nan
+    level = float(s[~test][-k:].mean())
+    return float(np.sqrt(np.mean((s[test] - level) ** 2)))
+
+
+def holdout_noise(compute: np.ndarray, score: np.ndarray, until: float) -> float:
+    """The held-out points' own noise sd, from their successive differences (a smooth curve
+    cancels out of them): the RMSE a forecast that knew the true mean curve would score."""
+    c, s = np.asarray(compute, dtype=float), np.asarray(score, dtype=float)
+    st = s[c > until]
+    return float(np.sqrt(np.mean(np.diff(st) ** 2) / 2)) if len(st) > 1 else math.nan
+
+
+def excess_error(rmse: float, noise: float) -> float:
+    """A forecast's error beyond the points' noise: sqrt(max(rmse^2 - noise^2, 0))."""
+    return float(math.sqrt(max(rmse**2 - noise**2, 0.0))) if math.isfinite(rmse) and math.isfinite(noise) else math.nan
+
+
 def backtest(
     curve: Any,
     fractions: float | Sequence[float] = (0.25, 0.5, 0.75),
