@@ -112,6 +112,10 @@ class SigmoidFit:
     method: str = "sigmoid"  # "auto" (sigmoid / flat / trend weighted by backtest), "sigmoid" or "paper"
     forecast: Blend | None = None  # method="auto": the forecast used at and beyond the last fitted compute
     prior_note: str = ""  # with a history prior: the prior, and how far it moved A, B, C_mid
+    # A no-gain fit whose latest points rise beyond the noise (sigmoid.rising_tail): origin
+    # (last fitted compute), level (the rising points' mean), span (their ln C), z, k, rise.
+    # Beyond the origin the band's upper edge opens to 1 (see _takeoff_edge); None otherwise.
+    takeoff: dict[str, float] | None = None
 
     @property
     def forecast_used(self) -> str:
@@ -122,6 +126,11 @@ class SigmoidFit:
             return f"blend ({mix}): {self.forecast.why}"
         if self.method == "paper":
             return "sigmoid (the paper's procedure: A x C_mid grid, B fitted, sigmoid always kept)"
+        if self.no_gain and self.takeoff:
+            t = self.takeoff
+            return (f"flat level (no gain detected), but the last {int(t['k'])} fitted points rise {t['rise']:+.3f} over the "
+                    f"earlier level ({t['z']:.1f} noise se): a take-off may be starting, and how high it goes the flat level "
+                    "cannot tell: the band's upper edge opens to 1 beyond the data")
         if self.no_gain:
             return "flat level (no gain detected)"
         if self.method == "auto":
@@ -187,7 +196,19 @@ class SigmoidFit:
             widen = extra > 0
             lo = np.where(widen, mid - np.hypot(np.maximum(mid - lo, 0), z * extra), lo)
             hi = np.where(widen, mid + np.hypot(np.maximum(hi - mid, 0), z * extra), hi)
+        if self.no_gain and self.takeoff:
+            hi = np.maximum(hi, self._takeoff_edge(arr, z if kind == "prediction" else 0.0))
         return np.clip(lo, 0, 1), np.clip(hi, 0, 1)
+
+    def _takeoff_edge(self, c: np.ndarray, z: float) -> np.ndarray:
+        """The upper edge at c of a take-off that may be starting: from the rising points' level
+        (plus z x sigma for new points) at the last fitted compute, opening linearly in ln C to 1
+        over one more span of the rising points (the data cannot tell how high it goes)."""
+        t = self.takeoff or {}
+        h = np.maximum(np.log(np.maximum(c, 1e-300)) - math.log(t["origin"]), 0.0)
+        start = t["level"] + z * self.sigma
+        edge = start + (1.0 - start) * np.minimum(1.0, h / t["span"])
+        return np.where(c >= t["origin"] * (1 - 1e-9), edge, -np.inf)
 
     def compute_to_reach(self, target: float, level: float | None = None) -> Reach:
         """Compute at which the fitted curve reaches `target`, with a bootstrap interval (see Reach)."""

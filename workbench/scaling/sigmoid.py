@@ -28,7 +28,13 @@ no-gain fit (`no_gain=True`, converged=False, reason "no gain detected: ..."):
    (a jump carried by a few points, e.g. C_mid just past the data).
 3. Collapse: A on its lower bound 0 while every fitted score is above 0.03.
 A significant, supported decline is kept as a falling sigmoid (A < R0): that is what the data
-show. The no-gain forecast is flat at the level: the mean of the latest max(4, n/8) fitted
+show. Take-off (`rising_tail`): a no-gain fit whose latest max(3, n/8) fitted points stand above
+the earlier ones by more than TAKEOFF_Z noise standard errors (noise from successive
+differences) may be a run taking off; it stays flat (a rise in a few points identifies no
+sigmoid) but says so (`fit.takeoff`, `forecast_used`). How high a take-off goes the data cannot
+tell, so beyond the last fitted compute the band's upper edge opens from the rising points' level
+to 1 over one more stretch of compute as long (in ln C) as the one the rising points cover: it
+never claims 95% confidence that the run stays flat while its last points are already rising. The no-gain forecast is flat at the level: the mean of the latest max(4, n/8) fitted
 points (latest, so a slow drift is followed). Its interval (A_ci, samples[:, 0]): replicate
 series block-resampled from all fitted points' residuals around their mean, each replicate's
 level the mean of its latest points, so autocorrelated noise widens it; the prediction band adds
@@ -55,6 +61,7 @@ MIN_POINTS = 4  # fewest fitted points for any fit (sessions, reports and sweeps
 GAIN_ALPHA = 0.05  # the sigmoid is kept only when the gain test's p-value is at most this...
 GAIN_ALPHA_UNIDENTIFIED = 0.01  # ...or this, for a fit that did not converge (its forecast extrapolates more)
 N_NULL = 200  # flat-noise replicates of the gain test
+TAKEOFF_Z = 2.0  # a no-gain fit's latest points this many noise se above the earlier ones: a take-off may be starting
 METHODS = ("auto", "sigmoid", "paper")  # forecast methods of fit_sigmoid (see its docstring)
 
 
@@ -326,6 +333,10 @@ def _flat_fit(y: np.ndarray, c: np.ndarray, run: np.ndarray, why: str, gain_p: f
     sst = float(((y - y.mean()) ** 2).sum())
     warnings = [f"only {n} fitted points: intervals are rough"] if n < 8 else []
     nan = (math.nan, math.nan)
+    takeoff = rising_tail(np.log(c), y)
+    if takeoff:
+        why += (f"; but its last {int(takeoff['k'])} points rise {takeoff['rise']:+.3f} over the earlier level "
+                f"({takeoff['z']:.1f} noise se): a take-off may be starting; how high, the data cannot tell, so the band's upper edge opens to 1")
     return SigmoidFit(
         A=lvl,
         B=math.nan,
@@ -344,8 +355,31 @@ def _flat_fit(y: np.ndarray, c: np.ndarray, run: np.ndarray, why: str, gain_p: f
         samples=samples,
         no_gain=True,
         gain_p=gain_p,
+        takeoff=takeoff,
         **common,
     )
+
+
+def rising_tail(x: np.ndarray, y: np.ndarray) -> dict[str, float] | None:
+    """A take-off starting at the end of flat data (x = ln C): the latest k = max(3, n/8) points
+    by compute against the earlier ones, in units of the noise standard error (noise sd from
+    successive differences, which a slow trend does not inflate). None unless they stand above by
+    more than TAKEOFF_Z; else origin (last compute), level (the k points' mean), span (the ln C
+    the k points cover, back to the point before them), z, k and rise."""
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    n = len(y)
+    k = max(3, math.ceil(n / 8))
+    if n - k < 3:
+        return None
+    base, tail = y[:-k], y[-k:]
+    sd = math.sqrt(float(np.mean(np.diff(y) ** 2)) / 2)
+    rise = float(tail.mean() - base.mean())
+    z = rise / max(sd * math.sqrt(1 / k + 1 / len(base)), 1e-12)
+    if z <= TAKEOFF_Z:
+        return None
+    span = max(float(x[-1] - x[-k - 1]), 1e-9)
+    return {"origin": float(math.exp(x[-1])), "level": float(tail.mean()), "span": span, "z": float(z), "k": float(k), "rise": rise}
 
 
 def r0_rule(curves: Sequence[tuple[Any, Any]]) -> str | None:
