@@ -121,4 +121,28 @@ def test_a_blend_above_the_sigmoids_ceiling_is_explained_in_reach_and_gain():
     assert fit.compute_to_reach(fit.A + 0.2).note == ""  # neither reaches it: nothing to explain
     from workbench.scaling import scaling_gain
 
-    assert "already above the sigmoid's A" in scaling_gain(fit, factor=10).verdict
+    # the forecast starts from the fit at the last compute (just under A) and its trend carries it past A
+    verdict = scaling_gain(fit, factor=10).verdict
+    assert "passes the sigmoid's A" in verdict and "headroom" not in verdict
+
+
+def test_the_forecast_continues_from_the_fit_with_no_jump_at_the_last_fitted_compute():
+    """Issue 24: the line and the band beyond the data start where the fit's end (the demo's chart
+    dropped 0.015 and its band jumped wide at the last fitted compute, where the blend took over)."""
+    import math
+
+    from workbench.scaling.forecast import ANCHOR_HORIZONS
+
+    cv = Curve.from_csv(EXAMPLE_CURVES / "qwen2.5-0.5b-instruct_gsm8k_ppo__val.csv")
+    fit = fit_sigmoid(cv.compute, cv.score, fit_until=0.5 * cv.compute[-1])
+    b = fit.forecast
+    o = b.origin
+    before, at, after = o * (1 - 1e-6), o, o * (1 + 1e-6)
+    gap = abs(float(b._raw(np.array([o]))[0]) - fit.predict(before))
+    assert gap > 0.005  # the candidates mixed at the origin do differ from the fit there...
+    assert abs(fit.predict(at) - fit.predict(before)) < 1e-4 and abs(fit.predict(after) - fit.predict(before)) < 1e-4  # ...yet no jump
+    for kind in ("mean", "prediction"):
+        lo, hi = fit.band(np.array([before, at, after]), kind=kind)
+        assert np.ptp(lo) < 0.01 and np.ptp(hi) < 0.01, (kind, lo, hi)
+    far = o * math.exp(1.01 * ANCHOR_HORIZONS * b.horizon)  # past the fade: the blend itself
+    assert fit.predict(far) == pytest.approx(float(b._raw(np.array([far]))[0]))

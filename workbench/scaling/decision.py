@@ -113,7 +113,9 @@ def scaling_gain(
         + (
             f"the forecast is already above the sigmoid's A = {fit.A:.4f}: the blended forecast's log-compute trend carries it"
             if headroom < 0
-            else f"{share:.0%} of the remaining headroom to A = {fit.A:.4f}" + (" (the blended forecast passes the sigmoid's A)" if share > 1 else "")
+            else f"the blended forecast passes the sigmoid's A = {fit.A:.4f}: its log-compute trend carries it past the ceiling"
+            if math.isfinite(share) and share > 1
+            else f"{share:.0%} of the remaining headroom to A = {fit.A:.4f}"
             if math.isfinite(share)
             else f"the curve is already at its fitted asymptote A = {fit.A:.4f}"
         )

@@ -189,10 +189,11 @@ class SigmoidFit:
             mid = np.asarray(self.predict(arr))
             extra = np.full(arr.shape, self.sigma if kind == "prediction" else 0.0)
             if self.forecast is not None:
-                # beyond the data, the blend's own rolling-origin error (grown with the horizon) is
-                # what the replicates do not know: widen by it (with point noise for a prediction band)
+                # beyond the data, the blend's own rolling-origin error (grown with the horizon from 0
+                # at the origin, so the band continues from the fit's) is what the replicates do not
+                # know: widen by it (a prediction band: its error with point noise, on top of sigma)
                 after = self.forecast.covers(arr)
-                extra = np.where(after, self.forecast.model_sd(arr, noise=kind == "prediction"), extra)
+                extra = np.where(after, np.hypot(extra, self.forecast.model_sd(arr, noise=kind == "prediction")), extra)
             widen = extra > 0
             lo = np.where(widen, mid - np.hypot(np.maximum(mid - lo, 0), z * extra), lo)
             hi = np.where(widen, mid + np.hypot(np.maximum(hi - mid, 0), z * extra), hi)
