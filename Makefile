@@ -10,7 +10,7 @@ TORCH   ?= torch==2.13.0
 VLLM_CPU_DROP := torchvision torchaudio torchcodec
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test browser bench gpu-check clean
+.PHONY: setup demo test browser sandbox bench gpu-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -21,7 +21,16 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/workbench kernel install  # the `workbench` Jupyter kernel, into the venv
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) sandbox
+
+# bubblewrap (Debian's `bubblewrap`): the sandbox every code check runs in (workbench/tasks/sandbox).
+# Installed when we can (root + apt), like the browser; without it code tasks refuse to start.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null) \
+	      || echo "warning: could not install bubblewrap; code tasks and the sandbox tests will fail"; \
+	  else echo "warning: bwrap missing and not root; install Debian's bubblewrap package"; fi; }
 
 # Debian's Chromium for the browser test of the dashboard (Playwright drives it; no browser
 # download works offline). Installed when we can (root + apt); the test says why if it is absent.

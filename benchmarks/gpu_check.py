@@ -20,8 +20,13 @@ Sections, each printed and asserted (CUDA-only ones say they were skipped on CPU
    exactly (deterministic algorithms on).
 6. 2 trainer workers vs 1 (NCCL on 2+ GPUs; gloo on CPU): loss and grad norm agree at each step;
    a sharded save, a restart and a load repeat the last step.
-7. With 2+ GPUs, a short run with a TP=2 vLLM generator (its own 2 GPUs; the trainer on a third
-   GPU, or in fp32 on the CPU with exactly 2, so the step-1 ratio check stays meaningful).
+7. With 2+ GPUs, a short run with a TP=2 vLLM generator in bf16 with the FP32 head patched on each
+   TP shard (its own 2 GPUs; the trainer on a third GPU, or with exactly 2 on the CPU in bf16
+   autocast over fp32 master weights).
+8. On CUDA, the engine section again on vLLM's V2 model runner (VLLM_USE_V2_MODEL_RUNNER=1: the
+   runner CUDA defaults to for Llama/Qwen3): step mode and the FP32 head "patched" in bf16.
+Beside the measured figures it prints the memory plan (workbench plan): the trainer's planned
+peak next to the measured one (CUDA), the plan's KV cache next to vLLM's own.
 Without CUDA and without --cpu it stops at once with one line. Exit status: 0 when every part
 passed, 1 when one failed, 2 when there is no CUDA.
 """
@@ -109,11 +114,39 @@ def engine_section(args: argparse.Namespace) -> dict:
                       max_model_len=gen.max_model_len, id_prefix="long")  # fmt: skip
         seconds = time.perf_counter() - t0
         tokens = sum(len(c.tokens) for c in outs)
+        vc = gen.llm.llm_engine.vllm_config
         return {"engine_mode": gen.engine_mode, "fp32_head": gen.fp32_head_mode, "vllm_version": gen.vllm_version,
                 "device": gen.device, "long_sequences": len(outs), "long_length": n, "long_tokens": tokens,
-                "long_seconds": seconds, "long_tokens_per_second": tokens / max(seconds, 1e-9)}  # fmt: skip
+                "long_seconds": seconds, "long_tokens_per_second": tokens / max(seconds, 1e-9),
+                "model_runner": "V2" if vc.use_v2_model_runner else "V1", **kv_figures(cfg, vc.cache_config)}  # fmt: skip
     finally:
         gen.shutdown()
+
+
+def kv_figures(cfg, cache) -> dict:
+    """vLLM's own KV cache (its blocks x block size x the plan's bytes per token) beside the plan's."""
+    from workbench.engine.plan import cluster_shape, plan_for
+    from workbench.engine.plan.memory import kv_bytes_per_token
+
+    import torch
+
+    cuda = torch.cuda.is_available() and cfg.resources.generator_gpus > 0
+    cluster = cluster_shape(1, torch.cuda.mem_get_info()[1] / 1e9) if cuda else cluster_shape(cfg=cfg)
+    plan = plan_for(cfg, cluster)
+    gen = next(r for r in plan.roles if r.name == "generator")
+    per_token = kv_bytes_per_token(plan.shape, plan.settings)
+    return {"kv_gib_vllm": cache.num_gpu_blocks * cache.block_size * per_token / 2**30,
+            "kv_gib_plan": gen.terms["KV cache"] / 2**30, "generator_plan_gib": gen.need / 2**30}
+
+
+def trainer_plan_gib(cfg, cuda: bool) -> float:
+    """The plan's trainer peak for the trainer section's config on this device."""
+    from workbench.engine.plan import cluster_shape, plan_for
+
+    import torch
+
+    cluster = cluster_shape(1, torch.cuda.mem_get_info()[1] / 1e9) if cuda else cluster_shape(cfg=cfg)
+    return next(r for r in plan_for(cfg, cluster).roles if r.name == "trainer").need / 2**30
 
 
 def short_run(label: str, backend: str, args: argparse.Namespace, out: str, extra: dict | None = None) -> dict:
@@ -153,6 +186,9 @@ def check_vllm_run(r: dict) -> list[str]:
     mode = (r.get("generation") or {}).get("engine_mode")
     if mode != "step":
         bad.append(f"the run's generators ran in {mode!r} mode, not 'step' (weights swapped only between generate calls)")
+    head = (r.get("generation") or {}).get("fp32_head")
+    if head not in ("patched", "float32-model"):  # bf16: patched (each TP shard); fp32 model on CPU
+        bad.append(f"the run's generators report fp32_head={head!r}")
     ratio = r["step1_ratio_mean"]
     if ratio is None or abs(ratio - 1.0) > RATIO_TOLERANCE:
         bad.append(f"step-1 ratio {ratio} is not 1 within {RATIO_TOLERANCE} (generator and trainer log-probs disagree)")
@@ -184,13 +220,14 @@ def torch_gpus() -> int:
 
 
 def tp_run_sets(gpus: int) -> dict:
-    """A TP=2 vLLM generator on 2 whole GPUs; the trainer on a third, or in fp32 on the CPU
-    (the generator then computes in fp32 too, so their log-probs still agree)."""
+    """A TP=2 vLLM generator on 2 whole GPUs in bf16 with the FP32 head patched on each TP shard;
+    the trainer on a third GPU, or with exactly 2 on the CPU computing in bf16 autocast over fp32
+    master weights (so the generator stays bf16 and its TP-sharded fp32 head is exercised)."""
     sets = {"resources.generator_gpus": 2, "generation.vllm_tensor_parallel_size": 2, "resources.evaluator_gpus": 0,
             "generation.vllm_gpu_memory_utilization": 0.85, "train.max_steps": TP_RUN_STEPS}  # fmt: skip
     if gpus >= 3:
         return {**sets, "resources.num_gpus": 3, "resources.trainer_gpus": 1}
-    return {**sets, "resources.num_gpus": 2, "resources.trainer_gpus": 0, "model.dtype": "float32"}
+    return {**sets, "resources.num_gpus": 2, "resources.trainer_gpus": 0, "model.dtype": "bfloat16"}
 
 
 def section(ok: dict, name: str, run, check) -> object:
@@ -231,6 +268,13 @@ def main() -> None:
     ok["gpu tests"] = "skipped (CUDA only)" if args.cpu else (True if args.skip_tests else gpu_tests())
     figures: dict = {}
     figures["engine"] = section(ok, "vLLM engine", lambda: engine_section(args), lambda e: check_engine(e, args.cpu))
+    if args.cpu:
+        ok["vLLM engine (V2 runner)"] = "skipped (CUDA only)"
+    else:  # the runner CUDA defaults to for Llama/Qwen3, forced here for the config's model: bf16, FP32 head patched
+        os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
+        figures["engine_v2"] = section(ok, "vLLM engine (V2 runner)", lambda: engine_section(args),
+                                       lambda e: check_engine(e, False) + ([] if e["model_runner"] == "V2" else ["not the V2 runner"]))
+        del os.environ["VLLM_USE_V2_MODEL_RUNNER"]
     cuda = not args.cpu
     gpus = torch_gpus() if cuda else 0
 
@@ -246,6 +290,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as out:
         figures["trainer"] = section(ok, "trainer alone", lambda: trainer_section(trainer_config(args, cuda), out),
                                      lambda f: check_trainer(f, cuda))  # fmt: skip
+        if figures["trainer"]:
+            figures["trainer"]["plan_gib"] = trainer_plan_gib(trainer_config(args, cuda), cuda)
         for label, backend, extra, check in runs:
             r = section(ok, label, lambda: short_run(label.removesuffix(" run"), backend, args, out, extra), check)  # noqa: B023
             results += [r] if r else []
@@ -270,6 +316,14 @@ def main() -> None:
         print(f"trainer on {t['device']}: master {t['master_dtype']}, compute {t['compute_dtype']}; step 1 loss {t['loss']:.4f} "
               f"grad norm {t['grad_norm']:.4f}; {t['moved_fraction']:.1%} of the weights moved at lr 5e-7; peak {peak}; "
               f"save/load repeat: loss diff {t['repeat_loss_diff']:.3g}, weight diff {t['repeat_max_weight_diff']:.3g}")  # fmt: skip
+    for key in ("engine", "engine_v2"):
+        if figures.get(key):
+            f = figures[key]
+            print(f"memory plan vs vLLM ({f['model_runner']} runner): KV cache plan {f['kv_gib_plan']:.2f} GiB, vLLM's "
+                  f"{f['kv_gib_vllm']:.2f} GiB; generator plan {f['generator_plan_gib']:.2f} GiB")  # fmt: skip
+    if t:
+        measured = "not measured on CPU" if t["peak_gib"] is None else f"measured {t['peak_gib']:.2f} GiB (incl. the check's own weight copies)"
+        print(f"memory plan vs trainer: plan peak {t['plan_gib']:.2f} GiB, {measured}")
     w = figures.get("workers")
     if w:
         print(f"{w['workers']} workers ({w['nodes']} node(s)) vs 1: loss {w['loss']}, grad norm {w['grad_norm']}; "
@@ -284,7 +338,8 @@ def main() -> None:
               f"{fmt(r['val_pass_rate_last'], '10.3f')}{fmt(r['weight_gather_mean_s'], '10.3f')}{r['weight_swaps_in_flight']:7.0f}")  # fmt: skip
     for part, passed in ok.items():
         print(f"{part:42s}{passed if isinstance(passed, str) else ('passed' if passed else 'FAILED')}")
-    print(json.dumps({"ok": ok, "engine": e, "trainer": t, "workers": w, "runs": results}, default=str))
+    print(json.dumps({"ok": ok, "engine": e, "engine_v2": figures.get("engine_v2"), "trainer": t, "workers": w, "runs": results},
+                     default=str))
     sys.exit(0 if all(v is True or isinstance(v, str) for v in ok.values()) else 1)
 
 

@@ -28,6 +28,7 @@ def test_gpu_check_runs_on_the_cpu_and_reports_the_correctness_figures():
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["ok"]["vLLM engine"] is True and report["ok"]["vLLM generator run"] is True
     assert report["ok"]["gpu tests"] == report["ok"]["TP=2 vLLM run"] == "skipped (CUDA only)"
+    assert report["ok"]["vLLM engine (V2 runner)"] == "skipped (CUDA only)"
     assert report["ok"]["trainer alone"] is True and report["ok"]["2 workers vs 1 + sharded save/load"] is True
     trainer = report["trainer"]
     assert trainer["master_dtype"] == trainer["compute_dtype"] == "torch.float32" and trainer["device"] == "cpu"
@@ -37,6 +38,8 @@ def test_gpu_check_runs_on_the_cpu_and_reports_the_correctness_figures():
     assert workers["workers"] == 2 and workers["resumed_version"] == 1
     assert workers["loss_abs_diff"] <= 1e-5 and workers["grad_norm_abs_diff"] <= 1e-5 and workers["resume_max_diff"] <= 1e-6
     engine = report["engine"]
+    assert engine["model_runner"] == "V1" and engine["kv_gib_vllm"] == pytest.approx(engine["kv_gib_plan"], rel=0.01)
+    assert trainer["plan_gib"] > 0  # the plan printed beside the measured figures
     assert engine["engine_mode"] == "step" and engine["fp32_head"] == "float32-model" and engine["device"] == "cpu"
     assert engine["long_tokens"] == engine["long_sequences"] * engine["long_length"]  # EOS ignored: full length
     (run,) = report["runs"]

@@ -143,3 +143,20 @@ def test_ablation_notebook_runs_as_a_sweep_point(kernel, tmp_path):
     assert run.data.params["recipe.name"] == "scalerl"  # the Session logged into the sweep's own run
     assert run.data.tags.get("mlflow.parentRunId") == res.parent_run_id
     assert "val/pass_rate" in run.data.metrics and run.info.status == "FINISHED"
+
+
+def test_mathcode_notebook_fits_and_draws_each_domain(kernel, tmp_path):
+    """notebooks/mathcode.ipynb on a finished task-mixture run folder (run_dir: no training here;
+    the run itself is tests/engine/run/test_mixed_run.py): one fit and one panel per domain."""
+    from tests.helpers.run_folder import write_run
+
+    domains = {"math": {"A": 0.6, "B": 1.8, "C_mid": 0.01, "R0": 0.1}, "code": {"A": 0.4, "B": 1.5, "C_mid": 0.02, "R0": 0.15}}
+    folder = write_run(tmp_path / "mathcode", 12, domains=domains)
+    out = tmp_path / "mathcode.out.ipynb"
+    papermill.execute_notebook(str(NOTEBOOKS / "mathcode.ipynb"), str(out), kernel_name=kernel, cwd=str(tmp_path),
+                               progress_bar=False, parameters={"run_dir": str(folder)})
+    outs = outputs(out)
+    text = text_of(outs)
+    assert "domains ['code', 'math']" in text and text.count("sigmoid fit on 11 points") == 2
+    svgs = ["".join(o["data"]["image/svg+xml"]) for o in outs if "image/svg+xml" in o.get("data", {})]
+    assert len(svgs) == 2 and "code: val/pass_rate/code" in svgs[0] and "math: val/pass_rate/math" in svgs[0]

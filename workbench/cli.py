@@ -7,6 +7,8 @@
     workbench kernel install
     workbench cluster status | stop
     workbench ui
+    workbench check --config configs/mathcode.yaml --completions saved.jsonl [--json]
+    workbench plan --config configs/quickstart.yaml --gpus-per-node 8 --gpu-memory 80
 
 Each sub-command lives in the module that owns its concern and registers itself here through
 `add_parser(subparsers)` / `main(args) -> int`. User errors (bad files, bad values) print one
@@ -30,6 +32,8 @@ COMMANDS = {
     "kernel": "workbench.kernel",
     "cluster": "workbench.engine.cluster.cli",
     "ui": "workbench.tracking.cli_ui",
+    "check": "workbench.tasks.cli",
+    "plan": "workbench.engine.plan.cli",
 }
 
 

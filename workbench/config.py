@@ -9,6 +9,7 @@ Unknown keys anywhere fail with the dotted path of the key.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -54,6 +55,18 @@ class TaskConfig:
     seed: int = 0
     # Wrap each prompt as a user turn with the tokenizer's chat template (generation prompt added).
     chat_template: bool = False
+    # A task mixture: sources, each an ordinary task config plus `weight` and `domain`
+    # (workbench/tasks/mixture.py). When set, the sources replace the fields above.
+    mix: list["MixSource"] = field(default_factory=list)
+
+
+@dataclass
+class MixSource(TaskConfig):
+    """One source of `task.mix`: prompts are drawn in proportion to `weight`; `domain` names its
+    metrics (val/pass_rate/<domain>) and defaults to the source's task name."""
+
+    weight: float = 1.0
+    domain: str = ""
 
 
 @dataclass
@@ -86,6 +99,12 @@ class TrainConfig:
     max_steps: int = 100
     max_nonfinite_in_a_row: int = 3
     gradient_checkpointing: bool = False  # recompute layer activations in the backward (less memory)
+    # The not-learning watch (engine/run/learning.py): warn when no sampled completion has passed
+    # after this many steps, or fewer than `min_trained_share` of them were trained on over that
+    # many steps; `stop_if_not_learning` then stops the run after the step in flight.
+    learning_check_steps: int = 3
+    min_trained_share: float = 0.05
+    stop_if_not_learning: bool = False
 
 
 @dataclass
@@ -113,6 +132,12 @@ class ResourcesConfig:
     trainer_workers: int = 1
     trainer_placement: Literal["pack", "spread", "strict_pack", "strict_spread"] = "pack"
     max_restarts: int = 3  # trainer-group restarts from the last checkpoint when a worker dies
+    # The memory plan (`workbench plan`) checked at every launch: false starts a run it says does not fit.
+    plan_check: bool = True
+    gpu_memory_gb: Optional[float] = None  # GB per GPU for the plan when Ray cannot tell (no known accelerator type)
+    # Sandboxed reward workers for code tasks (a Ray RewardPool). None: one per CPU of the cluster
+    # that the run's other actors leave free (at least 1, sharing the cores when none is free).
+    reward_workers: Optional[int] = None
 
 
 @dataclass
@@ -203,6 +228,8 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError("train.micro_batch_size must be >= 1")
     if t.micro_batch_tokens < 1:
         raise ConfigError("train.micro_batch_tokens must be >= 1")
+    if t.learning_check_steps < 1 or not 0 <= t.min_trained_share <= 1:
+        raise ConfigError("train.learning_check_steps must be >= 1 and train.min_trained_share in [0, 1]")
     if cfg.model.dtype == "float16":
         raise ConfigError(
             "model.dtype: float16 is not supported for training (no loss scaling: per-token gradients "
@@ -227,6 +254,8 @@ def validate(cfg: RunConfig) -> None:
     r = cfg.resources
     if r.trainer_workers < 1:
         raise ConfigError(f"resources.trainer_workers must be >= 1 (got {r.trainer_workers})")
+    if r.reward_workers is not None and r.reward_workers < 1:
+        raise ConfigError(f"resources.reward_workers must be >= 1 (got {r.reward_workers}); leave it unset to size it to the cluster")
     if r.max_restarts < 0:
         raise ConfigError(f"resources.max_restarts must be >= 0 (got {r.max_restarts})")
     if r.trainer_workers > 1 and 0 < r.trainer_gpus < 1:
@@ -241,10 +270,30 @@ def validate(cfg: RunConfig) -> None:
     from workbench.rl.recipe import validate_recipe
 
     validate_recipe(cfg.recipe)
-    if cfg.task.num_val < cfg.eval.num_prompts and cfg.task.path is None:
+    validate_mix(cfg.task)
+    if cfg.task.num_val < cfg.eval.num_prompts and cfg.task.path is None and not cfg.task.mix:
         raise ConfigError(
             f"eval.num_prompts ({cfg.eval.num_prompts}) exceeds task.num_val ({cfg.task.num_val})"
         )
+
+
+def validate_mix(task: TaskConfig) -> None:
+    """task.mix: positive weights, one source per domain, domain names fit for metric keys."""
+    seen: set[str] = set()
+    for i, src in enumerate(task.mix):
+        where = f"task.mix[{i}]"
+        if src.mix:
+            raise ConfigError(f"{where}.mix: a mix source cannot itself be a mix; list its sources in task.mix")
+        if not src.weight > 0:
+            raise ConfigError(f"{where}.weight must be > 0 (got {src.weight:g}); drop the source to leave it out")
+        domain = src.domain or src.name
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", domain):
+            raise ConfigError(f"{where}.domain {domain!r}: use letters, digits, '_' or '-' (it names metrics)")
+        if domain in seen:
+            raise ConfigError(f"{where}.domain {domain!r} is used twice: give each source its own domain")
+        seen.add(domain)
+        if src.num_val < 1 or src.num_train < 1:
+            raise ConfigError(f"{where}: num_train and num_val must be >= 1")
 
 
 # The part of a fractional GPU share a vLLM engine must leave free: each process's CUDA context and

@@ -3,6 +3,7 @@
     import workbench
     s = workbench.Session()                                  # configs/quickstart.yaml (the CPU default)
     s = workbench.Session("configs/my.yaml", recipe="qwen-dapo", overrides={"train.lr": 1e-4})
+    print(s.plan(gpus_per_node=8, gpu_memory_gb=80))         # will it fit? (workbench plan)
     s.start(max_steps=200)          # creates the MLflow run, launches the engine on Ray, returns once the engine is up, not when the run ends
     s.dashboard()                   # live widget: points, refitted sigmoid, band, progress, train metrics
     s.wait()                        # blocks (refreshing dashboards); raises RunFailed on failure
@@ -29,11 +30,17 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.failures import RunFailed, show_one_line_in_ipython
 from workbench.errors import UserError, as_number
 from workbench.runs.folder import attached_config, checkpoint_step, has_checkpoint, read_summary, resolve_config, run_folder, with_max_steps
 from workbench.runs.view import TERMINAL, RunView, folder_config
 from workbench.sweep.stop import StopWatch
 from workbench.tracking import run_tracking
+
+
+# In a notebook, a UserError or a failed run (also one raised inside a Ray actor) shows as its one
+# line, not as a traceback through the engine; the cell still fails.
+show_one_line_in_ipython((UserError, RunFailed))
 
 
 def _polled(name: str) -> Any:
@@ -86,6 +93,13 @@ class Session:
         return f"Session({self.name!r}, status={st!r}, evaluations={len(self.view.evaluations())}, out_dir='{self.out_dir}')"
 
     # ------------------------------------------------------------------ lifecycle
+    def plan(self, *, gpus_per_node: int | None = None, gpu_memory_gb: float | None = None, nodes: int | None = None) -> Any:
+        """Will this run fit? The memory plan per device and role (`workbench plan`; print it for the
+        table; `.fits`, `.verdict`). Without figures: the connected Ray cluster's, else this host's."""
+        from workbench.engine.plan import cluster_shape, plan_for
+
+        return plan_for(self.cfg, cluster_shape(gpus_per_node, gpu_memory_gb, nodes, cfg=self.cfg))
+
     def start(self, max_steps: int | None = None, max_minutes: float | None = None) -> "Session":
         """Create the MLflow run, launch the engine (a detached, named Ray actor) and return once it answers (the run goes on in the background)."""
         from workbench.engine import cluster, launch

@@ -23,3 +23,11 @@ def test_exact_checker_compares_stripped_text_only():
 def test_task_data_defaults_say_nothing_was_declared():
     t = TaskData(name="t", train=[], val=[], checker=exact_checker, stop=None)
     assert (t.alphabet, t.checker_name, t.difficulty, t.seed, t.chat_template, t.info) == ("", "", None, 0, False, {})
+
+
+def test_a_verdict_is_one_of_the_known_kinds_and_only_pass_passes():
+    from workbench.tasks.types import VERDICTS, Verdict
+
+    assert [Verdict(v).passed for v in VERDICTS] == [True, False, False, False, False]
+    with pytest.raises(ValueError):
+        Verdict("ok")

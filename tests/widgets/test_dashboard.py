@@ -108,3 +108,16 @@ def test_close_cancels_the_update_task(run_folder):
         return d._task
 
     assert asyncio.run(inside()).cancelled()
+
+
+def test_a_not_learning_warning_stays_in_view_as_a_red_line(run_folder):
+    """The coordinator's status carries the not-learning warning (engine/run/learning.py); the
+    header keeps it in view after later events push it out of the last three."""
+    s = Session.open(run_folder(3))
+    warning = "not learning: no completion has passed the checker in 3 steps; 0 of 48 sampled completions passed"
+    s.view.state = {**s.view.state, "learning": warning, "events": [warning, "a", "b", "c"]}
+    header = Dashboard(s)._header_html()
+    assert "workbench-not-learning" in header and "no completion has passed the checker in 3 steps" in header
+    s.view.state = {**s.view.state, "learning": None}
+    s.view.summary = {**(s.view.summary or {}), "training": "nothing was trained: every group was dropped"}
+    assert "nothing was trained: every group was dropped" in Dashboard(s)._header_html()

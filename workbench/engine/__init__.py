@@ -11,7 +11,8 @@ Rooms (each package's docstring says more):
 - `train/`     the trainer, the trainer group (N workers), FSDP
 - `model/`     model loading, the builtin tiny GPT and its SFT warm-up, HF folders, sampling, devices
 - `cluster/`   the one owner of how a Ray cluster is found or started; `workbench cluster`
-- `batch.py`   the rollout -> train contract; `weights.py` how weights travel
+- `batch.py`   the rollout -> train contract; `weights.py` how weights travel; `failures.py` how an
+               actor's error reaches the user (one line; noise and traceback in the run folder)
 """
 
 from __future__ import annotations

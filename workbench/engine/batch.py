@@ -215,6 +215,9 @@ class Chunk:
     prompt_tokens: int
     weight_swaps: int = 0
     meta: dict = field(default_factory=dict)
+    verdicts: dict = field(default_factory=dict)  # verdict -> count over the chunk's checks
+    reward_wait: float = 0.0  # seconds between the end of decoding and the last verdict
+    dropped_groups: int = 0  # groups left out because a check of theirs hit a sandbox error
 
     @property
     def packed(self) -> PackedGroups:

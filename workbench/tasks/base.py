@@ -12,12 +12,21 @@ says right or wrong; the reward (+1 / -1) is the engine's business.
 
 Checkers never eval model output. A checker that raises is wrapped by `safe_check` into a
 `CheckerError` naming the example, so the engine can surface it as one clear line.
+
+Scoring in batches (the engine and `workbench check`): `check_batch(task, completions, examples,
+sandbox)` gives one `Verdict` per completion; each example goes to its own domain's checker (a
+task mix, workbench.tasks.mixture), code examples to `sandbox.run` / `sandbox.submit` (a
+LocalSandbox or the engine's RewardPool), refused without one (fail closed).
+`submit_checks(...)` starts the code checks at once and `.get()` gathers them later.
 """
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 from workbench.errors import UserError
-from workbench.tasks.types import Checker, TaskData, exact_checker
+from workbench.tasks.types import VERDICTS, Checker, Example, TaskData, Verdict, exact_checker
 
 
 class CheckerError(UserError):
@@ -70,8 +79,12 @@ def import_checker(spec: str) -> Checker:
 
 def load_task(cfg) -> TaskData:
     """Build the task named by `cfg.name` (a `workbench.config.TaskConfig`)."""
-    from workbench.tasks import files, synthetic
+    from workbench.tasks import code, codegen, files, synthetic
 
+    if getattr(cfg, "mix", None):
+        from workbench.tasks.mixture import load_mixed_task
+
+        return load_mixed_task(cfg, load_task)
     if cfg.num_train < 1 or cfg.num_val < 1:
         raise UserError(f"task.num_train ({cfg.num_train}) and task.num_val ({cfg.num_val}) must be >= 1")
     if cfg.name in FILE_TASKS:
@@ -80,9 +93,103 @@ def load_task(cfg) -> TaskData:
     elif cfg.name in synthetic.TASKS:
         task = synthetic.make_task(cfg.name, cfg.difficulty, num_train=cfg.num_train, num_val=cfg.num_val, seed=cfg.seed)
         default_checker = "exact"
+    elif cfg.name in codegen.TASKS:  # code: checked in the sandbox (check_batch), never by a local checker
+        task = codegen.make_code_task(cfg.name, cfg.difficulty, num_train=cfg.num_train, num_val=cfg.num_val, seed=cfg.seed)
+        task.chat_template = bool(getattr(cfg, "chat_template", False))
+        return task
+    elif cfg.name in code.CODE_TASKS:  # a code JSONL file or HumanEval: sandboxed like the family above
+        task = code.load_code_task(cfg)
+        task.chat_template = bool(getattr(cfg, "chat_template", False))
+        return task
     else:
-        known = ", ".join(sorted(synthetic.TASKS) + list(FILE_TASKS))
+        known = ", ".join(sorted(synthetic.TASKS) + list(FILE_TASKS) + list(codegen.TASKS) + list(code.CODE_TASKS))
         raise UserError(f"task.name: unknown task {cfg.name!r} (known: {known})")
     task.checker_name, task.checker = get_checker(cfg.checker, default=default_checker)
     task.chat_template = bool(getattr(cfg, "chat_template", False))
     return task
+
+
+class PendingChecks:
+    """Verdicts on their way (`submit_checks`): sandboxed checks already submitted to the pool,
+    the others run by `get()` in this process while the pool works."""
+
+    def __init__(self, task: TaskData, completions: list[str], examples: list[Example], sandbox: Any):
+        from workbench.tasks.mixture import part_for
+
+        self._task, self._completions, self._examples = task, completions, examples
+        self._remote = [i for i, ex in enumerate(examples) if part_for(task, ex).sandboxed]
+        self._pending = None
+        self._sandbox = sandbox
+        if self._remote:
+            if sandbox is None:
+                raise UserError(
+                    f"task {task.name!r} has code examples but no sandbox to check them in; code is "
+                    "never run outside the sandbox (pass sandbox=LocalSandbox() or a RewardPool)"
+                )
+            from workbench.tasks.sandbox import CodeCheck
+
+            # identical (completion, spec) pairs (a group often samples the same answer) run once
+            self._unique = list(dict.fromkeys((completions[i], examples[i].answer) for i in self._remote))
+            checks = [CodeCheck(c, spec) for c, spec in self._unique]
+            # a pool runs them while we go on (decoding, local checks); a local sandbox at get()
+            self._pending = sandbox.submit(checks) if hasattr(sandbox, "submit") else checks
+
+    def get(self) -> list[Verdict]:
+        from workbench.tasks.mixture import part_for
+
+        out: list[Verdict | None] = [None] * len(self._examples)
+        remote = set(self._remote)
+        for i, (text, ex) in enumerate(zip(self._completions, self._examples)):
+            if i in remote:
+                continue
+            t0 = time.perf_counter()
+            ok = safe_check(part_for(self._task, ex).checker, text, ex.answer, example_id=ex.id)
+            out[i] = Verdict("pass" if ok else "fail", seconds=time.perf_counter() - t0)
+        if self._remote:
+            p = self._pending
+            verdicts = p.get() if hasattr(p, "get") else self._sandbox.run(p)
+            if len(verdicts) != len(self._unique):
+                raise UserError(f"the sandbox returned {len(verdicts)} verdicts for {len(self._unique)} checks")
+            by_key = dict(zip(self._unique, verdicts))
+            for i in self._remote:
+                out[i] = by_key[(self._completions[i], self._examples[i].answer)]
+        return out  # type: ignore[return-value]
+
+
+def submit_checks(task: TaskData, completions: list[str], examples: list[Example], sandbox: Any = None) -> PendingChecks:
+    """Start checking `completions` against `examples` (same length); `.get()` gives the verdicts."""
+    if len(completions) != len(examples):
+        raise ValueError(f"check_batch: {len(completions)} completions for {len(examples)} examples")
+    return PendingChecks(task, list(completions), list(examples), sandbox)
+
+
+def check_batch(task: TaskData, completions: list[str], examples: list[Example], sandbox: Any = None) -> list[Verdict]:
+    """One Verdict per completion. Examples of a non-sandboxed task (or mix source) go through their
+    own checker here (pass / fail; a checker that raises stops with a CheckerError); sandboxed (code)
+    examples through `sandbox.run` / `sandbox.submit` (a `LocalSandbox` or a `RewardPool`), and with
+    no sandbox they are refused (fail closed: model-written code never runs unsandboxed)."""
+    return submit_checks(task, completions, examples, sandbox).get()
+
+
+def verdict_counts(verdicts: list[Verdict]) -> dict[str, int]:
+    """{verdict: count} over every verdict name (zeros included)."""
+    counts = dict.fromkeys(VERDICTS, 0)
+    for v in verdicts:
+        counts[v.verdict] += 1
+    return counts
+
+
+# More sandbox errors than this share of a batch's checks: the sandbox is broken, not unlucky.
+SANDBOX_ERROR_LIMIT = 0.5
+
+
+def refuse_broken_sandbox(verdicts: list[Verdict], where: str) -> None:
+    """A UserError when more than `SANDBOX_ERROR_LIMIT` of `verdicts` are sandbox errors: a run
+    must not go on dropping (or, worse, scoring as wrong) answers it could not check."""
+    bad = [v for v in verdicts if v.verdict == "sandbox_error"]
+    if verdicts and len(bad) > SANDBOX_ERROR_LIMIT * len(verdicts):
+        raise UserError(
+            f"the sandbox failed on {len(bad)} of {len(verdicts)} code checks of {where} "
+            f"({bad[0].detail or 'no detail'}); check that bubblewrap works here (python -c "
+            "'from workbench.tasks.sandbox import require_sandbox; require_sandbox()')"
+        )

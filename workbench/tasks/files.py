@@ -25,7 +25,7 @@ import random
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from workbench.errors import UserError
 from workbench.tasks.types import Example, TaskData
@@ -63,20 +63,22 @@ def _record(row: Any, where: str, prompt_key: str, answer_key: str) -> tuple[str
     return prompt, _answer_text(row[answer_key], where, answer_key)
 
 
-def read_jsonl(path: Path, prompt_key: str, answer_key: str) -> list[tuple[int, str, str]]:
-    """[(line number, prompt, answer)] from a JSONL file."""
-    rows = []
+def iter_jsonl(path: Path) -> Iterator[tuple[int, str, Any]]:
+    """(line number, "file:line", parsed value) per non-blank line; a malformed line is one UserError."""
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             where = f"{path}:{lineno}"
             try:
-                obj = json.loads(line)
+                yield lineno, where, json.loads(line)
             except json.JSONDecodeError as e:
                 raise UserError(f"{where}: malformed JSON ({e.msg} at column {e.colno})") from None
-            rows.append((lineno, *_record(obj, where, prompt_key, answer_key)))
-    return rows
+
+
+def read_jsonl(path: Path, prompt_key: str, answer_key: str) -> list[tuple[int, str, str]]:
+    """[(line number, prompt, answer)] from a JSONL file."""
+    return [(lineno, *_record(obj, where, prompt_key, answer_key)) for lineno, where, obj in iter_jsonl(path)]
 
 
 def read_parquet(path: Path, prompt_key: str, answer_key: str) -> list[tuple[int, str, str]]:

@@ -4,7 +4,8 @@
     task = TaskData(name="addition", train=[ex], val=[...], checker=exact_checker, stop=None)
 
 `Checker` is `(completion, answer) -> bool`; `exact_checker` is the default one of synthetic
-tasks (and of the builtin model's warm-up).
+tasks (and of the builtin model's warm-up). A `Verdict` is one check's outcome (one of
+`VERDICTS`); code tasks are `sandboxed`: their answers are checked in workbench.tasks.sandbox.
 """
 
 from __future__ import annotations
@@ -14,12 +15,38 @@ from typing import Callable, Optional
 
 Checker = Callable[[str, str], bool]
 
+# What a check can say about one completion. "sandbox_error" means the sandbox itself failed
+# (a worker died, a pipe broke): it is counted and shown, never scored as a wrong answer.
+VERDICTS = ("pass", "fail", "timeout", "error", "sandbox_error")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One check's outcome: `verdict` is one of VERDICTS; `seconds` is the check's CPU seconds for
+    code (wall seconds for other checkers); `detail` is a short human-readable reason."""
+
+    verdict: str
+    seconds: float = 0.0
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"unknown verdict {self.verdict!r} (one of {', '.join(VERDICTS)})")
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
 
 @dataclass(frozen=True)
 class Example:
     id: int  # unique within a task, across train and val
     prompt: str
     answer: str
+    domain: str = ""  # the mix source it came from (task.mix); "" in a single-task run
+    # A known-good completion, for the builtin model's supervised warm-up where `answer` is not
+    # itself a completion (code: the answer is the test spec). "": the answer is the completion.
+    reference: str = ""
 
 
 @dataclass
@@ -37,6 +64,11 @@ class TaskData:
     seed: int = 0
     chat_template: bool = False  # prompts go through the tokenizer's chat template (TaskConfig)
     info: dict = field(default_factory=dict)  # free-form facts for logging (source file, sizes)
+    sandboxed: bool = False  # answers are code specs checked in the sandbox (tasks.sandbox), not by `checker`
+    # A mixed task (task.mix): domain -> that source's own TaskData (its checker, its flags), in
+    # config order, and domain -> weight. Empty for a single task (workbench/tasks/mixture.py).
+    parts: dict = field(default_factory=dict)
+    weights: dict = field(default_factory=dict)
 
 
 def exact_checker(completion: str, answer: str) -> bool:

@@ -149,8 +149,13 @@ class Dashboard(widgets.VBox):
         out = " &middot; ".join(parts)
         if st.get("error"):
             out += f"<div style='color:#c00'>error: {html.escape(str(st['error']))}</div>"
+        learning = str(st.get("learning") or (s.summary or {}).get("training", ""))
+        if learning.startswith(("not learning", "nothing was trained")):
+            # stays in view, whatever events follow (engine/run/learning.py)
+            out += f"<div class='workbench-not-learning' style='color:#c00;font-weight:bold'>{html.escape(str(learning))}</div>"
         for event in st.get("events", [])[-3:]:  # generator restarts, curriculum warnings
-            out += f"<div style='color:#a60'>{html.escape(str(event))}</div>"
+            if event != st.get("learning"):
+                out += f"<div style='color:#a60'>{html.escape(str(event))}</div>"
         return out
 
     def _draw_status(self) -> None:

@@ -196,3 +196,22 @@ def test_concurrent_builds_train_once(tmp_path, task):
     assert not errors
     assert sorted(infos) == [False, True]  # one built it, the other waited and loaded it
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == [builtin_cache_dir(cfg, task).name]
+
+
+def test_actors_get_the_builtin_model_inside_the_shared_run_folder_not_the_drivers_cache(built, task, tmp_path):
+    """Only the run folder is shared between nodes: a remote trainer given the driver's cache path fails."""
+    from pathlib import Path
+
+    from workbench.config import RunConfig
+    from workbench.engine.run.actors import actor_config
+
+    model_cfg, model, _ = built
+    cfg = RunConfig(out_dir=str(tmp_path / "run"), model=model_cfg)
+    path = Path(actor_config(cfg, task).model.path)
+    assert path.parent == (tmp_path / "run" / "model").resolve()
+    assert (path / "config.json").is_file() and (path / INFO_FILE).is_file()
+    assert Path(model_cfg.cache_dir).resolve() not in path.parents
+    again = actor_config(cfg, task).model.path  # resumed or restarted: the same copy, not another
+    assert again == str(path) and len(list((tmp_path / "run" / "model").iterdir())) == 1
+    loaded, _ = load_policy(replace(model_cfg, path=str(path)), progress=False)  # the folder alone loads
+    assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values()))

@@ -72,7 +72,8 @@ def test_backend_vllm_without_cuda_or_gpus_is_a_clear_user_error(monkeypatch):
 
 
 # --- engine options
-FIELDS = {"model", "worker_extension_cls", "enable_prefix_caching", "async_scheduling", "generation_config", "max_num_seqs", "logprobs_mode"}
+FIELDS = {"model", "worker_extension_cls", "enable_prefix_caching", "async_scheduling", "generation_config", "max_num_seqs", "logprobs_mode",
+          "kv_cache_memory_bytes"}
 
 
 def test_engine_kwargs_ask_for_processed_logprobs_and_no_prefix_cache():
@@ -156,6 +157,7 @@ def fake_vllm(monkeypatch, tmp_path):
     for name, mod in mods.items():
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (80 * 2**30, 80 * 2**30))  # an 80 GB GPU, as the plan reads it
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # the constructor must force 0
     monkeypatch.setattr(FakeLLM, "step_api_works", True)
     monkeypatch.setattr(FakeLLM, "on_step", None)
@@ -184,6 +186,8 @@ def test_constructor_builds_the_engine_and_probes_the_step_api(fake_vllm):
     longest = max(len(ex.prompt) for ex in task.train + task.val)  # one token per character
     assert kw["max_model_len"] == longest + cfg.generation.max_new_tokens + 1
     assert gen.llm.rpc[0] == ("workbench_fp32_head", (True, "bfloat16")) and gen.fp32_head_mode == "patched"
+    # on CUDA the KV cache comes from the memory plan (no profiling beside a live trainer), within the GPU
+    assert 0 < kw["kv_cache_memory_bytes"] < 80 * 2**30
     assert gen.engine_mode == "step" and vg.os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     assert tok.eos_token_id == EOS == gen.eos_id  # the scripted engine stops on EOS like vLLM does
 

@@ -30,8 +30,8 @@ class FakeLogitsProcessor(nn.Module):
         return self._apply_head(lm_head, hidden, bias)[..., : self.org_vocab_size]
 
 
-class Head(nn.Module):
-    """vLLM's ParallelLMHead: a weight padded past the vocabulary (8 rows, 5 real), no forward."""
+class ParallelLMHead(nn.Module):
+    """vLLM's ParallelLMHead (found by its class name): a weight padded past the vocabulary (8 rows, 5 real), no forward."""
 
     def __init__(self):
         super().__init__()
@@ -42,9 +42,9 @@ class Head(nn.Module):
 class Model(nn.Module):
     """A running bf16 model: `load_weights` casts into its parameters, as vLLM's loaders do."""
 
-    def __init__(self):
+    def __init__(self, head_cls: type = ParallelLMHead):
         super().__init__()
-        self.lm_head, self.logits_processor = Head(), FakeLogitsProcessor()
+        self.lm_head, self.logits_processor = head_cls(), FakeLogitsProcessor()
         self.loaded: list[str] = []
 
     def load_weights(self, weights):
@@ -54,29 +54,45 @@ class Model(nn.Module):
                 self.lm_head.weight.data[: t.shape[0]].copy_(t)
 
 
-
-def test_fp32_head_patch_projects_in_float32_and_leaves_quantized_heads_alone():
-    g = torch.Generator().manual_seed(0)
-    weight = torch.randn(8, 16, generator=g).bfloat16()  # vocab padded to 8, 5 real tokens
-    head = SimpleNamespace(weight=weight, quant_method=UnquantizedEmbeddingMethod())
-    hidden = torch.randn(3, 16, generator=g).bfloat16()
-    lp = FakeLogitsProcessor()
-    assert lp._get_logits(hidden, head).dtype == torch.bfloat16
-    assert ext.patch_fp32_logits(lp) == "patched"
-    out = lp._get_logits(hidden, head, None)
-    assert out.dtype == torch.float32 and out.shape == (3, 5)
-    torch.testing.assert_close(out, F.linear(hidden.float(), weight.float())[:, :5])
-    weight.mul_(2)  # before any push: the live weight, updates seen at once
-    torch.testing.assert_close(lp._get_logits(hidden, head, None), F.linear(hidden.float(), weight.float())[:, :5])
-    quantized = SimpleNamespace(weight=weight, quant_method=Fp8LinearMethod())
-    assert lp._get_logits(hidden, quantized, None).dtype == torch.bfloat16  # left to vLLM
-
-
-def test_a_push_with_an_fp32_head_makes_the_generator_project_with_those_fp32_weights():
-    model = Model()
+def _worker(model: Model):
     worker = SimpleNamespace(model_runner=SimpleNamespace(model=model))
     worker._wb_heads = lambda: ext.WorkbenchWorkerExtension._wb_heads(worker)
-    ext.patch_fp32_logits(model.logits_processor)
+    return worker
+
+
+def test_fp32_head_patch_projects_in_float32_from_its_copy_and_leaves_other_heads_alone():
+    g = torch.Generator().manual_seed(0)
+    model = Model()
+    model.lm_head.weight.data.copy_(torch.randn(8, 16, generator=g))
+    head, lp = model.lm_head, model.logits_processor
+    hidden = torch.randn(3, 16, generator=g).bfloat16()
+    assert lp._get_logits(hidden, head).dtype == torch.bfloat16
+    assert ext.patch_model(model, FakeLogitsProcessor) == "patched"
+    out = lp._get_logits(hidden, head, None)
+    assert out.dtype == torch.float32 and out.shape == (3, 5)
+    torch.testing.assert_close(out, F.linear(hidden.float(), head.weight.float())[:, :5])
+    quantized = SimpleNamespace(weight=head.weight, quant_method=Fp8LinearMethod())
+    assert lp._get_logits(hidden, quantized, None).dtype == torch.bfloat16  # left to vLLM
+    other = ParallelLMHead()  # a head module the patch was not built for: vLLM's own projection
+    assert lp._get_logits(hidden, other, None).dtype == torch.bfloat16
+
+
+def test_a_model_whose_head_cannot_be_found_reports_none_and_warns(caplog):
+    model = Model()
+    model.lm_head.__class__ = type("OutputHead", (nn.Module,), {})  # a head class that is no ParallelLMHead
+    with caplog.at_level("WARNING"):
+        assert ext.patch_model(model, FakeLogitsProcessor) == "none"
+    assert "fp32_head: none" in caplog.text
+    assert not hasattr(model.logits_processor, "_wb_head")  # vLLM's own (model-dtype) head, not "patched"
+    hidden = torch.randn(2, 16).bfloat16()
+    assert model.logits_processor._get_logits(hidden, model.lm_head).dtype == torch.bfloat16
+
+
+def test_a_push_with_an_fp32_head_makes_the_generator_project_with_those_fp32_weights_in_place():
+    model = Model()
+    worker = _worker(model)
+    assert ext.patch_model(model, FakeLogitsProcessor) == "patched"
+    copy = model.logits_processor._wb_head
     g = torch.Generator().manual_seed(1)
     head32 = torch.randn(5, 16, generator=g) * 1e-2 + 1.0  # bf16 would round these: exactness is visible
     pushed = FlatWeights.from_state_dict({"model.norm.weight": torch.ones(16).bfloat16(), ext.HEAD_KEY: head32})
@@ -87,9 +103,10 @@ def test_a_push_with_an_fp32_head_makes_the_generator_project_with_those_fp32_we
     torch.testing.assert_close(logits, F.linear(hidden.float(), head32), rtol=0, atol=1e-6)
     bf16 = F.linear(hidden.float(), model.lm_head.weight.float())[:, :5]  # what vLLM's own head computes
     assert (logits - bf16).abs().max() > 1e-4
-    # A push without the head (e.g. a tied embedding only): follow the live weight again.
+    # A push without the head (e.g. a tied embedding only): the live weight again, in the same buffer.
     ext.WorkbenchWorkerExtension.workbench_load_weights(worker, {"model.norm.weight": torch.ones(16)})
     torch.testing.assert_close(model.logits_processor._get_logits(hidden, model.lm_head), bf16)
+    assert model.logits_processor._wb_head is copy  # refreshed in place: a push never holds two fp32 heads
 
 
 def test_a_push_pickles_to_about_one_buffer_not_one_per_tensor():

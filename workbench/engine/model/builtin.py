@@ -18,6 +18,7 @@ folder like any local model and never need the task for it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -83,19 +84,31 @@ def build_char_tokenizer(alphabet: str):
 # ---------------------------------------------------------------------------- model, warm-up, cache
 
 
+def target_text(ex: Any) -> str:
+    """What the warm-up teaches for `ex`: its reference completion where it has one (code: the
+    answer is a test spec, not a completion), else its answer."""
+    return getattr(ex, "reference", "") or ex.answer
+
+
 def task_alphabet(task: Any) -> str:
     """The declared alphabet plus every character in the task's examples (sorted, unique)."""
     chars = set(getattr(task, "alphabet", "") or "")
     for ex in list(task.train) + list(task.val):
         chars.update(ex.prompt)
-        chars.update(ex.answer)
+        chars.update(target_text(ex))
     return "".join(sorted(chars))
 
 
 def _n_positions(task: Any) -> int:
-    longest = max(len(ex.prompt) + len(ex.answer) for ex in list(task.train) + list(task.val))
+    longest = max(len(ex.prompt) + len(target_text(ex)) for ex in list(task.train) + list(task.val))
     # Room for RL completions well past the reference answer length.
     return max(64, 1 << math.ceil(math.log2(2 * longest + 2)))
+
+
+def builtin_shape(task: Any) -> tuple[Any, int]:
+    """(tokenizer, context length) of the builtin model for `task`, without building it: what the
+    driver's preflight checks lengths against (the same tokenizer and n_positions the build uses)."""
+    return build_char_tokenizer(task_alphabet(task)), _n_positions(task)
 
 
 def _target(model_cfg: Any) -> float | None:
@@ -107,7 +120,7 @@ def builtin_cache_key(model_cfg: Any, task: Any) -> str:
     """Hash of everything the builtin weights depend on (not cache_dir / dtype)."""
     h = hashlib.sha256()
     for ex in task.train:
-        h.update(f"{ex.prompt}\x00{ex.answer}\x01".encode())
+        h.update(f"{ex.prompt}\x00{ex.answer}\x01{getattr(ex, 'reference', '')}".encode())
     key = {
         "version": BUILDER_VERSION,
         "path": model_cfg.path,
@@ -168,6 +181,7 @@ def sft_warm_start(
     seed: int,
     target_pass_rate: float | None = None,
     checker: Callable[[str, str], bool] | None = None,
+    score: Callable[[list[str], list[Any]], list[bool]] | None = None,
     check_every: int = 20,
     check_prompts: int = 256,
     progress: bool = True,
@@ -185,7 +199,7 @@ def sft_warm_start(
     pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
     encoded = []
     for ex in examples:
-        p, a = encode(tokenizer, ex.prompt), encode(tokenizer, ex.answer) + [eos]
+        p, a = encode(tokenizer, ex.prompt), encode(tokenizer, target_text(ex)) + [eos]
         encoded.append((p + a, len(p)))
     device = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, betas=(0.9, 0.98))
@@ -199,7 +213,7 @@ def sft_warm_start(
 
     gen = torch.Generator().manual_seed(seed)
     probe = list(examples[:check_prompts])
-    probe_tokens = max(len(encode(tokenizer, ex.answer)) for ex in probe) + 1
+    probe_tokens = max(len(encode(tokenizer, target_text(ex))) for ex in probe) + 1
     train_rate: float | None = None
     model.train()
     losses: list[float] = []
@@ -231,7 +245,7 @@ def sft_warm_start(
         if target_pass_rate and step + 1 >= warm and (step + 1) % check_every == 0:
             model.eval()
             train_rate = sampled_pass_rate(
-                model, tokenizer, probe, k=2, max_new_tokens=probe_tokens, seed=seed + step, checker=checker
+                model, tokenizer, probe, k=2, max_new_tokens=probe_tokens, seed=seed + step, checker=checker, score=score
             )
             model.train()
             if train_rate >= target_pass_rate:
@@ -248,23 +262,47 @@ def sft_warm_start(
     }
 
 
+@contextlib.contextmanager
+def warmup_scorer(task: Any):
+    """The warm-up probe's scorer: None (the task's checker) for a single task without code, else
+    `check_batch` by example (a mix: each domain's checker; code: a local sandbox, fail closed)."""
+    if not getattr(task, "parts", None) and not getattr(task, "sandboxed", False):
+        yield None
+        return
+    from workbench.tasks.base import check_batch
+
+    sandbox = None
+    if task.sandboxed:
+        from workbench.tasks.sandbox import LocalSandbox, require_sandbox
+
+        require_sandbox()
+        sandbox = LocalSandbox(workers=1).__enter__()
+    try:
+        yield lambda texts, examples: [v.passed for v in check_batch(task, texts, examples, sandbox=sandbox)]
+    finally:
+        if sandbox is not None:
+            sandbox.__exit__(None, None, None)
+
+
 def _build_builtin(model_cfg: Any, task: Any, final: Path, progress: bool) -> dict[str, Any]:
     """Train the builtin model and move it into `final` atomically."""
     tokenizer = build_char_tokenizer(task_alphabet(task))
     seed = int(getattr(task, "seed", 0))
     model = build_tiny_model(model_cfg, tokenizer, _n_positions(task), seed)
-    stats = sft_warm_start(
-        model,
-        tokenizer,
-        task.train,
-        steps=model_cfg.sft_steps,
-        lr=model_cfg.sft_lr,
-        batch_size=model_cfg.sft_batch_size,
-        seed=seed,
-        target_pass_rate=_target(model_cfg),
-        checker=task.checker,
-        progress=progress,
-    )
+    with warmup_scorer(task) as score:
+        stats = sft_warm_start(
+            model,
+            tokenizer,
+            task.train,
+            steps=model_cfg.sft_steps,
+            lr=model_cfg.sft_lr,
+            batch_size=model_cfg.sft_batch_size,
+            seed=seed,
+            target_pass_rate=_target(model_cfg),
+            checker=task.checker,
+            score=score,
+            progress=progress,
+        )
     info = {
         **stats,
         "params": sum(p.numel() for p in model.parameters()),

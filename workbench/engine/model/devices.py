@@ -195,9 +195,11 @@ def check_vllm_shape(model_dir: str, device: str) -> None:
         )
 
 
-def vllm_memory_kwargs(device: str, util: float) -> dict[str, Any]:
-    """`vllm.LLM` memory options for `device` given `generation.vllm_gpu_memory_utilization`."""
+def vllm_memory_kwargs(device: str, util: float, kv_bytes: Optional[int] = None) -> dict[str, Any]:
+    """`vllm.LLM` memory options for `device` given `generation.vllm_gpu_memory_utilization`; on
+    CUDA with `kv_bytes` (the memory plan's KV cache, engine.plan.vllm_kv_cache_bytes) an explicit
+    `kv_cache_memory_bytes`, so vLLM runs no memory profiling against live neighbours."""
     if device == "cuda":
-        return {"gpu_memory_utilization": util}
+        return {"gpu_memory_utilization": util, **({"kv_cache_memory_bytes": int(kv_bytes)} if kv_bytes else {})}
     gib = float(os.environ.get(CPU_KV_ENV) or CPU_KV_CACHE_GIB)
     return {"kv_cache_memory_bytes": int(gib * 2**30), "enforce_eager": True}

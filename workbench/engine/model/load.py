@@ -45,7 +45,31 @@ def load_policy(model_cfg: Any, task: Any = None, *, device: str = "cpu", dtype:
     return model, tokenizer
 
 
-def resolved_model(model_cfg: Any, task: Any = None, *, progress: bool = False) -> Any:
+def resolved_model(model_cfg: Any, task: Any = None, *, progress: bool = False, run_dir: Any = None) -> Any:
     """`model_cfg` with `path` the absolute model folder: the builtin one (built first if absent)
-    or the checked local directory. The driver resolves it once; actors then load the folder."""
-    return dataclasses.replace(model_cfg, path=str(Path(policy_dir(model_cfg, task, progress=progress)).resolve()))
+    or the checked local directory. The driver resolves it once; actors then load the folder.
+    With `run_dir` a builtin model is copied under `run_dir/model/`: the run folder is shared by
+    every node (runs.checkpoint.require_shared), the model cache is only this node's."""
+    d = Path(policy_dir(model_cfg, task, progress=progress)).resolve()
+    if run_dir is not None and model_cfg.path.startswith(BUILTIN_PREFIX):
+        d = copy_into(d, Path(run_dir).resolve() / "model")
+    return dataclasses.replace(model_cfg, path=str(d))
+
+
+def copy_into(folder: Path, parent: Path) -> Path:
+    """`parent/<folder's name>`, copied there once (atomically: a reader sees all of it or none)."""
+    import os
+    import shutil
+    import tempfile
+
+    target = parent / folder.name
+    if target.is_dir():
+        return target
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=parent))
+    shutil.copytree(folder, tmp, dirs_exist_ok=True)
+    try:
+        os.replace(tmp, target)
+    except OSError:  # another process put it there first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target

@@ -200,8 +200,10 @@ def sampled_pass_rate(
     temperature: float = 1.0,
     checker: Callable[[str, str], bool] | None = None,
     batch_size: int = 512,
+    score: Callable[[list[str], list[Any]], list[bool]] | None = None,
 ) -> float:
-    """Mean over examples of the fraction of k samples the checker accepts (mean@k)."""
+    """Mean over examples of the fraction of k samples the checker accepts (mean@k); `score`
+    (completions, examples) -> passed, when given, replaces the checker (a task mix, code)."""
     from workbench.tasks.base import exact_checker, safe_check
 
     checker = checker or exact_checker
@@ -210,5 +212,7 @@ def sampled_pass_rate(
         model, tokenizer, prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, batch_size=batch_size
     )
     answers = [ex for ex in examples for _ in range(k)]
+    if score is not None:
+        return sum(score(completions, answers)) / max(1, len(prompts))
     hits = sum(safe_check(checker, c, ex.answer, example_id=ex.id) for c, ex in zip(completions, answers))
     return hits / max(1, len(prompts))

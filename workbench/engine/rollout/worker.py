@@ -3,7 +3,10 @@
 `RolloutWorker` owns the task, the tokenizer's ids, the weight slot (a push lands there and is
 taken between two decode steps: PipelineRL), prompt encoding (one owner: `hf_dir.prompt_ids`,
 with the chat template when `task.chat_template`), forced-interruption budgets, scoring, the
-chunk (`_make_chunk`) and validation (`evaluate`). A backend is a subclass that supplies three
+chunk (`_make_chunk`) and validation (`evaluate`). Scoring goes through `tasks.base.submit_checks`
+in batches: a decode batch's code checks are sent to the reward pool (`reward_pool`, or a local
+sandbox without one) as soon as it ends, and gathered after the last one; one call decodes at a
+time (`_decode_lock`) while another may wait for its verdicts (scoring.py: groups and metrics). A backend is a subclass that supplies three
 things and nothing else:
 
     def _start(self, gpus) -> None            # set self.device, self.tokenizer; load model/engine
@@ -28,13 +31,13 @@ import threading
 import time
 from typing import Any, Optional
 
-import numpy as np
 import torch
 
 from workbench.config import RunConfig
 from workbench.engine.model.hf_dir import prompt_ids as encode_prompt
 from workbench.engine.model.logs import quiet_hf
-from workbench.engine.batch import Chunk, Group
+from workbench.engine.batch import Chunk
+from workbench.engine.rollout.scoring import validation_metrics, verdict_groups
 from workbench.engine.model.sampling import Completion
 from workbench.engine.weights import Weights, as_state_dict
 
@@ -46,13 +49,9 @@ try:  # concurrency groups are a Ray feature; the classes stay usable without Ra
 except ImportError:  # pragma: no cover
     io_group = compute_group = lambda f: f  # noqa: E731
 
-# One generate/evaluate call at a time; weight pushes and pings answered meanwhile.
-CONCURRENCY_GROUPS = {"io": 1, "compute": 1}
-
-
-def reward_for(correct: bool) -> float:
-    """ScaleRL rewards: +1 correct, -1 incorrect."""
-    return 1.0 if correct else -1.0
+# Two generate/evaluate calls at a time, but one decoding (`_decode_lock`): a chunk waits for its
+# code checks while the next one decodes. Weight pushes and pings answered meanwhile.
+CONCURRENCY_GROUPS = {"io": 1, "compute": 2}
 
 
 class RolloutWorker:
@@ -61,16 +60,20 @@ class RolloutWorker:
     device: str
     tokenizer: Any
 
-    def __init__(self, cfg: RunConfig, rank: int = 0, gpus: Optional[float] = None):
+    def __init__(self, cfg: RunConfig, rank: int = 0, gpus: Optional[float] = None, reward_pool: Any = None):
         from workbench.tasks.base import load_task
 
         quiet_hf()
         self.cfg, self.rank = cfg, rank
         torch.set_num_threads(cfg.resources.torch_threads)
         self.task = load_task(cfg.task)
+        # code checks: the run's RewardPool (actors.py), else a sandbox of our own (`_sandbox`)
+        self.reward_pool = reward_pool
+        self._local_sandbox: Any = None
         self.version = 0
         self._pending: Optional[tuple[Weights, int, bool]] = None  # (weights, version, forced)
         self._lock = threading.Lock()
+        self._decode_lock = threading.Lock()  # the model / engine: one call decodes at a time
         self._swaps = 0
         self._prompt_cache: dict[tuple[str, int], list[int]] = {}
         self._start(cfg.resources.generator_gpus if gpus is None else gpus)
@@ -146,14 +149,41 @@ class RolloutWorker:
             self._prompt_cache[key] = encode_prompt(self.tokenizer, text, chat_template=self.task.chat_template)
         return self._prompt_cache[key]
 
-    def _score(self, split: str, prompt_id: int, completion_tokens: list[int]) -> bool:
-        from workbench.tasks.base import safe_check
+    def _sandbox(self) -> Any:
+        """Where code checks run: the run's RewardPool; without one (no Ray: tests, scripts) a
+        local sandbox of this process. None for a task without code (nothing runs code then)."""
+        if not self.task.sandboxed:
+            return None
+        if self.reward_pool is not None:
+            return self.reward_pool
+        if self._local_sandbox is None:
+            from workbench.tasks.sandbox import LocalSandbox, require_sandbox
 
-        ex = self._examples(split)[prompt_id]
-        if completion_tokens and completion_tokens[-1] == self.eos_id:
-            completion_tokens = completion_tokens[:-1]
-        text = self.tokenizer.decode(completion_tokens, skip_special_tokens=True)
-        return bool(safe_check(self.task.checker, text, ex.answer, example_id=ex.id))
+            require_sandbox()  # fail closed
+            self._local_sandbox = LocalSandbox(workers=1).__enter__()
+        return self._local_sandbox
+
+    def _code_first(self, split: str, prompt_ids: list[int]) -> list[int]:
+        """A task mix's code prompts first (stable): their checks then run while the rest decodes.
+        A single task keeps its order."""
+        if not self.task.parts or not self.task.sandboxed:
+            return prompt_ids
+        from workbench.tasks.mixture import part_for
+
+        examples = self._examples(split)
+        return sorted(prompt_ids, key=lambda p: not part_for(self.task, examples[p]).sandboxed)
+
+    def _submit_checks(self, split: str, prompt_ids: list[int], n: int, outs: list[Completion]):
+        """Start checking prompt-major completions (`n` per prompt); `.get()` gives the verdicts.
+        Code checks go to the reward pool at once and run while this worker decodes on."""
+        from workbench.tasks.base import submit_checks
+
+        examples = self._examples(split)
+        texts = []
+        for c in outs:
+            tokens = c.tokens[:-1] if c.tokens and c.tokens[-1] == self.eos_id else c.tokens
+            texts.append(self.tokenizer.decode(tokens, skip_special_tokens=True))
+        return submit_checks(self.task, texts, [examples[p] for p in prompt_ids for _ in range(n)], self._sandbox())
 
     def _sample(self, split: str, prompt_ids: list[int], n: int, seed: int, in_flight: bool) -> list[Completion]:
         """`n` completions per prompt (prompt-major); interruption budgets on training prompts only."""
@@ -176,25 +206,33 @@ class RolloutWorker:
         in_flight=True (PipelineRL): weights pushed meanwhile are taken between decode steps.
         in_flight=False: the whole chunk uses the weights in force when it starts.
         """
-        t0 = time.perf_counter()
-        swaps0 = self._swaps
-        self._apply_pending()
+        prompt_ids = self._code_first("train", prompt_ids)
         outs: list[Completion] = []
-        step = self._prompts_per_call(n_per_prompt)
-        for s in range(0, len(prompt_ids), step):
-            outs += self._sample("train", prompt_ids[s : s + step], n_per_prompt, seed + s, in_flight=in_flight)
-        return self._make_chunk(chunk_id, prompt_ids, n_per_prompt, outs, t0, swaps0, self._describe())
+        pending = []
+        with self._decode_lock:
+            t0 = time.perf_counter()
+            swaps0 = self._swaps
+            self._apply_pending()
+            step = self._prompts_per_call(n_per_prompt)
+            for s in range(0, len(prompt_ids), step):
+                part = prompt_ids[s : s + step]
+                done = self._sample("train", part, n_per_prompt, seed + s, in_flight=in_flight)
+                pending.append(self._submit_checks("train", part, n_per_prompt, done))  # checked while we decode on
+                outs += done
+            swaps = self._swaps - swaps0
+        t_wait = time.perf_counter()  # the next chunk may decode from here on
+        verdicts = [v for p in pending for v in p.get()]
+        wait = time.perf_counter() - t_wait
+        return self._make_chunk(chunk_id, prompt_ids, n_per_prompt, outs, verdicts, t0, swaps, wait, self._describe())
 
     def _make_chunk(
-        self, chunk_id: int, prompt_ids: list[int], n_per_prompt: int, outs: list, t0: float, swaps0: int,
-        meta: Optional[dict] = None,
+        self, chunk_id: int, prompt_ids: list[int], n_per_prompt: int, outs: list, verdicts: list, t0: float,
+        swaps: int, reward_wait: float, meta: Optional[dict] = None,
     ) -> Chunk:  # fmt: skip
-        """Score the completions (prompt-major order) into groups."""
-        groups = []
-        for gi, pid in enumerate(prompt_ids):
-            comps = outs[gi * n_per_prompt : (gi + 1) * n_per_prompt]
-            correct = [self._score("train", pid, c.tokens) for c in comps]
-            groups.append(Group(pid, chunk_id, comps, correct, [reward_for(c) for c in correct]))
+        """Groups from the completions (prompt-major order) and their verdicts."""
+        from workbench.tasks.base import verdict_counts
+
+        groups, dropped = verdict_groups(chunk_id, prompt_ids, n_per_prompt, outs, verdicts)
         return Chunk(
             chunk_id=chunk_id,
             groups=groups,
@@ -202,35 +240,38 @@ class RolloutWorker:
             gen_seconds=time.perf_counter() - t0,
             tokens_generated=sum(len(c.tokens) for c in outs),
             prompt_tokens=sum(len(c.prompt_tokens) for c in outs),
-            weight_swaps=self._swaps - swaps0,
+            weight_swaps=swaps,
             meta=meta or {},
+            verdicts=verdict_counts(verdicts),
+            reward_wait=reward_wait,
+            dropped_groups=dropped,
         )
 
     @compute_group
     def evaluate(self, weights: Optional[Weights], version: int, num_prompts: int, k: int, seed: int) -> dict[str, float]:
-        """Sampled mean pass rate over `k` generations per held-out prompt (weights loaded first)."""
-        t0 = time.perf_counter()
-        if weights is not None:
-            self._load_weights(as_state_dict(weights))
-            self.version = version
-        ids = list(range(min(num_prompts, len(self.task.val))))
-        per_prompt = []
+        """Sampled mean pass rate over `k` generations per held-out prompt (weights loaded first):
+        the first `num_prompts` of the validation set, or of each domain's for a task mix
+        (metric names and the overall rate: engine/rollout/scoring.py)."""
+        from workbench.tasks.mixture import indices_by_domain
+
+        ids = self._code_first("val", [i for idx in indices_by_domain(self.task.val).values() for i in idx[:num_prompts]])
+        pending = []
         tokens = 0
-        step = self._prompts_per_call(k)
-        for s in range(0, len(ids), step):
-            batch = ids[s : s + step]
-            outs = self._sample("val", batch, k, seed + s, in_flight=False)
-            tokens += sum(len(c.tokens) for c in outs)
-            for gi, pid in enumerate(batch):
-                comps = outs[gi * k : (gi + 1) * k]
-                per_prompt.append(np.mean([self._score("val", pid, c.tokens) for c in comps]))
-        rates = np.asarray(per_prompt)
+        with self._decode_lock:
+            t0 = time.perf_counter()
+            if weights is not None:
+                self._load_weights(as_state_dict(weights))
+                self.version = version
+            step = self._prompts_per_call(k)
+            for s in range(0, len(ids), step):
+                batch = ids[s : s + step]
+                outs = self._sample("val", batch, k, seed + s, in_flight=False)
+                tokens += sum(len(c.tokens) for c in outs)
+                pending.append(self._submit_checks("val", batch, k, outs))
+        verdicts = [v for p in pending for v in p.get()]
         return {
-            "val/pass_rate": float(rates.mean()),
-            # standard error over prompts: the noise a curve fit should expect at this point
-            "val/pass_rate_se": float(rates.std(ddof=1) / np.sqrt(len(rates))) if len(rates) > 1 else 0.0,
-            "val/pass_at_k": float((rates > 0).mean()),
-            "val/prompts": float(len(rates)),
+            # with val/pass_rate_se: the standard error over prompts, the noise a curve fit should expect
+            **validation_metrics(self.task.val, ids, k, verdicts),
             "val/samples_per_prompt": float(k),
             "val/tokens": float(tokens),
             "time/eval": time.perf_counter() - t0,
@@ -239,4 +280,7 @@ class RolloutWorker:
 
     def shutdown(self) -> None:
         """Release the model / engine and its device memory (tests; a Ray actor just exits)."""
+        if self._local_sandbox is not None:
+            self._local_sandbox.__exit__(None, None, None)
+            self._local_sandbox = None
         self._release()

@@ -5,6 +5,7 @@
 - `metrics`: step rows, events and the summary (`RunLog`, `step_row`, `run_summary`)
 - `actors`: spawning the generators, trainer group and evaluator (`spawn_workers`, `Workers`)
 - `handle`: the `Coordinator` Ray actor and the driver's `RunHandle`, `attach`
-- `preflight`: path resolution and fail-fast checks in the driver
+- `preflight`: path resolution and fail-fast checks in the driver (lengths against the tokenizer and config.json)
+- `learning`: the not-learning watch (warnings, the stop option)
 - `launch`: `launch`, `run_to_end`, `wait_with_progress`; `accounting`: compute and time; `cli`: `workbench run`
 """

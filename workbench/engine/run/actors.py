@@ -8,7 +8,10 @@ after `sync.resync` gives them the pushed weights). The trainer is a `TrainerGro
 last checkpoint (`load_trainer(path, restart=True)`; the generators are forced onto its
 weights). Start-up order (`start_order`): all actors at once, or, when vLLM engines share a GPU,
 the trainer first and then each engine in turn. Resources come from `cfg.resources`; logical
-resources let tests place "GPU" actors on a CPU machine. The actors get `actor_config(cfg, task)`: the model folder resolved once here.
+resources let tests place "GPU" actors on a CPU machine. A task with code gets a RewardPool
+of sandboxed workers (rewards.py), handed to the generators; the evaluator checks in a sandbox of its own. The actors get `actor_config(cfg, task)`: the model folder resolved once here.
+Every actor class goes through `failures.held_errors`: a constructor error comes back from its
+first call as that error (not as a dying actor's crash dump), and its output goes to <out_dir>/logs/.
 
     workers = spawn_workers(cfg, task)      # all actors up, models loaded
     workers.generate(rank, chunk_id, prompts, seed); workers.train(groups, step)
@@ -28,7 +31,9 @@ from workbench.engine.rollout.torch_backend import Evaluator, Generator
 from workbench.engine.rollout.worker import CONCURRENCY_GROUPS
 from workbench.engine.batch import PackedGroups
 from workbench.engine.cluster.common import kill_actors
+from workbench.engine.failures import held_errors
 from workbench.engine.train.group import TrainCall, TrainerGroup
+from workbench.engine.run.rewards import start_reward_pool
 from workbench.engine.run.weight_sync import WeightSync
 
 
@@ -43,8 +48,12 @@ def generator_class(cfg: RunConfig) -> type:
 class Workers:
     """The actors of one run and the calls the coordinator makes on them; `sync` moves the weights."""
 
-    def __init__(self, cfg: RunConfig, generators: list, trainer: Optional[TrainerGroup], evaluator, n_params: int):
+    def __init__(
+        self, cfg: RunConfig, generators: list, trainer: Optional[TrainerGroup], evaluator, n_params: int,
+        reward_pool: Any = None,
+    ):  # fmt: skip
         self.cfg = cfg
+        self.reward_pool = reward_pool  # sandboxed code checks (rewards.py), None without code
         self.generators = generators
         self.trainer = trainer
         self.evaluator = evaluator
@@ -95,6 +104,8 @@ class Workers:
         kill_actors([*self.generators, self.evaluator])
         if self.trainer is not None:
             self.trainer.kill()
+        if self.reward_pool is not None:
+            self.reward_pool.shutdown()
 
 
 def actor_config(cfg: RunConfig, task: Any) -> RunConfig:
@@ -103,7 +114,8 @@ def actor_config(cfg: RunConfig, task: Any) -> RunConfig:
     and need no task for its cache key)."""
     from workbench.engine.model.load import resolved_model
 
-    return dataclasses.replace(cfg, model=resolved_model(cfg.model, task, progress=True))
+    # a builtin model goes into the run folder, which every node shares (the cache is one node's)
+    return dataclasses.replace(cfg, model=resolved_model(cfg.model, task, progress=True, run_dir=cfg.output_dir()))
 
 
 def start_order(cfg: RunConfig) -> str:
@@ -133,15 +145,18 @@ def spawn_workers(cfg: RunConfig, task: Any) -> Workers:
     `start_order(cfg)`: all at once, or the trainer group first and then each engine in turn."""
     cfg = actor_config(cfg, task)
     r = cfg.resources
-    gen_cls = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(generator_class(cfg))
+    # code checks: the generators score through the pool; the evaluator through a sandbox of its own,
+    # so validation's checks never queue ahead of training's (engine/run/rewards.py)
+    pool = start_reward_pool(cfg, task)
+    gen_cls = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(held_errors(generator_class(cfg)))
     generator_opts = dict(num_cpus=r.generator_cpus, num_gpus=r.generator_gpus, max_restarts=3, max_task_retries=0)
     makers: list[Callable[[], Any]] = [
-        lambda rank=rank: gen_cls.options(**generator_opts, name=f"{cfg.name}/Generator/{rank}").remote(cfg, rank)
+        lambda rank=rank: gen_cls.options(**generator_opts, name=f"{cfg.name}/Generator/{rank}").remote(cfg, rank, None, pool)
         for rank in range(cfg.generation.num_generators)
     ]
     # On GPUs with the vLLM backend, validation runs on vLLM too (it has the same `evaluate`).
     eval_cls = generator_class(cfg) if cfg.generation.backend == "vllm" and r.evaluator_gpus > 0 else Evaluator
-    eval_remote = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(eval_cls)
+    eval_remote = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(held_errors(eval_cls))
     makers.append(lambda: eval_remote.options(num_cpus=r.evaluator_cpus, num_gpus=r.evaluator_gpus).remote(cfg, -1, r.evaluator_gpus))
     sequential = start_order(cfg) == "sequential"
     trainer: Optional[TrainerGroup] = None
@@ -158,5 +173,7 @@ def spawn_workers(cfg: RunConfig, task: Any) -> Workers:
         kill_actors(handles)
         if trainer is not None:
             trainer.kill()
+        if pool is not None:
+            pool.shutdown()
         raise
-    return Workers(cfg, handles[:-1], trainer, handles[-1], n_params=int(trainer.info["num_params"]))
+    return Workers(cfg, handles[:-1], trainer, handles[-1], n_params=int(trainer.info["num_params"]), reward_pool=pool)

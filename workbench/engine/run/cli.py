@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     import ray
 
     from workbench.config import load_run_config
-    from workbench.engine.run.coordinator import RunFailed
+    from workbench.engine.failures import ERROR_LOG, RunFailed
     from workbench.engine.run.launch import launch, wait_with_progress
     from workbench.tracking import run_tracking
 
@@ -104,8 +104,9 @@ def run(args: argparse.Namespace) -> int:
             print("stopping after the step in flight (checkpointing)...", file=sys.stderr)
             handle.stop()
             summary = handle.wait(timeout=120)
-    except RunFailed as e:
-        print(f"workbench run: run failed: {e}", file=sys.stderr)
+    except RunFailed as e:  # one line; the traceback and the actors' output stay in the run folder
+        log = cfg.output_dir() / ERROR_LOG
+        print(f"workbench run: run failed: {e}" + (f" (traceback: {log})" if log.is_file() else ""), file=sys.stderr)
         return 1
     finally:
         if handle is not None:
@@ -116,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
     from workbench.runs.report import engine_summary_line
 
     print(engine_summary_line(summary))
+    if str(summary.get("training", "")).startswith("nothing was trained"):  # not only "finished" (learning.py)
+        print(f"workbench run: {summary['status']}, but {summary['training']}", file=sys.stderr)
     if not args.no_report:
         from workbench.runs.report import print_report, write_report
 

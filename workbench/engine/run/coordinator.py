@@ -36,22 +36,20 @@ import ray
 from workbench.config import RunConfig
 from workbench.configtools import to_dict
 from workbench.engine.batch import Chunk, GroupBuffer
+from workbench.engine.failures import RunFailed, describe_error, record_failure
 from workbench.engine.run import accounting as acc
+from workbench.engine.run import rewards
 from workbench.engine.run.actors import Workers, spawn_workers
+from workbench.engine.run.learning import LearningWatch
 from workbench.engine.run.metrics import RunLog, run_summary, step_row
 from workbench.engine.train.group import TrainerDied
-from workbench.errors import UserError
 from workbench.runs.checkpoint import CheckpointStore
 from workbench.runs.liveness import Heartbeat
 from workbench.tracking.sink import MetricSink
 
 
-class RunFailed(RuntimeError):
-    """The run stopped on an error it cannot recover from; the message says which."""
-
-
 def _fresh_gen_stats() -> dict[str, float]:
-    return {"gen_seconds": 0.0, "swaps": 0, "chunks": 0}
+    return {"gen_seconds": 0.0, "swaps": 0, "chunks": 0, "rewards": rewards.fresh_reward_stats()}
 
 
 @dataclass
@@ -71,7 +69,7 @@ class LoopState:
 
 class RunCoordinator:
     def __init__(self, cfg: RunConfig, *, resume: bool = True, sinks: Optional[list[MetricSink]] = None):
-        from workbench.rl.sampler import CurriculumSampler
+        from workbench.rl.mixture import make_sampler
         from workbench.tasks.base import load_task
 
         self.cfg = cfg
@@ -79,8 +77,8 @@ class RunCoordinator:
         self.out.mkdir(parents=True, exist_ok=True)
         self.task = load_task(cfg.task)
         r = cfg.recipe
-        self.sampler = CurriculumSampler(
-            len(self.task.train), seed=cfg.seed, retire_threshold=r.resample_threshold, enabled=r.no_positive_resampling
+        self.sampler = make_sampler(  # one curriculum, or one per domain of a task mix
+            self.task, seed=cfg.seed, retire_threshold=r.resample_threshold, enabled=r.no_positive_resampling
         )
         self.ckpt = CheckpointStore(self.out / "checkpoints", keep=cfg.checkpoint.keep)
         self.max_steps = cfg.train.max_steps  # the one owner of the target is the config
@@ -109,6 +107,7 @@ class RunCoordinator:
         self.status = "created"
         self.error: Optional[str] = None
         self._warned_pool = False
+        self.learning = LearningWatch(cfg, self.task)  # the not-learning warnings and stop rule (learning.py)
         self.n_params = 0
         self.restarts = 0  # trainer-group restarts so far
         self.trainer_nodes = 0  # Ray nodes the trainer workers run on
@@ -138,6 +137,7 @@ class RunCoordinator:
             "resumed_from": self.resumed_from,
             "out_dir": str(self.out),
             "events": list(self.log.events),
+            "learning": self.learning.warning,
             **acc.compute_metrics(self.counters, self.n_params),
         }
 
@@ -184,22 +184,22 @@ class RunCoordinator:
             self._loop(workers, deadline)
             status = "stopped" if self._stop.is_set() and self.step < self.max_steps else "finished"
             self.status = status
-        except Exception as e:  # noqa: BLE001 - recorded, then re-raised with context
-            self.status = "failed"
-            self.error = describe_error(e)
-            self.log.fail()
-            if workers is not None:
-                workers.shutdown()
-            raise RunFailed(self.error) from None
+        except Exception as e:  # noqa: BLE001 - its traceback to error.log, its line to summary.json and the caller
+            self.status, self.error = "failed", describe_error(e)
+            record_failure(self.out, e)
         finally:
             beat.stop()
         summary = run_summary(
             self.cfg, status=self.status, steps=self.step, resumed_from=self.resumed_from, rows=self.earlier_rows + self.log.rows,
-            counters=self.counters, n_params=self.n_params, trainer_nodes=self.trainer_nodes,
-            restarts=self.restarts, events=self.log.events, generation=self.generation,
+            counters=self.counters, n_params=self.n_params, trainer_nodes=self.trainer_nodes, restarts=self.restarts,
+            events=self.log.events, generation=self.generation, error=self.error, extra=self.learning.summary(self.counters.samples_trained),
         )  # fmt: skip
+        summary.update(rewards.reward_summary(self.task, self.earlier_rows + self.log.rows, self.counters.trainer_wall_seconds))
         self.log.finish(summary, self.status)
-        workers.shutdown()
+        if workers is not None:
+            workers.shutdown()
+        if self.error:
+            raise RunFailed(self.error)
         return summary
 
     def _loop(self, w: Workers, deadline: float) -> None:
@@ -295,12 +295,15 @@ class RunCoordinator:
         ):
             batch = lp.groups.take(per_step)
             now = time.monotonic()
+            waited = 0.0
             if lp.t_trainer_start is None:
                 lp.t_trainer_start = now
                 lp.trainer_wall_base = self.counters.trainer_wall_seconds
             elif not lp.train_q and lp.idle_since is not None:
-                self.counters.trainer_wait_seconds += now - lp.idle_since
-            lp.train_q.append((w.train(batch, self.step + len(lp.train_q)), {"gen": dict(lp.gen_stats)}))
+                waited = now - lp.idle_since
+                self.counters.trainer_wait_seconds += waited
+            reward_row = rewards.step_reward_row(self.task, batch, lp.gen_stats["rewards"], waited)
+            lp.train_q.append((w.train(batch, self.step + len(lp.train_q)), {"gen": dict(lp.gen_stats), "rewards": reward_row}))
             lp.gen_stats = _fresh_gen_stats()
 
     def _collect(self, w, deadline: float) -> None:
@@ -349,10 +352,12 @@ class RunCoordinator:
         self._check_prompt_pool(self.cfg.train.prompts_per_step)
         lp.groups.add(chunk.packed)
         acc.add_generated(self.counters, chunk.tokens_generated, self.n_params)
+        self.learning.saw(chunk.packed)
         self.counters.gen_seconds += chunk.gen_seconds
         lp.gen_stats["gen_seconds"] += chunk.gen_seconds
         lp.gen_stats["swaps"] += chunk.weight_swaps
         lp.gen_stats["chunks"] += 1
+        rewards.add_chunk(lp.gen_stats["rewards"], chunk)
 
     def _on_trained(self, w, deadline: float) -> None:
         cfg, lp = self.cfg, self.loop
@@ -417,7 +422,9 @@ class RunCoordinator:
         self.clock.tick()
         row = step_row(stats, meta["gen"], self.counters, self.n_params, sync_seconds=sync_s,
                        num_generators=w.num_generators, retired=int(self.sampler.stats().get("retired", 0)))  # fmt: skip
+        row.update(meta.get("rewards", {}))
         self.log.log(row, self.step)
+        self.learning.after_step(self.step, stats, self.log, self._stop)
 
     def _checkpoint(self, w, buffered: list[int], gen_refs) -> None:
         pending = buffered + [p for _, ps, _ in gen_refs.values() for p in ps]
@@ -435,13 +442,3 @@ class RunCoordinator:
             return
         self._warned_pool = True
         self.log.event(f"warning at step {self.step}: {warning}")
-
-
-def describe_error(e: BaseException) -> str:
-    """One readable line for an error raised in this process or inside an actor."""
-    if isinstance(e, ray.exceptions.RayTaskError):
-        cause = e.cause if getattr(e, "cause", None) is not None else e
-        if isinstance(cause, (UserError, RunFailed)):
-            return str(cause)
-        return f"{type(cause).__name__}: {str(cause).strip().splitlines()[-1] if str(cause).strip() else ''}"
-    return str(e) if isinstance(e, (UserError, RunFailed)) else f"{type(e).__name__}: {e}"

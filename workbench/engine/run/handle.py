@@ -20,7 +20,8 @@ import ray
 
 from workbench.config import RunConfig
 from workbench.engine.cluster import NAMESPACE, kill_actors
-from workbench.engine.run.coordinator import RunCoordinator, RunFailed, describe_error
+from workbench.engine.failures import RunFailed, describe_error, held_errors, record_failure
+from workbench.engine.run.coordinator import RunCoordinator
 from workbench.errors import UserError
 
 
@@ -74,14 +75,15 @@ def start_coordinator(cfg: RunConfig, *, detached: bool, resume: bool) -> "RunHa
             pass
         opts.update(name=actor_name(cfg.name), namespace=NAMESPACE, lifetime="detached")
     try:
-        actor = ray.remote(Coordinator).options(**opts).remote(cfg, resume)
+        actor = ray.remote(held_errors(Coordinator)).options(**opts).remote(cfg, resume)
     except ray.exceptions.ActorAlreadyExistsError:  # starting or shutting down: get_actor did not see it yet
         raise UserError(f"a run named '{cfg.name}' is still registered with Ray (starting, or ending); attach to it "
                         "(Session.attach) or wait for it to end, then try again") from None
     try:
         ray.get(actor.status.remote())
-    except ray.exceptions.RayError as e:
+    except ray.exceptions.RayError as e:  # its constructor failed (held: failures.held_errors)
         kill_actors([actor])
+        record_failure(cfg.output_dir(), e)
         raise RunFailed(describe_error(e)) from None
     return RunHandle(actor, cfg.name)
 

@@ -65,6 +65,11 @@ def wait_with_progress(handle: RunHandle, max_steps: int, *, poll: float = 0.5, 
         bar.set_postfix(refresh=False, val=f"{val:.3f}" if val is not None else "-",
                         dev_h=f"{counts.get('compute/device_hours', 0.0):.4f}", flops=f"{counts.get('compute/flops', 0.0):.2e}")
 
+    def tell(events: list[str]) -> int:  # generator restarts, curriculum and not-learning warnings
+        for event in events[told:]:
+            (tqdm.write if bar is not None else print)(f"{handle.name}: {event}", file=sys.stderr)
+        return max(told, len(events))
+
     try:
         while not handle.done():
             rows = handle.metrics(seen)
@@ -73,9 +78,7 @@ def wait_with_progress(handle: RunHandle, max_steps: int, *, poll: float = 0.5, 
                 if "val/pass_rate" in r:
                     last_val = r["val/pass_rate"]
             st = handle.status()
-            for event in st.get("events", [])[told:]:  # generator restarts, curriculum warnings
-                (tqdm.write if bar is not None else print)(f"{handle.name}: {event}", file=sys.stderr)
-            told = len(st.get("events", []))
+            told = tell(st.get("events", []))
             if bar is not None:
                 if st["step"] > shown:
                     bar.update(st["step"] - shown)
@@ -83,6 +86,7 @@ def wait_with_progress(handle: RunHandle, max_steps: int, *, poll: float = 0.5, 
                 show(last_val, st)
             time.sleep(poll)
         summary = handle.wait()
+        told = tell(summary.get("events", []))  # those of the last poll interval
         if bar is not None:  # the last evaluation lands as the run ends: show it, not the one before
             if summary.get("val_pass_rate_last") is not None:
                 show(summary["val_pass_rate_last"], summary)

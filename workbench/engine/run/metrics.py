@@ -5,6 +5,7 @@
     log.log(row, step)          # one row: train stats, or a validation result, at `step`
     log.since(i)                # rows logged by this process from index i (the dashboard polls)
     log.event("...")            # a thing an operator must hear about: status, events.log, summary
+    log.tag(key, value)         # a run tag where the sink takes tags (MLflow)
     log.commit(step)            # a checkpoint covering `step` committed: gated sinks (MLflow) may send it
     log.back_to(step)           # a trainer restart / resume: drop the rows after `step`, in
                                 # memory, in metrics.jsonl and in what MLflow was not yet sent
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from workbench.config import RunConfig
+from workbench.engine.failures import ERROR_LOG
 from workbench.engine.run import accounting as acc
 from workbench.tracking.sink import JsonlSink, MetricSink, rewindable
 
@@ -65,19 +67,21 @@ class RunLog:
         with open(self.out / "events.log", "a") as fh:
             fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
 
-    def fail(self) -> None:
+    def tag(self, key: str, value: str) -> None:
+        """A tag on the sinks that take tags (MLflow), e.g. the not-learning warning."""
         for s in self.sinks:
-            s.close("FAILED")
+            if hasattr(s, "set_tags"):
+                s.set_tags({key: value})
 
     def finish(self, summary: dict[str, Any], status: str) -> None:
-        """Write summary.json and close the sinks (FINISHED, or KILLED for a stopped run)."""
+        """Write summary.json and close the sinks (FINISHED, FAILED, or KILLED for a stopped run)."""
         path = self.out / "summary.json"
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(summary, indent=2, default=float))
         os.replace(tmp, path)  # atomic: a reader polling for the file never sees half of it
         for s in self.sinks:
             s.log_artifact(path)
-            s.close("FINISHED" if status == "finished" else "KILLED")
+            s.close({"finished": "FINISHED", "failed": "FAILED"}.get(status, "KILLED"))
 
 
 def step_row(
@@ -108,13 +112,17 @@ def step_row(
 def run_summary(
     cfg: RunConfig, *, status: str, steps: int, resumed_from: Optional[int], rows: list[dict[str, Any]],
     counters: acc.Counters, n_params: int, trainer_nodes: int, restarts: int, events: list[str],
-    generation: Optional[dict[str, Any]] = None,
+    generation: Optional[dict[str, Any]] = None, error: Optional[str] = None, extra: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """summary.json: how the run ended, first and last validation, throughput, utilisation, restarts."""
+    """summary.json: how the run ended (a failed run: `error`, one line; its traceback is in
+    error.log), first and last validation, throughput, utilisation, restarts; `extra` adds keys
+    (the not-learning watch's "learning" and "training")."""
     evals = [r for r in rows if "val/pass_rate" in r]
     c = counters
     return {
         "status": status,
+        **({"error": error, "error_log": ERROR_LOG} if error else {}),
+        **(extra or {}),
         "steps": steps,
         "resumed_from": resumed_from,
         "recipe": cfg.recipe.name,

@@ -1,7 +1,8 @@
 """Checks and resolutions in the driver before any actor starts, so mistakes fail fast in one line.
 
     cfg = absolute_paths(cfg)          # Ray workers do not share the driver's working directory
-    preflight(cfg, build_model=True)   # the task loads, the model folder is valid (builtin: built)
+    preflight(cfg, build_model=True)   # the task loads, the model folder is valid (builtin: built),
+                                       # and every length the actors depend on fits (check_sequences)
     check_resources(cfg)               # the connected Ray cluster can hold the run's actors
 """
 
@@ -9,10 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any, Optional
 
 from workbench.config import RunConfig
 from workbench.engine.cluster import required_resources
 from workbench.errors import UserError
+from workbench.tasks.mixture import absolute_mix
+from workbench.tasks.sandbox import require_sandbox
 
 
 def absolute_paths(cfg: RunConfig) -> RunConfig:
@@ -25,12 +29,14 @@ def absolute_paths(cfg: RunConfig) -> RunConfig:
     task = cfg.task
     if task.path:
         task = dataclasses.replace(task, path=str(Path(task.path).expanduser().resolve()))
+    if task.mix:  # the sources of a task mix (issue 22)
+        task = dataclasses.replace(task, mix=absolute_mix(task.mix))
     return dataclasses.replace(cfg, out_dir=out, model=model, task=task)
 
 
 def preflight(cfg: RunConfig, *, build_model: bool) -> None:
     """Fail fast in the driver on bad tasks, model folders and run folders, with a clear message."""
-    from workbench.engine.model.load import load_policy
+    from workbench.engine.train.fsdp import load_skeleton
     from workbench.tasks.base import load_task
 
     out = cfg.output_dir()
@@ -42,8 +48,95 @@ def preflight(cfg: RunConfig, *, build_model: bool) -> None:
         raise UserError(f"cannot create the run folder {out}: {e.strerror or e}") from None
 
     task = load_task(cfg.task)
+    if task.sandboxed:  # code rewards: refuse to start (one line) where the sandbox cannot run (issue 22)
+        require_sandbox()
+    check_sequences(cfg, task)  # tokenizer + config.json only: before any weights are read or built
     if build_model or not cfg.model.path.startswith("builtin:"):
-        load_policy(cfg.model, task, device="cpu", progress=True)
+        # config.json + tokenizer, the model on the meta device: no weights read (a builtin model is built)
+        load_skeleton(cfg.model, task, progress=True)
+
+
+# config.json keys that give a model's context length (positions), in the order looked up
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length")
+
+
+def policy_tokenizer(cfg: RunConfig, task: Any) -> tuple[Any, Optional[int], str]:
+    """(tokenizer, context length or None, where the context comes from) of the run's model, as the
+    actors will have them, from the tokenizer files and config.json only (no weights read or built).
+    The chat template and EOS are checked on the way (hf_dir's own checks)."""
+    from workbench.engine.model.builtin import BUILTIN_PREFIX, builtin_shape
+    from workbench.engine.model.hf_dir import check_chat_template, check_model_dir, load_tokenizer
+
+    if cfg.model.path.startswith(BUILTIN_PREFIX):
+        tok, n_positions = builtin_shape(task)
+        check_chat_template(tok, task.chat_template, where=cfg.model.path)
+        return tok, n_positions, f"{cfg.model.path}'s n_positions"
+    from transformers import AutoConfig
+
+    d = check_model_dir(cfg.model.path)
+    tok = load_tokenizer(d, chat_template=task.chat_template)
+    try:
+        mc = AutoConfig.from_pretrained(d, local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise UserError(f"model.path: cannot read {d / 'config.json'}: {e}") from None
+    mc = getattr(mc, "text_config", None) or mc  # multimodal configs keep the language model's apart
+    for key in CONTEXT_KEYS:
+        if isinstance(getattr(mc, key, None), int):
+            return tok, int(getattr(mc, key)), f"{key} in {d / 'config.json'}"
+    return tok, None, ""
+
+
+def longest_prompt(tok: Any, task: Any) -> tuple[int, Any]:
+    """(token count, example) of the task's longest prompt, encoded as the generators encode it
+    (`hf_dir.prompt_ids`, with the chat template when the task asks for it)."""
+    from workbench.engine.model.hf_dir import prompt_ids
+
+    examples = {ex.prompt: ex for ex in list(task.train) + list(task.val)}  # each distinct prompt once
+    texts = list(examples)
+    if task.chat_template:
+        lengths = [len(prompt_ids(tok, t, chat_template=True)) for t in texts]
+    else:  # one batched call; prompt_ids without a template is exactly this, one text at a time
+        lengths = [len(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]]
+    i = max(range(len(texts)), key=lengths.__getitem__)
+    return lengths[i], examples[texts[i]]
+
+
+def check_sequences(cfg: RunConfig, task: Any) -> None:
+    """Every check the actors would otherwise make at start or mid-run that needs only the
+    tokenizer and config.json, run here by the same functions: length control against
+    generation.max_new_tokens, the chat template, stop strings, the longest prompt +
+    max_new_tokens against the model's context (vLLM's max_model_len: one more), and the trainer's
+    micro-batch token budget against the longest sequence. One UserError line naming the key."""
+    from workbench.rl.length import ForcedInterruption, overlong_penalty
+
+    tok, context, ctx_where = policy_tokenizer(cfg, task)
+    g, lc = cfg.generation, cfg.recipe.length_control
+    if lc.type == "interrupt":  # the generators' own constructor check (worker.RolloutWorker)
+        ForcedInterruption.from_config(lc, g.max_new_tokens, tok)
+    elif lc.type == "penalty":  # the trainer's, at its first step
+        import torch
+
+        overlong_penalty(torch.zeros(1), g.max_new_tokens, lc.l_max, lc.l_cache)
+    for stop in task.stop or []:
+        ids = tok.encode(stop, add_special_tokens=False) if isinstance(stop, str) and stop else []
+        if not ids or (tok.unk_token_id is not None and tok.unk_token_id in ids):
+            raise UserError(f"the task's stop string {stop!r} cannot be spelled by the model's tokenizer ({cfg.model.path}): "
+                            "remove it, or use a model whose tokenizer covers its characters")
+    n, ex = longest_prompt(tok, task)
+    longest = n + g.max_new_tokens
+    vllm = g.backend == "vllm"  # the vLLM generator asks for max_model_len = longest prompt + max_new_tokens + 1
+    need = longest + (1 if vllm else 0)
+    if context is not None and need > context:
+        what = f"vLLM's max_model_len ({need}: prompt + max_new_tokens + 1)" if vllm else f"{longest} tokens"
+        fix = (f"lower generation.max_new_tokens to {context - n - (1 if vllm else 0)} or less, or drop prompts over "
+               f"{context - g.max_new_tokens - (1 if vllm else 0)} tokens") if n < context else "drop or shorten the long prompts"
+        shown = ex.prompt if len(ex.prompt) <= 40 else ex.prompt[:40] + "..."
+        raise UserError(f"the longest prompt (example {ex.id}: {shown!r}) is {n} tokens; with generation.max_new_tokens "
+                        f"= {g.max_new_tokens} that is {what}, past the model's context of {context} ({ctx_where}): {fix}")
+    if cfg.train.micro_batch_tokens < longest:
+        raise UserError(f"train.micro_batch_tokens = {cfg.train.micro_batch_tokens} is below the longest sequence the trainer "
+                        f"will see ({n} prompt + {g.max_new_tokens} generation.max_new_tokens = {longest} tokens): raise "
+                        f"train.micro_batch_tokens to at least {longest}, or lower generation.max_new_tokens")
 
 
 def check_resources(cfg: RunConfig) -> None:
@@ -67,3 +160,6 @@ def check_resources(cfg: RunConfig) -> None:
                 f"{cfg.resources.trainer_workers} x {getattr(cfg.resources, 'trainer_' + kind.lower() + 's'):g} + evaluator "
                 f"{getattr(cfg.resources, 'evaluator_' + kind.lower() + 's'):g}) but the Ray cluster has {have:g}"
             )
+    from workbench.engine.plan import guard
+
+    guard(cfg)  # the memory plan (workbench plan): a run that does not fit is refused before any actor starts

@@ -35,6 +35,7 @@ import torch
 import torch.distributed as dist
 
 from workbench.engine.model.devices import Precision
+from workbench.errors import UserError
 from workbench.rl.head import body_hidden, completion_logprobs
 
 
@@ -73,7 +74,14 @@ def init_group(device: torch.device, address: str, port: int, rank: int, world_s
         rank=rank,
         world_size=world_size,
         timeout=datetime.timedelta(seconds=timeout_s),
+        **group_device(device),
     )
+
+
+def group_device(device: torch.device) -> dict[str, Any]:
+    """`device_id` for init_process_group on CUDA: NCCL binds each rank to its GPU at once (eager
+    communicator set-up, no guess of the device, clearer errors); gloo on CPU takes none."""
+    return {"device_id": device} if device.type == "cuda" else {}
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -114,9 +122,12 @@ def load_skeleton(model_cfg: Any, task: Any = None, *, device: str = "cpu", dtyp
 
     d = policy_dir(model_cfg, task, progress=progress)
     tokenizer = load_tokenizer(d, chat_template=bool(getattr(task, "chat_template", False)))
-    config = AutoConfig.from_pretrained(d, local_files_only=True)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype if isinstance(dtype, torch.dtype) else torch.float32)
+    try:
+        config = AutoConfig.from_pretrained(d, local_files_only=True)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype if isinstance(dtype, torch.dtype) else torch.float32)
+    except (OSError, ValueError, KeyError) as e:
+        raise UserError(f"model.path: cannot build the model from {d / 'config.json'}: {e}") from None
     check_vocab(tokenizer, model, str(d))
     prepare_tokenizer(tokenizer, model)
     model.workbench_info = {"from_cache": True, "dir": str(d), "params": sum(p.numel() for p in model.parameters())}

@@ -28,6 +28,7 @@ import ray
 
 from workbench.config import RunConfig
 from workbench.engine.cluster.common import kill_actors
+from workbench.engine.failures import held_errors
 from workbench.engine.train.trainer import Trainer
 from workbench.errors import UserError
 from workbench.runs.checkpoint import require_shared, shared_token
@@ -78,7 +79,7 @@ class TrainerGroup:
 
     def start(self) -> None:
         r = self.cfg.resources
-        cls = ray.remote(Trainer)
+        cls = ray.remote(held_errors(Trainer))  # a constructor error comes back from the first call (failures.py)
         opts: dict[str, Any] = dict(num_cpus=r.trainer_cpus, num_gpus=r.trainer_gpus, max_restarts=0)
         try:
             if self.num_workers == 1:

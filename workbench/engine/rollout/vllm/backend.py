@@ -107,7 +107,7 @@ class VllmGenerator(RolloutWorker):
 
     enforce_eager = False  # CUDA graphs on; tests set True for a fast start-up
 
-    def __init__(self, cfg: RunConfig, rank: int = 0, gpus: Optional[float] = None):
+    def __init__(self, cfg: RunConfig, rank: int = 0, gpus: Optional[float] = None, reward_pool: Any = None):
         # Before importing vllm: an in-process engine core (exact per-token versions, weights by reference).
         if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0") != "0":
             log.warning("VLLM_ENABLE_V1_MULTIPROCESSING overridden to 0: per-token versions need an in-process engine core")
@@ -122,7 +122,7 @@ class VllmGenerator(RolloutWorker):
                 raise UserError("generation.backend=vllm (the CUDA build) needs a CUDA GPU, but torch sees none; use generation.backend=torch")
             if (cfg.resources.generator_gpus if gpus is None else gpus) <= 0:
                 raise UserError("generation.backend=vllm needs GPUs for its generators: set resources.generator_gpus > 0")
-        super().__init__(cfg, rank, gpus)
+        super().__init__(cfg, rank, gpus, reward_pool)
 
     def _start(self, gpus: float) -> None:
         import vllm
@@ -147,7 +147,12 @@ class VllmGenerator(RolloutWorker):
         kwargs = build_engine_kwargs(cfg, str(model_dir), fields, dtype=dtype, seed=seed, max_model_len=self._needed_model_len(),
                                      enforce_eager=self.enforce_eager or cfg.generation.vllm_enforce_eager,
                                      vllm_version=self.vllm_version)  # fmt: skip
-        kwargs.update({k: v for k, v in vllm_memory_kwargs(self.device, cfg.generation.vllm_gpu_memory_utilization).items() if k in fields})
+        kv = None
+        if self.device == "cuda":  # the plan's KV cache: the fp32 head inside vLLM's budget, no profiling beside a neighbour
+            from workbench.engine.plan.build import vllm_kv_cache_bytes
+
+            kv = vllm_kv_cache_bytes(cfg, model_dir, torch.cuda.mem_get_info()[1])
+        kwargs.update({k: v for k, v in vllm_memory_kwargs(self.device, cfg.generation.vllm_gpu_memory_utilization, kv).items() if k in fields})
         try:
             self.llm = vllm.LLM(**kwargs)
         except ValueError as e:

@@ -12,12 +12,16 @@ vLLM mixes `WorkbenchWorkerExtension` into its worker (`worker_extension_cls`, t
   out-of-band under protocol 5. The views are rebuilt here, in the worker.
 - FP32 head: vLLM 0.32's own fp32 head (`hf_overrides={"head_dtype": "float32"}`) accumulates in
   fp32 but over the bf16 head weight, so each `LogitsProcessor._apply_head` is patched to project
-  in fp32 from an fp32 copy of the head weight. The copy is refreshed from every push's `HEAD_KEY` tensor:
-  the trainer sends that one tensor in fp32, so the generator's head is the trainer's fp32 head.
+  in fp32 from an fp32 copy of the head weight. The head is the model's one `ParallelLMHead`
+  (vLLM's own structure, tied or not); without exactly one the mode is "none" with a warning.
+  The copy is made once at patch time and refreshed in place from every push's head tensor (the
+  trainer sends that one in fp32), so the generator's head is the trainer's fp32 head, no forward
+  casts it, and a push never holds two copies (the memory plan counts one in vLLM's budget).
 """
 
 from __future__ import annotations
 
+import logging
 import types
 from typing import Any, Optional
 
@@ -28,6 +32,7 @@ from workbench.engine.weights import FlatWeights, Weights
 
 EXTENSION = "workbench.engine.rollout.vllm.extension.WorkbenchWorkerExtension"
 HEAD_KEY = "lm_head.weight"  # the Hugging Face name of the output head; sent in fp32 by the trainer
+log = logging.getLogger(__name__)
 
 
 def to_flat(weights: Weights) -> FlatWeights:
@@ -49,52 +54,64 @@ def to_flat(weights: Weights) -> FlatWeights:
     return FlatWeights.from_state_dict(weights)
 
 
-def _vocab_rows(lm_head: Any, full: torch.Tensor) -> torch.Tensor:
-    """This rank's rows of a full [vocab, hidden] head, padded like vLLM's (vocab-parallel) head."""
-    out = torch.zeros(lm_head.weight.shape, dtype=torch.float32, device=lm_head.weight.device)
+def find_head(model: Any) -> tuple[str, Any] | None:
+    """(name, module) of the output head by vLLM's own model structure: the one `ParallelLMHead`
+    in the model (a tied head is one too, sharing the embedding's weight); None when there is none
+    or several (the fp32 copy could then be built for the wrong one)."""
+    heads = {id(m): (n, m) for n, m in model.named_modules()
+             if any(c.__name__ == "ParallelLMHead" for c in type(m).__mro__) and getattr(m, "weight", None) is not None}
+    return next(iter(heads.values())) if len(heads) == 1 else None
+
+
+def _fill_rows(dst: torch.Tensor, lm_head: Any, full: torch.Tensor) -> None:
+    """Copy this rank's rows of a full [vocab, hidden] head into `dst` in place (vLLM's
+    vocab-parallel padding stays zero): no second fp32 copy is ever built."""
     idx = getattr(lm_head, "shard_indices", None)
     start, end = (idx.org_vocab_start_index, idx.org_vocab_end_index) if idx is not None else (0, full.shape[0])
-    out[: end - start].copy_(full[start:end])
-    return out
+    dst.zero_()
+    dst[: end - start].copy_(full[start:end])
 
 
-def patch_fp32_logits(lp: Any) -> str:
-    """Make one vLLM `LogitsProcessor` project to logits in fp32; returns "patched".
+def patch_fp32_logits(lp: Any, lm_head: Any) -> str:
+    """Make one vLLM `LogitsProcessor` project to logits in fp32 from an fp32 copy of `lm_head`'s
+    weight; returns "patched".
 
     Replaces vLLM 0.32's `_apply_head` (the projection; gathering over TP ranks and dropping the
-    vocab padding stay vLLM's). The weight is `lp._wb_head` (an fp32 copy kept by
-    `set_fp32_head`) when set, else the live head weight cast to fp32 (e.g. before the first push).
-    A quantized head is left to vLLM.
+    vocab padding stay vLLM's). The copy (`lp._wb_head`, V*H*4/TP bytes, counted by the memory
+    plan in vLLM's KV budget) is made once here and refreshed in place by every push
+    (`set_fp32_head`), so no forward pass casts the head and a push never holds two copies. A call
+    with another head module, or a quantized head, is left to vLLM.
     """
     original = lp._apply_head
-    lp._wb_head = None
+    lp._wb_module = lm_head
+    lp._wb_head = lm_head.weight.detach().float().clone()
 
-    def _apply_head(self, lm_head, hidden_states, embedding_bias=None):
-        weight = getattr(lm_head, "weight", None)
-        quant = type(getattr(lm_head, "quant_method", None)).__name__
-        if weight is None or quant not in ("UnquantizedEmbeddingMethod", "UnquantizedLinearMethod", "NoneType"):
-            return original(lm_head, hidden_states, embedding_bias)
-        head = self._wb_head if self._wb_head is not None and self._wb_head.shape == weight.shape else weight.float()
+    def _apply_head(self, head, hidden_states, embedding_bias=None):
+        quant = type(getattr(head, "quant_method", None)).__name__
+        if head is not self._wb_module or quant not in ("UnquantizedEmbeddingMethod", "UnquantizedLinearMethod", "NoneType"):
+            return original(head, hidden_states, embedding_bias)
         bias = embedding_bias.float() if embedding_bias is not None else None
-        return F.linear(hidden_states.float(), head, bias)
+        return F.linear(hidden_states.float(), self._wb_head, bias)
 
     lp._apply_head = types.MethodType(_apply_head, lp)
     return "patched"
 
 
-def set_fp32_head(lp: Any, lm_head: Any, full: Optional[torch.Tensor]) -> None:
-    """Refresh a patched processor's fp32 head from the full pushed head (None: follow the live weight)."""
-    lp._wb_head = None if full is None else _vocab_rows(lm_head, full.float())
+def set_fp32_head(lp: Any, full: Optional[torch.Tensor]) -> None:
+    """Refresh a patched processor's fp32 head in place: from the full pushed fp32 head, or (None:
+    a push without it) from the live weight just loaded."""
+    if full is None:
+        lp._wb_head.copy_(lp._wb_module.weight)
+    else:
+        _fill_rows(lp._wb_head, lp._wb_module, full)
 
 
 class WorkbenchWorkerExtension:
     """Mixed into vLLM's worker (`worker_extension_cls`); called through `llm.collective_rpc`."""
 
-    def _wb_heads(self) -> list[tuple[Any, Any]]:
-        """(patched LogitsProcessor, the head module it projects with) pairs of the running model."""
-        model = self.model_runner.model
-        lps = [m for m in model.modules() if hasattr(m, "_wb_head")]
-        return [(lp, getattr(model, "lm_head", None)) for lp in lps]
+    def _wb_heads(self) -> list[Any]:
+        """The patched LogitsProcessors of the running model."""
+        return [m for m in self.model_runner.model.modules() if getattr(m, "_wb_head", None) is not None]
 
     def workbench_load_weights(self, weights: Weights) -> int:
         """Copy a pushed state (FlatWeights, or a dict in tests) into the running model in place."""
@@ -104,10 +121,8 @@ class WorkbenchWorkerExtension:
             runner.reload_weights(weights_iterator=iter(state.items()))
         else:  # (CPU kernels repack weights and drop their loaders, so model.load_weights fails there)
             runner.model.load_weights(weights=iter(state.items()))
-        head = state.get(HEAD_KEY)
-        for lp, lm_head in self._wb_heads():
-            if lm_head is not None:
-                set_fp32_head(lp, lm_head, head)  # a push without the head: follow the live weight
+        for lp in self._wb_heads():
+            set_fp32_head(lp, pushed_head(state, lp._wb_name))  # a push without the head: the live weight
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         return len(state)
@@ -120,8 +135,27 @@ class WorkbenchWorkerExtension:
             return "off"
         if dtype == "float32":
             return "float32-model"
-        model = self.model_runner.model
-        lps = [m for m in model.modules() if isinstance(m, LogitsProcessor)]
-        if not lps or not all(hasattr(m, "_apply_head") for m in lps):  # vLLM < 0.32: model-dtype head
-            return "unavailable (no LogitsProcessor._apply_head in this vLLM)"
-        return "patched" if {patch_fp32_logits(m) for m in lps} == {"patched"} else "unavailable"
+        return patch_model(self.model_runner.model, LogitsProcessor)
+
+
+def patch_model(model: Any, processor_cls: type) -> str:
+    """Patch the model's LogitsProcessors onto its head found by vLLM's structure (`find_head`);
+    "none" (and a warning) when the head cannot be found, never "patched" over a bf16 head."""
+    lps = [m for m in model.modules() if isinstance(m, processor_cls)]
+    if not lps or not all(hasattr(m, "_apply_head") for m in lps):  # vLLM < 0.32: model-dtype head
+        return "unavailable (no LogitsProcessor._apply_head in this vLLM)"
+    found = find_head(model)
+    if found is None:
+        log.warning("FP32 head: no single ParallelLMHead in %s; the generator projects in the model's dtype "
+                    "(fp32_head: none), so its log-probs differ from the trainer's fp32 head", type(model).__name__)
+        return "none"
+    name, head = found
+    for lp in lps:
+        patch_fp32_logits(lp, head)
+        lp._wb_name = name
+    return "patched"
+
+
+def pushed_head(state: dict[str, torch.Tensor], name: str) -> Optional[torch.Tensor]:
+    """The pushed fp32 head: under vLLM's name for the head module, else the Hugging Face name."""
+    return state.get(f"{name}.weight", state.get(HEAD_KEY))

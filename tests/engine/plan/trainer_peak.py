@@ -1,0 +1,73 @@
+"""Measure one trainer's peak host memory on CPU, in its own process (run by test_plan_reality.py).
+
+    python tests/engine/plan/trainer_peak.py DIR --hidden 256 --layers 4 --inter 512 --vocab 1000 \
+        --rows 8 --prompt 24 --completion 1000 --micro-tokens 8192
+
+Builds a random Qwen2-shaped model in DIR (config.json, weights, a character tokenizer), then
+records the resident set before the model is loaded (every module already imported) and runs two
+trainer steps (the second with the AdamW states alive, as every later step). Prints one JSON
+object: the config.json path, the baseline and the peak (`ru_maxrss`), in bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    for k in ("hidden", "layers", "inter", "vocab", "rows", "prompt", "completion", "micro_tokens"):
+        ap.add_argument("--" + k.replace("_", "-"), type=int, required=True)
+    a = ap.parse_args()
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from benchmarks.bench_trainer_memory import make_groups
+    from workbench.config import run_config_from_dict
+    from workbench.engine.model.builtin import build_char_tokenizer
+    from workbench.engine.train.trainer import Trainer
+
+    d = Path(a.dir)
+    tok = build_char_tokenizer("0123456789+=")
+    config = Qwen2Config(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.inter, num_hidden_layers=a.layers,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True,
+                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    torch.manual_seed(0)
+    Qwen2ForCausalLM(config).save_pretrained(d)
+    tok.save_pretrained(d)
+    groups = make_groups(a.rows, a.prompt, a.completion)
+    for g in groups:  # the vocabulary of this model, not Qwen's
+        for c in g.completions:
+            c.prompt_tokens[:] = [4 + t % (a.vocab - 4) for t in c.prompt_tokens]
+            c.tokens[:] = [4 + t % (a.vocab - 4) for t in c.tokens]
+    cfg = run_config_from_dict({}, {"model.path": str(d), "task.num_train": 40, "task.num_val": 20, "eval.num_prompts": 10,
+                                    "train.micro_batch_size": 1024, "train.micro_batch_tokens": a.micro_tokens,
+                                    "train.lr": 1e-6, "train.warmup_steps": 1})
+    import gc
+
+    gc.collect()
+    base = rss()
+    tr = Trainer(cfg)
+    for step in range(2):
+        stats, weights = tr.train_step(groups, step)
+        del weights  # the actor hands it to Ray's object store: not the trainer's memory
+        assert stats["train/skipped"] == 0.0, stats
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"config": str(d / "config.json"), "baseline": base, "peak": peak}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""The Ray reward pool on a real local cluster: verdicts come back in order from several actors,
+submit() returns before the checks finish, a dead actor gives "sandbox_error" and is replaced."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.engine.reward import RewardPool
+from workbench.errors import UserError
+from workbench.tasks.sandbox import CodeCheck, code_spec
+
+
+def checks(n: int) -> list[CodeCheck]:
+    out = []
+    for i in range(n):
+        spec = code_spec(entry_point="f", cases=[{"args": [i], "expected": i * 2}])
+        body = "return x * 2" if i % 4 else "return x + 2"  # every 4th is wrong (but 2 + 2 == 2 * 2)
+        out.append(CodeCheck(f"def f(x):\n    {body}\n", spec))
+    return out
+
+
+@pytest.mark.slow
+def test_pool_checks_in_order_across_actors_and_survives_a_dead_actor(ray_cluster):
+    pool = RewardPool.start(num_workers=2, cpus_per_worker=0.25)
+    try:
+        batch = checks(40)
+        pending = pool.submit(batch)
+        got = pending.get()
+        assert [v.passed for v in got] == [i % 4 != 0 or i == 2 for i in range(40)]
+        assert [v.passed for v in pool.run(batch[:3])] == [False, True, True]
+
+        ray_cluster.kill(pool.actors[0])
+        after = pool.run(batch[:4])  # the first shard was on the dead actor
+        assert [v.verdict for v in after[:2]] == ["sandbox_error", "sandbox_error"]
+        assert [v.passed for v in pool.run(batch[:4])] == [False, True, True, True]  # replaced
+    finally:
+        pool.shutdown()
+
+
+def test_pool_arguments_are_checked(ray_cluster):
+    with pytest.raises(UserError):
+        RewardPool.start(num_workers=0, cpus_per_worker=1)
+    with pytest.raises(UserError):
+        RewardPool.start(num_workers=1, cpus_per_worker=-1)

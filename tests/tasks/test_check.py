@@ -1,0 +1,116 @@
+"""`workbench check`: saved completions scored against any task, no run and no Ray."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from workbench.cli import main
+from workbench.tasks.base import load_task
+from workbench.config import load_run_config
+
+MIX = {
+    "task": {"mix": [
+        {"name": "addition", "difficulty": 1, "domain": "math", "num_train": 60, "num_val": 10},
+        {"name": "pyexpr", "difficulty": 1, "domain": "code", "num_train": 40, "num_val": 10},
+    ]},
+    "eval": {"num_prompts": 10},
+}  # fmt: skip
+
+
+def write(tmp_path, name, data):
+    path = tmp_path / name
+    if name.endswith(".yaml"):
+        path.write_text(yaml.safe_dump(data))
+    else:
+        path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in data))
+    return str(path)
+
+
+def check(capsys, *args):
+    rc = main(["check", *args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def as_json(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_a_synthetic_task_rows_are_the_generated_problems_train_first(tmp_path, capsys):
+    cfg = write(tmp_path, "c.yaml", {"task": {"name": "addition", "difficulty": 1, "num_train": 60, "num_val": 10}, "eval": {"num_prompts": 10}})
+    task = load_task(load_run_config(cfg).task)
+    right, val_row = task.train[3].answer, 60 + 2  # row 62 is the third validation problem
+    comp = write(tmp_path, "c.jsonl", [{"example": 3, "completion": right}, {"example": val_row, "completion": task.val[2].answer},
+                                       {"example": 0, "completion": "nope"}])  # fmt: skip
+    rc, out, _ = check(capsys, "--config", cfg, "--completions", comp, "--json")
+    assert rc == 0
+    rows = as_json(out)
+    assert [set(r) for r in rows] == [{"example", "domain", "verdict", "reward", "seconds"}] * 3
+    assert [(r["example"], r["domain"], r["verdict"], r["reward"]) for r in rows] == [
+        (3, "addition", "pass", 1.0), (62, "addition", "pass", 1.0), (0, "addition", "fail", -1.0)]
+    rc, out, _ = check(capsys, "--config", cfg, "--completions", comp)
+    assert rc == 0 and len(out.splitlines()) == 3 and "domain addition" in out and "pass" in out
+
+
+def test_a_math_file_row_is_the_line_of_the_file(tmp_path, capsys):
+    data = write(tmp_path, "m.jsonl", [{"prompt": f"q{i}", "answer": str(i / 2)} for i in range(6)] + [""])
+    cfg = write(tmp_path, "c.yaml", {"task": {"name": "jsonl", "path": data, "num_val": 2}, "eval": {"num_prompts": 2}})
+    comp = write(tmp_path, "c.jsonl", [{"example": 4, "completion": "The answer is $\\frac{2}{1}$"},
+                                       {"example": 1, "completion": "\\boxed{0.5}"}, {"example": 0, "completion": "7"}])  # fmt: skip
+    rc, out, _ = check(capsys, "--config", cfg, "--completions", comp, "--json")
+    assert rc == 0
+    assert [(r["example"], r["verdict"]) for r in as_json(out)] == [(4, "pass"), (1, "pass"), (0, "fail")]
+    bad = write(tmp_path, "b.jsonl", [{"example": 6, "completion": "1"}])  # line 7 is blank: not an example
+    rc, out, err = check(capsys, "--config", cfg, "--completions", bad)
+    assert rc == 2 and out == "" and "b.jsonl:1: example row 6 does not exist" in err and len(err.splitlines()) == 1
+
+
+def test_code_is_checked_in_the_sandbox_and_a_mix_reports_domains(tmp_path, capsys):
+    cfg = write(tmp_path, "c.yaml", MIX)
+    task = load_task(load_run_config(cfg).task)
+    code = next(ex for ex in task.val if ex.domain == "code")
+    code_row = code.id - 70  # the row in the code source (the math source spans rows 0..69)
+    comp = write(tmp_path, "c.jsonl", [
+        {"example": code.id, "completion": code.reference},           # a global row of the mix
+        {"example": code_row, "domain": "code", "completion": "import sys; sys.exit(0)"},
+        {"example": code_row, "domain": "code", "completion": "sum(i for i in iter(int, 1))"},
+        {"example": 5, "domain": "math", "completion": task.parts["math"].train[5].answer},
+    ])  # fmt: skip
+    rc, out, _ = check(capsys, "--config", cfg, "--completions", comp, "--json")
+    assert rc == 0
+    rows = as_json(out)
+    assert [(r["domain"], r["verdict"]) for r in rows] == [("code", "pass"), ("code", "error"), ("code", "timeout"), ("math", "pass")]
+    assert rows[2]["reward"] == -1.0 and rows[2]["seconds"] >= 1.0  # CPU seconds of the endless loop
+
+
+@pytest.mark.parametrize(
+    "lines, needle",
+    [
+        (['{"example": 0, "completion": "1"}', '{"example": 1, "completion": '], "c.jsonl:2: malformed JSON"),
+        (['{"example": "0", "completion": "1"}'], 'c.jsonl:1: each line is {"example": ROW (an integer)'),
+        (['{"example": 0}'], "c.jsonl:1: each line is"),
+        (['{"example": 0, "completion": "x"}', '{"example": 999, "completion": "x"}'], "c.jsonl:2: example row 999 does not exist"),
+        (['{"example": 0, "domain": "chem", "completion": "x"}'], "c.jsonl:1: unknown domain 'chem' (domains: math, code)"),
+    ],
+)
+def test_bad_input_is_one_line_with_nothing_run(tmp_path, capsys, lines, needle):
+    cfg = write(tmp_path, "c.yaml", MIX)
+    comp = write(tmp_path, "c.jsonl", lines)
+    rc, out, err = check(capsys, "--config", cfg, "--completions", comp)
+    assert rc == 2 and out == ""  # nothing checked, nothing printed
+    assert needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_code_file_row_is_its_line_and_runs_in_the_sandbox(tmp_path, capsys):
+    rows = [{"prompt": f"add{i}", "entry_point": "add", "cases": [{"args": [i, 2], "expected": i + 2}]} for i in range(3)]
+    data = write(tmp_path, "code.jsonl", [rows[0], "", rows[1], rows[2]])  # line 2 blank: rows 0, 2, 3
+    cfg = write(tmp_path, "c.yaml", {"task": {"name": "code", "path": data, "num_val": 1}, "eval": {"num_prompts": 1}})
+    comp = write(tmp_path, "c.jsonl", [{"example": 3, "completion": "def add(a, b):\n    return a + b"},
+                                       {"example": 2, "completion": "def add(a, b):\n    return a - b"}])  # fmt: skip
+    rc, out, _ = check(capsys, "--config", cfg, "--completions", comp, "--json")
+    assert rc == 0 and [(r["example"], r["domain"], r["verdict"]) for r in as_json(out)] == [(3, "code", "pass"), (2, "code", "fail")]
+    rc, out, err = check(capsys, "--config", cfg, "--completions", write(tmp_path, "b.jsonl", [{"example": 1, "completion": "x"}]))
+    assert rc == 2 and out == "" and "example row 1 does not exist" in err

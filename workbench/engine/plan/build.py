@@ -1,0 +1,235 @@
+"""The memory plan of a RunConfig: its model's config.json, the cluster's shape, and the launch guard.
+
+    plan = plan_for(cfg, cluster_shape(gpus_per_node=8, gpu_memory_gb=80))   # a Plan (memory.py)
+    print(plan)                                   # the table; plan.fits, plan.verdict
+    guard(cfg)                                    # launch: UserError when the plan does not fit
+
+Only config.json is read (builtin:tiny: its GPT-2 shape from model.n_* and the task's alphabet);
+no weights are loaded. The cluster is what the caller gives (`--gpus-per-node`, `--gpu-memory`,
+`--nodes`), else the connected Ray cluster's own figures (GPUs per node; memory from the node's
+accelerator type or `resources.gpu_memory_gb`), else this host's memory for a CPU run. A config
+without GPU shares planned on GPUs is planned as half the GPUs for FSDP2 trainer workers and half
+for vLLM generators (one GPU each; one GPU: shared 0.5 / 0.5), and the plan says so.
+
+The guard (`preflight.check_resources` calls it, so `workbench run`, `Session.start` and sweeps
+all pass through it) refuses a plan that does not fit in one line; `resources.plan_check: false`
+overrides it. On a CPU run it plans against this host's memory (a local cluster only); on GPUs
+whose memory it cannot tell it warns and lets the run start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from workbench.config import RunConfig
+from workbench.engine.plan.fit import make_plan
+from workbench.engine.plan.memory import GB, Cluster, ModelShape, Plan, Settings, generator_terms, kv_bytes_per_token
+from workbench.errors import UserError
+
+log = logging.getLogger(__name__)
+
+# GPU memory by Ray accelerator type (GB, as sold); Ray's "A100" alone is the 40 GB part.
+GPU_MEMORY_GB = {"T4": 16, "V100": 16, "A10": 24, "A10G": 24, "L4": 24, "A100": 40, "A100-40G": 40, "A100-80G": 80,
+                 "L40": 48, "L40S": 48, "A6000": 48, "H100": 80, "H200": 141, "B200": 180}  # fmt: skip
+DEFAULT_PROMPT_TOKENS = 512  # when the task's prompts cannot be tokenized (a folder with only config.json)
+
+
+def cluster_shape(gpus_per_node: Optional[int] = None, gpu_memory_gb: Any = None, nodes: Optional[int] = None,
+                  cfg: Optional[RunConfig] = None) -> Cluster:  # fmt: skip
+    """The cluster from explicit figures, else the connected Ray cluster, else this host (CPU)."""
+    if gpu_memory_gb is not None:
+        try:
+            mem = float(gpu_memory_gb)
+        except (TypeError, ValueError):
+            raise UserError(f"--gpu-memory: {gpu_memory_gb!r} is not a number of GB (e.g. --gpu-memory 80)") from None
+        if not 0 < mem < 10_000:
+            raise UserError(f"--gpu-memory: {mem:g} GB is not a GPU's memory (give GB per GPU, e.g. 24 or 80)")
+    if gpus_per_node is not None and gpus_per_node < 1:
+        raise UserError(f"--gpus-per-node: {gpus_per_node} GPUs cannot hold a run (give 1 or more; omit it for a CPU plan)")
+    if nodes is not None and nodes < 1:
+        raise UserError(f"--nodes: {nodes} nodes cannot hold a run (give 1 or more)")
+    if gpus_per_node is None and gpu_memory_gb is None and nodes is None:
+        return _ray_or_host(cfg)
+    if gpus_per_node is None and gpu_memory_gb is not None:
+        gpus_per_node = 1
+    if gpus_per_node is not None and gpu_memory_gb is None:
+        raise UserError("--gpus-per-node needs --gpu-memory GB (the memory of one GPU, e.g. 80)")
+    if gpus_per_node is None:
+        return dataclasses.replace(_ray_or_host(cfg), nodes=int(nodes or 1))
+    return Cluster(int(gpus_per_node), mem * GB, int(nodes or 1), "given")
+
+
+def host_memory() -> float:
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def _ray_or_host(cfg: Optional[RunConfig]) -> Cluster:
+    import ray
+
+    given = getattr(cfg.resources, "gpu_memory_gb", None) if cfg is not None else None
+    if not ray.is_initialized():
+        return Cluster(0, host_memory(), 1, "this host")
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    gpus = max([int(n["Resources"].get("GPU", 0)) for n in nodes] or [0])
+    if gpus == 0:
+        return Cluster(0, host_memory(), 1, "this host (Ray cluster without GPUs)")
+    kinds = {k.split(":", 1)[1] for n in nodes for k in n["Resources"] if k.startswith("accelerator_type:")}
+    known = [GPU_MEMORY_GB[k] for k in kinds if k in GPU_MEMORY_GB]
+    if given:
+        mem, src = float(given), "Ray cluster, resources.gpu_memory_gb"
+    elif known:
+        mem, src = float(min(known)), f"Ray cluster ({', '.join(sorted(kinds))})"
+    else:
+        raise UserError(f"the Ray cluster's GPUs ({', '.join(sorted(kinds)) or 'no accelerator type'}) have no known memory "
+                        "size: give --gpu-memory GB, or set resources.gpu_memory_gb")  # fmt: skip
+    return Cluster(gpus, mem * GB, sum(1 for n in nodes if n["Resources"].get("GPU", 0) > 0), src)
+
+
+def model_config(cfg: RunConfig, task: Any = None) -> tuple[dict[str, Any], Optional[Path]]:
+    """(config.json's fields, the model folder or None for builtin) without loading any weights."""
+    from workbench.engine.model.builtin import BUILTIN_PREFIX
+
+    m = cfg.model
+    if m.path.startswith(BUILTIN_PREFIX):
+        from workbench.engine.model.builtin import builtin_shape
+
+        tok, n_pos = builtin_shape(task)
+        return {"model_type": "gpt2", "vocab_size": len(tok), "n_embd": m.n_embd, "n_layer": m.n_layer,
+                "n_head": m.n_head, "n_positions": n_pos, "tie_word_embeddings": True}, None  # fmt: skip
+    d = Path(m.path).expanduser()
+    if not d.is_dir():
+        raise UserError(f"model.path: no such directory: {d} (a Hugging Face model folder with config.json, or builtin:tiny)")
+    if not (d / "config.json").is_file():
+        raise UserError(f"model.path: {d} has no config.json (the plan reads the model's shape from it)")
+    return read_config_json(d), d
+
+
+def read_config_json(folder: Path) -> dict[str, Any]:
+    """A model folder's config.json (a multimodal one's `text_config`: the language model)."""
+    try:
+        data = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"model.path: cannot read {folder / 'config.json'}: {e}") from None
+    return data["text_config"] if isinstance(data.get("text_config"), dict) else data
+
+
+def model_shape(data: dict[str, Any], folder: Optional[Path]) -> ModelShape:
+    """The shape; an architecture the formulas do not know is counted on the meta device (no memory)."""
+    try:
+        shape = ModelShape.from_config(data)
+    except ValueError as e:
+        raise UserError(f"model.path: {folder}/config.json: {e}") from None
+    if shape.known or folder is None:
+        return shape
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder, local_files_only=True))
+    return dataclasses.replace(shape, given_params=sum(p.numel() for p in model.parameters()))
+
+
+def prompt_tokens(cfg: RunConfig, task: Any, folder: Optional[Path]) -> tuple[int, str]:
+    """The longest prompt in tokens (the 8 longest by characters, encoded), and how it was found."""
+    prompts = sorted((ex.prompt for ex in list(task.train) + list(task.val)), key=len)[-8:]
+    if folder is None:  # builtin: one token per character
+        return max(len(p) for p in prompts), "the task's longest prompt"
+    try:
+        from workbench.engine.model.hf_dir import load_tokenizer, prompt_ids
+
+        tok = load_tokenizer(folder, chat_template=cfg.task.chat_template)
+        return max(len(prompt_ids(tok, p, chat_template=cfg.task.chat_template)) for p in prompts), "the task's longest prompt"
+    except UserError:
+        return DEFAULT_PROMPT_TOKENS, "assumed: no tokenizer beside config.json; --prompt-tokens N to say"
+
+
+def assumed_layout(cfg: RunConfig, c: Cluster) -> tuple[RunConfig, Optional[str]]:
+    """A GPU plan of a config without GPU shares: half the GPUs train (FSDP2), half generate (vLLM)."""
+    r = cfg.resources
+    if c.cpu or r.trainer_gpus or r.generator_gpus or r.evaluator_gpus:
+        return cfg, None
+    total = c.gpus_per_node * c.nodes
+    if total == 1:
+        sets = {"resources.trainer_gpus": 0.5, "resources.generator_gpus": 0.5, "generation.vllm_gpu_memory_utilization": 0.4}
+    else:
+        half = max(1, total // 2)
+        sets = {"resources.trainer_gpus": 1, "resources.trainer_workers": half, "resources.generator_gpus": 1,
+                "generation.num_generators": total - half}  # fmt: skip
+    from workbench.config import run_config_from_dict
+    from workbench.configtools import to_dict
+
+    out = run_config_from_dict(to_dict(cfg), {**sets, "generation.backend": "vllm"})
+    said = ", ".join(f"{k.split('.')[-1]}={v:g}" for k, v in sets.items())
+    return out, f"the config gives no GPU shares: planned as vLLM + {said} (set resources.* to plan yours)"
+
+
+def settings_from_config(cfg: RunConfig, c: Cluster, prompt: int) -> Settings:
+    from workbench.engine.model.devices import CPU_KV_CACHE_GIB
+
+    g, r, t = cfg.generation, cfg.resources, cfg.train
+    compute = 4 if c.cpu or cfg.model.dtype == "float32" else 2  # devices.trainer_precision: auto is bf16 on CUDA
+    return Settings(compute_bytes=compute, fp32_head=bool(cfg.recipe.fp32_head), trainer_workers=r.trainer_workers,
+                    trainer_gpus=r.trainer_gpus, generator_gpus=r.generator_gpus, num_generators=g.num_generators,
+                    evaluator_gpus=r.evaluator_gpus, backend=g.backend, tp=g.vllm_tensor_parallel_size,
+                    vllm_util=g.vllm_gpu_memory_utilization, enforce_eager=g.vllm_enforce_eager,
+                    max_batch_sequences=g.max_batch_sequences, micro_batch_size=t.micro_batch_size,
+                    micro_batch_tokens=t.micro_batch_tokens, gradient_checkpointing=t.gradient_checkpointing,
+                    prompt_tokens=prompt, max_new_tokens=g.max_new_tokens,
+                    vllm_kv_bytes=int(CPU_KV_CACHE_GIB * 2**30))  # fmt: skip
+
+
+def plan_for(cfg: RunConfig, cluster: Optional[Cluster] = None, *, prompt: Optional[int] = None, task: Any = None) -> Plan:
+    """The memory plan of `cfg` on `cluster` (default: `cluster_shape(cfg=cfg)`)."""
+    from workbench.tasks.base import load_task
+
+    c = cluster or cluster_shape(cfg=cfg)
+    task = task if task is not None else load_task(cfg.task)
+    data, folder = model_config(cfg, task)
+    shape = model_shape(data, folder)
+    cfg, layout = assumed_layout(cfg, c)
+    how = "given"
+    if prompt is None:
+        prompt, how = prompt_tokens(cfg, task, folder)
+    plan = make_plan(shape, settings_from_config(cfg, c, prompt), c)
+    plan.notes = [n for n in (layout, f"prompt tokens: {prompt:,} ({how})") if n]
+    return plan
+
+
+def guard(cfg: RunConfig, task: Any = None) -> Optional[Plan]:
+    """Refuse (UserError) a run whose plan does not fit, before any actor starts; see the docstring."""
+    if not getattr(cfg.resources, "plan_check", True):
+        return None
+    try:
+        c = cluster_shape(cfg=cfg)
+    except UserError as e:  # GPUs of unknown memory: the plan cannot judge; the run may still fit
+        log.warning("memory plan skipped: %s", e)
+        return None
+    if c.cpu and cfg.resources.ray_address:
+        return None  # a remote CPU cluster: this host's memory says nothing about its nodes
+    plan = plan_for(cfg, c, task=task)
+    if not plan.fits:
+        raise UserError(f"the memory plan {plan.verdict} (`workbench plan` shows every term; "
+                        "resources.plan_check=false starts it anyway)")  # fmt: skip
+    return plan
+
+
+def vllm_kv_cache_bytes(cfg: RunConfig, model_dir: str | Path, gpu_bytes: float) -> int:
+    """The KV cache (bytes per TP rank) a vLLM generator gets on a GPU of `gpu_bytes`: its budget
+    (vllm_gpu_memory_utilization x memory) less the plan's other terms, the fp32 head copy among
+    them. Given to vLLM as `kv_cache_memory_bytes`, it skips memory profiling, so a generator Ray
+    restarts beside a live trainer sizes the same cache instead of asserting."""
+    folder = Path(model_dir)
+    shape = model_shape(read_config_json(folder), folder)
+    s = settings_from_config(cfg, Cluster(1, gpu_bytes, 1, "this GPU"), prompt=0)
+    kv = s.vllm_util * gpu_bytes - sum(generator_terms(shape, s, False).values())
+    least = kv_bytes_per_token(shape, s) * (cfg.generation.max_new_tokens + 1)
+    if kv < least:
+        raise UserError(f"the vLLM generator's budget (generation.vllm_gpu_memory_utilization={s.vllm_util:g} of "
+                        f"{gpu_bytes / GB:.1f} GB) leaves {max(kv, 0) / GB:.2f} GB for the KV cache, less than one sequence: "
+                        "raise it, or generation.vllm_tensor_parallel_size (`workbench plan` shows the terms)")  # fmt: skip
+    return int(kv)

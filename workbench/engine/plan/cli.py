@@ -1,0 +1,69 @@
+"""`workbench plan`: will this config fit? Memory per device and role, before anything starts.
+
+    workbench plan --config configs/quickstart.yaml                      # the running Ray cluster, else this host
+    workbench plan --model tests/data/model_configs/qwen2.5-7b --gpus-per-node 8 --gpu-memory 80
+    workbench plan --config my.yaml --gpu-memory 24 --set train.micro_batch_tokens=4096
+
+Prints the table (build.plan_for / memory.format_plan) and the verdict; exits 0 when the plan
+fits, 1 when it does not, 2 on bad input (one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def add_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help="will it fit? the GPU/host memory plan of a config, before launch")
+    p.add_argument("--config", help="run config YAML (default: the built-in defaults)")
+    p.add_argument("--model", help="a model folder with config.json (sets model.path; no weights are read)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. train.micro_batch_tokens=4096 (repeatable)")
+    p.add_argument("--gpus-per-node", type=int, help="GPUs per node (default: the Ray cluster's, else a CPU plan)")
+    p.add_argument("--gpu-memory", metavar="GB", help="memory of one GPU in GB, e.g. 24 or 80")
+    p.add_argument("--nodes", type=int, help="nodes (default 1)")
+    p.add_argument("--prompt-tokens", type=int, help="longest prompt in tokens (default: the task's, tokenized)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    return p
+
+
+def _connect_running(cfg: Any) -> bool:
+    """Connect to the running Ray cluster (resources.ray_address, $RAY_ADDRESS, or the recorded
+    `workbench cluster`) to read its figures; False when there is none (this host is planned)."""
+    import os
+
+    from workbench.engine.cluster import connect, recorded_address
+    from workbench.engine.cluster.local import reachable
+
+    address = cfg.resources.ray_address or os.environ.get("RAY_ADDRESS") or recorded_address()
+    if not address or (address.count(":") == 1 and not reachable(address)):
+        return False
+    connect(address=address, start_if_missing=False)
+    return True
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.config import load_run_config
+    from workbench.engine.plan.build import cluster_shape, plan_for
+
+    overrides = list(args.overrides) + ([f"model.path={args.model}"] if args.model else [])
+    cfg = load_run_config(args.config, overrides)
+    figures = (args.gpus_per_node, args.gpu_memory, args.nodes)
+    connected = all(f is None for f in figures) and _connect_running(cfg)
+    try:
+        cluster = cluster_shape(*figures, cfg=cfg)
+    finally:
+        if connected:
+            import ray
+
+            ray.shutdown()
+    plan = plan_for(cfg, cluster, prompt=args.prompt_tokens)
+    if args.json:
+        print(json.dumps({"fits": plan.fits, "verdict": plan.verdict, "params": plan.shape.params, "notes": plan.notes,
+                          "roles": [{"name": r.name, "device": r.device, "budget": r.budget, "need": r.need,
+                                     "terms": r.terms, "fits": r.fits} for r in plan.roles]}))  # fmt: skip
+    else:
+        print(plan.table())
+    return 0 if plan.fits else 1

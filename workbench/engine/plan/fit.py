@@ -1,0 +1,180 @@
+"""Where each role runs, its budget there, and the verdict with the setting that fixes it (pure Python).
+
+    plan = make_plan(shape, settings, cluster)     # memory.py's terms placed on the cluster's devices
+    print(plan.verdict)
+
+Budgets: a trainer on whole GPUs gets the GPU less a CUDA context; on a fractional share
+(`resources.trainer_gpus` < 1) that fraction of the GPU (torch's per-process fraction holds it
+there). A vLLM generator gets `vllm_gpu_memory_utilization` of each of its TP GPUs; the torch
+generator its share. Roles with a GPU share of 0 run on the host (on a GPU cluster the plan does
+not bound them). On a CPU cluster every actor shares the host's memory: one "host" budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from workbench.engine.plan.memory import (
+    CONTEXT_BYTES, CPU_KV_BLOCK, GB, KV_BLOCK, Cluster, ModelShape, Plan, Role, Settings, generator_terms, kv_bytes_per_token,
+    sequences_that_fit, trainer_terms,
+)  # fmt: skip
+
+INF = float("inf")
+
+
+def _trainer(m: ModelShape, s: Settings, c: Cluster) -> Role:
+    on_cpu = c.cpu or s.trainer_gpus == 0
+    terms = trainer_terms(m, s, on_cpu)
+    peak = terms.pop("peak")
+    if c.cpu:
+        budget, device = c.gpu_memory, "host"
+    elif s.trainer_gpus == 0:
+        budget, device = INF, "host (not planned)"
+    elif s.trainer_gpus < 1:
+        budget, device = s.trainer_gpus * c.gpu_memory, f"{s.trainer_gpus:g} of a GPU"
+    else:
+        budget, device = c.gpu_memory - CONTEXT_BYTES, "1 GPU" + (f" each (x{s.trainer_workers})" if s.trainer_workers > 1 else "")
+    role = Role("trainer", device, budget, terms, peak)
+    if s.trainer_workers > 1:
+        role.notes.append(f"FSDP2 over {s.trainer_workers} workers: fp32 states are 1/{s.trainer_workers} each")
+    role.notes.append(f"largest micro-batch: {s.micro_tokens:,} tokens (rows of {s.row:,})")
+    if not role.fits:
+        role.fix = _trainer_fix(m, s, c, role, on_cpu)
+    return role
+
+
+def _largest_micro_tokens(m: ModelShape, s: Settings, on_cpu: bool, budget: float, workers: int) -> int:
+    """The largest micro-batch token budget (at least one row) whose peak fits `budget`; 0: none."""
+    peak = lambda t: trainer_terms(m, s, on_cpu, micro_tokens=t, workers=workers)["peak"]  # noqa: E731
+    lo, hi = s.row, s.micro_tokens
+    if peak(lo) > budget:
+        return 0
+    while hi - lo > max(1, lo // 64):
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if peak(mid) <= budget else (lo, mid)
+    return lo
+
+
+def _trainer_fix(m: ModelShape, s: Settings, c: Cluster, role: Role, on_cpu: bool) -> str:
+    """The setting that makes the trainer fit: a smaller micro-batch when the batch's terms are
+    the largest and that suffices, else gradient checkpointing, else more FSDP2 workers."""
+    batch_first = role.largest in ("activations", "head peak", "compute copy")
+    tokens = _largest_micro_tokens(m, s, on_cpu, role.budget, s.trainer_workers)
+    if tokens and batch_first:
+        return f"lower train.micro_batch_tokens to {tokens:,} (now {s.micro_batch_tokens:,}), or set train.gradient_checkpointing=true"
+    ckpt = dataclasses.replace(s, gradient_checkpointing=True)
+    if batch_first and not s.gradient_checkpointing and trainer_terms(m, ckpt, on_cpu)["peak"] <= role.budget:
+        return "set train.gradient_checkpointing=true (recompute activations in the backward)"
+    if c.cpu:
+        return "use a machine with more memory, a smaller model, or lower train.micro_batch_tokens"
+    whole = c.gpu_memory - CONTEXT_BYTES
+    have = c.gpus_per_node * c.nodes
+    for n in range(max(2, s.trainer_workers + 1), 513):
+        for t in (s, ckpt):
+            if trainer_terms(m, t, False, workers=n)["peak"] <= whole:
+                extra = "resources.trainer_gpus=1 and " if s.trainer_gpus < 1 else ""
+                more = " and train.gradient_checkpointing=true" if t is ckpt and not s.gradient_checkpointing else ""
+                room = f" (the cluster has {have} GPUs: add GPUs)" if n > have else ""
+                return (f"set {extra}resources.trainer_workers={n}{more}: FSDP2 shards the fp32 weights, gradients "
+                        f"and AdamW states{room}")  # fmt: skip
+    return "use GPUs with more memory or a smaller model (no trainer worker count fits)"
+
+
+def _generator(m: ModelShape, s: Settings, c: Cluster, name: str, share: float) -> Role:
+    on_cpu = c.cpu or share == 0
+    if s.backend != "vllm":
+        return _torch_generator(m, s, c, name, share, on_cpu)
+    terms = generator_terms(m, s, on_cpu)
+    fixed = sum(terms.values())
+    if on_cpu:
+        kv = float(s.vllm_kv_bytes or 0)
+        budget = c.gpu_memory if c.cpu else INF
+        device = "host" if c.cpu else "host (vLLM-CPU, not planned)"
+    else:
+        budget = s.vllm_util * c.gpu_memory
+        device = f"{s.tp} GPUs (TP)" if s.tp > 1 else (f"{share:g} of a GPU" if share < 1 else "1 GPU")
+        kv = budget - fixed
+    terms["KV cache"] = max(0.0, kv)
+    one = kv_bytes_per_token(m, s) * s.row
+    role = Role(name, device, budget, terms, fixed + max(kv, one))
+    seqs = sequences_that_fit(m, s, kv, CPU_KV_BLOCK if on_cpu else KV_BLOCK)
+    role.notes.append(f"KV cache {kv / GB:.2f} GB: {seqs:,} sequences of {s.row:,} tokens at once "
+                      f"({kv_bytes_per_token(m, s) / 1024:.0f} KiB per token)")  # fmt: skip
+    if seqs < s.max_batch_sequences and role.fits:
+        role.notes.append(f"fewer than generation.max_batch_sequences={s.max_batch_sequences}: vLLM queues the rest")
+    if not role.fits:
+        role.fix = _generator_fix(m, s, c, share)
+    return role
+
+
+def _generator_fix(m: ModelShape, s: Settings, c: Cluster, share: float) -> str:
+    for tp in (2, 4, 8, 16):
+        if tp > s.tp and tp <= c.gpus_per_node and tp <= m.kv_heads * 8:
+            t = dataclasses.replace(s, tp=tp)
+            if s.vllm_util * c.gpu_memory - sum(generator_terms(m, t, False).values()) >= kv_bytes_per_token(m, t) * t.row:
+                return f"set generation.vllm_tensor_parallel_size={tp} and resources.generator_gpus={tp}"
+    if share < 1:
+        return "raise resources.generator_gpus and generation.vllm_gpu_memory_utilization (the generator's share of the GPU)"
+    if s.vllm_util < 0.9:
+        return "raise generation.vllm_gpu_memory_utilization"
+    return "lower generation.max_new_tokens, or use GPUs with more memory"
+
+
+def _torch_generator(m: ModelShape, s: Settings, c: Cluster, name: str, share: float, on_cpu: bool) -> Role:
+    b = 4 if on_cpu else s.compute_bytes
+    kv = kv_bytes_per_token(m, dataclasses.replace(s, tp=1, compute_bytes=b)) * s.max_batch_sequences * s.row
+    terms = {"weights": float(b * m.params), "KV cache (HF)": float(kv),
+             "logits (fp32)": float(2 * s.max_batch_sequences * m.vocab * 4)}  # fmt: skip
+    if c.cpu:
+        budget, device = c.gpu_memory, "host"
+    elif share == 0:
+        budget, device = INF, "host (not planned)"
+    else:
+        budget, device = min(1.0, share) * c.gpu_memory, f"{share:g} of a GPU" if share < 1 else "1 GPU"
+    role = Role(name, device, budget, terms, sum(terms.values()))
+    if not role.fits:
+        role.fix = "lower generation.max_batch_sequences, or raise resources.generator_gpus"
+    return role
+
+
+def _split(s: Settings, c: Cluster) -> tuple[list[str], list[Role]]:
+    """How shared GPUs divide, and a role for GPUs the cluster does not have."""
+    if c.cpu:
+        return [], []
+    lines, bad = [], []
+    shares = [("trainer", s.trainer_gpus, s.trainer_workers), ("generator", s.generator_gpus, s.num_generators),
+              ("evaluator", s.evaluator_gpus, 1)]  # fmt: skip
+    frac = [(n, g) for n, g, _ in shares if 0 < g < 1]
+    if frac:
+        gen_mem = f"vLLM {s.vllm_util:g} of the GPU" if s.backend == "vllm" else "its share"
+        lines.append("one GPU shared: " + " + ".join(f"{n} {g:g}" for n, g in frac) + f" ({c.gpu_memory / GB:.0f} GB: trainer held "
+                     f"to its share by torch's per-process fraction, generator {gen_mem})")  # fmt: skip
+    need = sum(g * k for _, g, k in shares)
+    have = c.gpus_per_node * c.nodes
+    if need > have + 1e-9:
+        r = Role("cluster", f"{have} GPUs", have * c.gpu_memory, {"GPUs asked": need * c.gpu_memory}, need * c.gpu_memory)
+        r.fix = f"the run asks for {need:g} GPUs and the cluster has {have}: lower the shares or add GPUs"
+        bad.append(r)
+    if s.backend == "vllm" and s.tp > c.gpus_per_node:
+        r = Role("generator", f"{c.gpus_per_node} GPUs per node", 0.0, {"TP GPUs": 1.0}, 1.0)
+        r.fix = f"generation.vllm_tensor_parallel_size={s.tp} exceeds the {c.gpus_per_node} GPUs of a node: lower it"
+        bad.append(r)
+    return lines, bad
+
+
+def make_plan(m: ModelShape, s: Settings, c: Cluster) -> Plan:
+    """Every role's terms on its device, the shared-GPU split, and the verdict (Plan.verdict)."""
+    split, bad = _split(s, c)
+    roles = [_trainer(m, s, c), _generator(m, s, c, "generator", s.generator_gpus)]
+    if s.evaluator_gpus > 0 and not c.cpu:
+        roles.append(_generator(m, s, c, "evaluator", s.evaluator_gpus))
+    if c.cpu:  # one host: every actor's memory adds up
+        tr, gen = roles
+        total = {"trainer": tr.need * s.trainer_workers, "generators": gen.need * s.num_generators,
+                 "evaluator": gen.need if s.backend == "vllm" else gen.terms["weights"]}  # fmt: skip
+        host = Role("all actors", "host", c.gpu_memory, total, sum(total.values()))
+        host.fix = (tr.fix or _trainer_fix(m, s, c, tr, True)) if tr.need * s.trainer_workers >= gen.need * s.num_generators \
+            else "lower generation.num_generators or generation.max_batch_sequences"
+        roles.append(host)
+    return Plan(m, c, s, bad + roles, split)

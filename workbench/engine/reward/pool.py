@@ -1,0 +1,153 @@
+"""`RewardPool`: Ray actors, each hosting one `LocalSandbox`, that check code beside decoding.
+
+    pool = RewardPool.start(num_workers=2, cpus_per_worker=1.0)   # fails closed: one UserError line
+    pending = pool.submit([CodeCheck(completion, example.answer), ...])  # returns at once
+    verdicts = pending.get()                                      # list[Verdict], in order
+    verdicts = pool.run(checks)                                   # the same, blocking
+    pool.shutdown()
+
+The actors are spread over the cluster's nodes (each asks for `cpus_per_worker` CPUs), so code
+checks scale with nodes. A batch is cut into one contiguous shard per actor. An actor that dies
+turns its shard into "sandbox_error" verdicts (counted, never scored as wrong) and the pool
+replaces it before the next batch. Like `LocalSandbox`, the pool has `run(checks) -> list[Verdict]`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+
+from workbench.errors import UserError
+from workbench.tasks.sandbox import CodeCheck, Limits, LocalSandbox
+from workbench.tasks.types import Verdict
+
+
+class SandboxActor:
+    """One Ray actor: a LocalSandbox with one bubblewrap worker (a fork server)."""
+
+    def __init__(self, limits: Limits | None = None):
+        self.sandbox = LocalSandbox(workers=1, limits=limits)
+        self.problem = ""
+        try:
+            self.sandbox.start()
+        except UserError as e:  # reported by ready(): an actor that raises here gives a long Ray error
+            self.problem = str(e)
+
+    def ready(self) -> str:
+        """'' when the sandbox works on this node, else the one-line reason."""
+        return self.problem
+
+    def run(self, checks: list[CodeCheck]) -> list[Verdict]:
+        if self.problem:
+            return [Verdict("sandbox_error", 0.0, self.problem) for _ in checks]
+        return self.sandbox.run(checks)
+
+    def close(self) -> None:
+        self.sandbox.close()
+
+
+class PendingVerdicts:
+    """Verdicts on their way from `RewardPool.submit`; `.get()` waits and returns them in order."""
+
+    def __init__(self, parts: list[tuple[Any, int]], pool: "RewardPool | None" = None):
+        self._parts = parts  # (ObjectRef or None, number of checks) per shard, in order
+        self._pool = pool
+
+    def ready(self) -> bool:
+        refs = [ref for ref, _ in self._parts if ref is not None]
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        return len(done) == len(refs)
+
+    def get(self) -> list[Verdict]:
+        out: list[Verdict] = []
+        for k, (ref, n) in enumerate(self._parts):
+            if ref is None:
+                continue
+            try:
+                out.extend(ray.get(ref))
+            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as e:
+                why = f"reward actor died ({type(e).__name__})"
+                out.extend(Verdict("sandbox_error", 0.0, why) for _ in range(n))
+                if self._pool is not None:
+                    self._pool._mark_dead(k)
+        return out
+
+
+class RewardPool:
+    """Ray actors hosting sandboxes; use `RewardPool.start(...)`."""
+
+    def __init__(self, actors: list, cpus_per_worker: float, limits: Limits | None):
+        self.actors = actors
+        self.cpus_per_worker = cpus_per_worker
+        self.limits = limits
+        self._dead: set[int] = set()
+
+    @classmethod
+    def start(cls, num_workers: int, cpus_per_worker: float = 1.0, limits: Limits | None = None) -> "RewardPool":
+        """Start `num_workers` actors and wait until each has a working sandbox; if any node cannot
+        run bubblewrap, stop them all and raise that node's one-line UserError (fail closed)."""
+        from workbench.errors import as_number
+
+        n = int(as_number("num_workers", num_workers, integer=True))
+        cpus = as_number("cpus_per_worker", cpus_per_worker)
+        # cpus_per_worker 0: logical slots sharing the cores, where the run's actors hold every CPU (M, issue 22)
+        if n < 1 or cpus < 0:
+            raise UserError(f"reward pool: need num_workers >= 1 and cpus_per_worker >= 0, got {num_workers}, {cpus_per_worker}")
+        pool = cls([cls._spawn(cpus, limits) for _ in range(n)], cpus, limits)
+        try:
+            pool._wait_ready(list(range(n)))
+        except BaseException:
+            pool.shutdown()
+            raise
+        return pool
+
+    @staticmethod
+    def _spawn(cpus: float, limits: Limits | None):
+        cls = ray.remote(SandboxActor)
+        return cls.options(num_cpus=cpus, max_restarts=0, scheduling_strategy="SPREAD").remote(limits)
+
+    def _wait_ready(self, which: list[int]) -> None:
+        problems = ray.get([self.actors[k].ready.remote() for k in which])
+        bad = next((p for p in problems if p), "")
+        if bad:
+            raise UserError(bad)
+
+    def _mark_dead(self, k: int) -> None:
+        self._dead.add(k)
+
+    def _replace_dead(self) -> None:
+        for k in sorted(self._dead):
+            try:
+                ray.kill(self.actors[k])
+            except Exception:  # noqa: BLE001 - it is already gone
+                pass
+            self.actors[k] = self._spawn(self.cpus_per_worker, self.limits)
+            self._wait_ready([k])
+        self._dead.clear()
+
+    def submit(self, checks: list[CodeCheck]) -> PendingVerdicts:
+        """Send the checks to the actors (one contiguous shard each) and return at once."""
+        self._replace_dead()
+        n = len(self.actors)
+        size, extra = divmod(len(checks), n)
+        parts, start = [], 0
+        for k, actor in enumerate(self.actors):
+            end = start + size + (1 if k < extra else 0)
+            shard = list(checks[start:end])
+            parts.append((actor.run.remote(shard) if shard else None, len(shard)))
+            start = end
+        return PendingVerdicts(parts, self)
+
+    def run(self, checks: list[CodeCheck]) -> list[Verdict]:
+        """Check every completion; one Verdict per check, in order."""
+        return self.submit(checks).get()
+
+    def shutdown(self) -> None:
+        for actor in self.actors:
+            try:
+                ray.get(actor.close.remote(), timeout=10)
+            except Exception:  # noqa: BLE001 - a dead or stuck actor is killed below
+                pass
+            ray.kill(actor)
+        self.actors = []

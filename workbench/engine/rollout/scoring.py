@@ -1,0 +1,92 @@
+"""Turning a rollout worker's verdicts into training groups and validation metrics.
+
+    groups, dropped = verdict_groups(chunk_id, prompt_ids, n, outs, verdicts)
+    metrics = validation_metrics(task.val, ids, k, verdicts)
+
+Verdicts come from `workbench.tasks.base.check_batch` (one per completion, prompt-major). A
+sample whose check hit a sandbox error is never scored as a wrong answer: in training its whole
+group is left out (counted in the chunk's `dropped_groups` and `reward/verdict/sandbox_error`),
+in validation the sample is left out of its prompt's mean (counted in `val/verdict/sandbox_error`).
+More than half of a batch's checks failing that way stops the run (`refuse_broken_sandbox`).
+
+Validation of a single task gives today's names (`val/pass_rate`, `val/pass_rate_se`, ...). A
+mixed task adds, per domain, `val/pass_rate/<d>`, `val/pass_rate_se/<d>`, `val/pass_at_k/<d>` and
+`val/prompts/<d>`; its overall `val/pass_rate` is the mean over domains of their pass rates
+(each domain counts once, whatever the size of its validation set), with standard error
+sqrt(sum of the domains' SE^2) / number of domains.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from workbench.engine.batch import Group
+from workbench.tasks.base import refuse_broken_sandbox, verdict_counts
+from workbench.tasks.types import VERDICTS, Example, Verdict
+
+
+def reward_for(correct: bool) -> float:
+    """ScaleRL rewards: +1 correct, -1 incorrect."""
+    return 1.0 if correct else -1.0
+
+
+def verdict_groups(
+    chunk_id: int, prompt_ids: list[int], n: int, outs: list, verdicts: list[Verdict]
+) -> tuple[list[Group], int]:
+    """(groups, number of groups dropped for a sandbox error) from prompt-major completions."""
+    refuse_broken_sandbox(verdicts, f"chunk {chunk_id}")
+    groups, dropped = [], 0
+    for gi, pid in enumerate(prompt_ids):
+        vs = verdicts[gi * n : (gi + 1) * n]
+        if any(v.verdict == "sandbox_error" for v in vs):
+            dropped += 1
+            continue
+        correct = [v.passed for v in vs]
+        groups.append(Group(pid, chunk_id, outs[gi * n : (gi + 1) * n], correct, [reward_for(c) for c in correct]))
+    return groups, dropped
+
+
+def _summary(rates: np.ndarray) -> tuple[float, float, float]:
+    """(mean, standard error over prompts, pass@k) of per-prompt pass rates."""
+    if not len(rates):
+        return float("nan"), float("nan"), float("nan")
+    se = float(rates.std(ddof=1) / np.sqrt(len(rates))) if len(rates) > 1 else 0.0
+    return float(rates.mean()), se, float((rates > 0).mean())
+
+
+def validation_metrics(val: list[Example], ids: list[int], k: int, verdicts: list[Verdict]) -> dict[str, float]:
+    """Pass rates over `k` verdicts per prompt `ids` (positions in `val`), overall and per domain."""
+    refuse_broken_sandbox(verdicts, "a validation pass")
+    rates: dict[str, list[float]] = {}
+    for gi, i in enumerate(ids):
+        vs = [v for v in verdicts[gi * k : (gi + 1) * k] if v.verdict != "sandbox_error"]
+        if vs:
+            rates.setdefault(val[i].domain, []).append(float(np.mean([v.passed for v in vs])))
+    out: dict[str, float] = {}
+    mixed = any(val[i].domain for i in ids)
+    if not mixed:
+        r = np.asarray(rates.get("", []))
+        mean, se, at_k = _summary(r)
+        out.update({"val/pass_rate": mean, "val/pass_rate_se": se, "val/pass_at_k": at_k, "val/prompts": float(len(r))})
+    else:
+        means, ses, at_ks = [], [], []
+        for d in dict.fromkeys(val[i].domain for i in ids):  # domains in order
+            r = np.asarray(rates.get(d, []))
+            mean, se, at_k = _summary(r)
+            out.update({f"val/pass_rate/{d}": mean, f"val/pass_rate_se/{d}": se, f"val/pass_at_k/{d}": at_k,
+                        f"val/prompts/{d}": float(len(r))})  # fmt: skip
+            means.append(mean)
+            ses.append(se)
+            at_ks.append(at_k)
+        out["val/pass_rate"] = float(np.mean(means))
+        out["val/pass_rate_se"] = float(np.sqrt(np.sum(np.square(ses))) / len(ses))
+        out["val/pass_at_k"] = float(np.mean(at_ks))
+        out["val/prompts"] = float(sum(len(v) for v in rates.values()))
+    out.update({f"val/verdict/{v}": float(c) for v, c in verdict_counts(verdicts).items()})
+    return out
+
+
+def chunk_verdict_metrics(verdicts: list[Verdict]) -> dict[str, float]:
+    """`reward/verdict/<v>` counts of a batch of training checks (every verdict name, zeros included)."""
+    counts = verdict_counts(verdicts)
+    return {f"reward/verdict/{v}": float(counts[v]) for v in VERDICTS}

@@ -1,0 +1,162 @@
+"""`workbench check`: score saved completions against a run config's task, with no run and no Ray.
+
+    workbench check --config configs/mathcode.yaml --completions saved.jsonl [--json] [--set k=v ...]
+
+Each line of the completions file is `{"example": ROW, "completion": "..."}` (optionally with
+`"domain": NAME` in a task mix). It prints, per line, the example's domain (a single task's is
+its task name), the verdict (pass,
+fail, timeout, error, sandbox_error), the reward (+1 pass, -1 otherwise, none for a sandbox error:
+that is not a wrong answer) and the check's seconds; `--json` prints one object a line with the
+keys example, domain, verdict, reward, seconds. Code is checked in the sandbox (fail closed: where
+bubblewrap cannot run, a task with code refuses in one line); math and exact tasks by their checker.
+
+What ROW indexes (0-based):
+- a JSONL file task (jsonl, code): the line of the file (row r is line r + 1; blank lines and
+  repeated prompts are not examples); a Parquet file: its row; humaneval: the problem number
+  (HumanEval/12 is row 12).
+- a synthetic family (addition, pyexpr, ...): the generated problems in order, train first
+  (rows 0 .. num_train - 1), then validation; the same seed and counts give the same rows.
+- a task mix: with "domain", the row in that domain's source as above; without it, the rows of the
+  sources one after another in config order (source i's rows start where source i - 1's end:
+  its largest row + 1).
+
+The whole file is read and every row looked up before anything is checked: a broken line or a
+row that does not exist is one line naming the file, the line and the fix, with nothing run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import UserError
+from workbench.tasks.types import Example, TaskData
+
+# tasks read from a file: every row of the file is an example for `check` (not only a split's)
+FILE_ROWS = ("jsonl", "parquet", "code", "humaneval")
+ALL_ROWS = 10**9
+
+
+def _row_of(name: str, ex: Example) -> int:
+    """The 0-based file row (or generated position) of a loaded example: JSONL ids are line numbers."""
+    return ex.id - 1 if name in ("jsonl", "code") else ex.id
+
+
+def _source_rows(cfg: Any) -> tuple[TaskData, dict[int, Example]]:
+    """A single source's task and its examples by row (every row of a file task)."""
+    from workbench.tasks.base import load_task
+
+    if cfg.name in FILE_ROWS:
+        cfg = dataclasses.replace(cfg, num_train=ALL_ROWS)
+    task = load_task(cfg)
+    return task, {_row_of(cfg.name, ex): ex for ex in task.train + task.val}
+
+
+def example_rows(task_cfg: Any) -> tuple[TaskData, dict[str, dict[int, Example]], dict[int, tuple[str, int]]]:
+    """(task, {domain: {row: example}}, {global row: (domain, row)}) for a task config or a mix."""
+    from workbench.tasks.base import load_task
+    from workbench.tasks.mixture import domain_of, load_mixed_task
+
+    if not task_cfg.mix:
+        task, rows = _source_rows(task_cfg)
+        return task, {"": rows}, {r: ("", r) for r in rows}
+    by_domain: dict[str, dict[int, Example]] = {}
+    flat: dict[int, tuple[str, int]] = {}
+    offset = 0
+    for i, src in enumerate(task_cfg.mix):
+        d = domain_of(src)
+        try:
+            _, rows = _source_rows(src)
+        except UserError as e:
+            raise UserError(f"task.mix[{i}] (domain {d!r}): {e}") from None
+        by_domain[d] = {r: dataclasses.replace(ex, domain=d) for r, ex in rows.items()}
+        flat.update({offset + r: (d, r) for r in rows})
+        offset += 1 + max(rows)
+    return load_mixed_task(task_cfg, load_task), by_domain, flat
+
+
+def read_completions(path: Path, by_domain: dict, flat: dict) -> list[tuple[int, str, Example, str]]:
+    """[(row as written, domain, example, completion)] for every line, or one UserError naming the line."""
+    from workbench.tasks.files import iter_jsonl
+
+    if not path.is_file():
+        raise UserError(f"--completions: no such file: {path}")
+    out = []
+    for _, where, obj in iter_jsonl(path):
+        row = obj.get("example") if isinstance(obj, dict) else None
+        if not isinstance(row, int) or isinstance(row, bool) or not isinstance(obj.get("completion"), str):
+            raise UserError(f'{where}: each line is {{"example": ROW (an integer), "completion": "..."}} (got {json.dumps(obj)[:80]})')
+        domain = obj.get("domain")
+        if domain is not None:
+            if domain not in by_domain or domain == "":
+                names = ", ".join(d for d in by_domain if d) or "none: this task is not a mix"
+                raise UserError(f"{where}: unknown domain {domain!r} (domains: {names})")
+            d, local = domain, row
+        else:
+            d, local = flat.get(row, ("", None))
+        if local not in by_domain.get(d, {}):
+            span = f"rows 0..{max(flat)}" if flat else "no rows"
+            raise UserError(
+                f"{where}: example row {row} does not exist{f' in domain {d!r}' if domain else ''} ({span}; blank "
+                "lines and repeated prompts are not examples): fix the row"
+            )
+        out.append((row, d, by_domain[d][local], obj["completion"]))
+    if not out:
+        raise UserError(f"{path}: no completions (the file is empty)")
+    return out
+
+
+def check_completions(task: TaskData, items: list[tuple[int, str, Example, str]]) -> list[dict[str, Any]]:
+    """One result dict per item (keys: example, domain, verdict, reward, seconds)."""
+    from workbench.tasks.base import check_batch
+
+    examples = [ex for _, _, ex, _ in items]
+    texts = [c for _, _, _, c in items]
+    if task.sandboxed and any(getattr(task.parts.get(ex.domain, task), "sandboxed", False) for ex in examples):
+        from workbench.tasks.sandbox import LocalSandbox, require_sandbox
+
+        require_sandbox()
+        with LocalSandbox(workers=2) as sandbox:
+            verdicts = check_batch(task, texts, examples, sandbox=sandbox)
+    else:
+        verdicts = check_batch(task, texts, examples)
+    return [
+        {
+            "example": row,
+            "domain": d or task.name,
+            "verdict": v.verdict,
+            "reward": None if v.verdict == "sandbox_error" else (1.0 if v.passed else -1.0),
+            "seconds": round(v.seconds, 6),
+        }
+        for (row, d, _, _), v in zip(items, verdicts)
+    ]
+
+
+def add_parser(sub: Any, name: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help="score saved completions against a task (no run, no Ray)",
+                       description=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--config", required=True, help="a run config (its task section is used)")
+    p.add_argument("--completions", required=True, help='JSONL: {"example": ROW, "completion": "..."} per line')
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.config import load_run_config
+
+    cfg = load_run_config(args.config, args.set)
+    task, by_domain, flat = example_rows(cfg.task)
+    items = read_completions(Path(args.completions), by_domain, flat)
+    for r in check_completions(task, items):
+        if args.json:
+            print(json.dumps(r))
+        else:
+            reward = "none" if r["reward"] is None else f"{r['reward']:+g}"
+            print(f"example {r['example']:>6}  domain {r['domain']:<12} {r['verdict']:<13} reward {reward:<4} {r['seconds']:.4f}s")
+    sys.stdout.flush()
+    return 0

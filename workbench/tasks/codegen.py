@@ -1,0 +1,96 @@
+"""A synthetic code family the builtin char-level model can learn on a CPU: `pyexpr`.
+
+    task = make_code_task("pyexpr", difficulty=1, num_train=1000, num_val=200, seed=0)
+    task.train[0].prompt      # "f(3)=7;f(5)=11;f(x)="
+    task.train[0].reference   # "x+4"     (what the builtin model's warm-up is trained on)
+    task.train[0].answer      # the code spec (JSON): f(x) called on the shown and hidden inputs
+
+The model writes a one-line Python expression of `x` that maps the shown inputs to the shown
+outputs. The expression becomes `def f(x):\\n    return <completion>` (the spec's `prefix`) and runs
+in the sandbox like any model-written code (workbench.tasks.sandbox): function-call cases on
+the 2 shown inputs plus 3 hidden ones, outputs compared in the parent. So any expression that
+computes the function passes (`x+4`, `4+x`, `x+2+2`); one that only fits the shown pairs fails.
+
+Difficulty d: the hidden function is `x+c`, `x-c` or `x*c` with c in 1..9, and inputs are
+d-digit numbers (0..10^d - 1). Problems are distinct (function, shown inputs) pairs, drawn from a
+seed and cut into train / val like the synthetic families (same seed -> same split).
+"""
+
+from __future__ import annotations
+
+import random
+
+from workbench.errors import UserError
+from workbench.tasks.synthetic import MAX_DIFFICULTY, _distinct_indices
+from workbench.tasks.types import Example, TaskData
+
+OPS = ("+", "-", "*")
+CONSTANTS = range(1, 10)
+SHOWN, HIDDEN = 2, 3
+PREFIX = "def f(x):\n    return "
+ALPHABET = "0123456789x+-*f()=;"
+TASKS = ("pyexpr",)
+
+
+def _apply(op: str, c: int, x: int) -> int:
+    return x + c if op == "+" else x - c if op == "-" else x * c
+
+
+def _problem(index: int, d: int) -> tuple[str, int, int, int]:
+    """(op, c, x1, x2) of problem `index`: x1 != x2, both below 10^d."""
+    n = 10**d
+    rest, pair = divmod(index, n * (n - 1))
+    x1, j = divmod(pair, n - 1)
+    x2 = j + (j >= x1)  # skip x1
+    op_i, c_i = divmod(rest, len(CONSTANTS))
+    return OPS[op_i], CONSTANTS[c_i], x1, x2
+
+
+def _space(d: int) -> int:
+    n = 10**d
+    return len(OPS) * len(CONSTANTS) * n * (n - 1)
+
+
+def _example(i: int, index: int, d: int, rng: random.Random) -> Example:
+    from workbench.tasks.sandbox import code_spec
+
+    op, c, x1, x2 = _problem(index, d)
+    others = [x for x in range(10**d) if x not in (x1, x2)]
+    xs = [x1, x2] + rng.sample(others, min(HIDDEN, len(others)))
+    prompt = f"f({x1})={_apply(op, c, x1)};f({x2})={_apply(op, c, x2)};f(x)="
+    spec = code_spec(entry_point="f", cases=[{"args": [x], "expected": _apply(op, c, x)} for x in xs], prefix=PREFIX)
+    return Example(id=i, prompt=prompt, answer=spec, reference=f"x{op}{c}")
+
+
+def make_code_task(name: str, difficulty: int, *, num_train: int, num_val: int, seed: int) -> TaskData:
+    """A seeded i.i.d. train/val split of distinct `pyexpr` problems (checked in the sandbox)."""
+    if name not in TASKS:
+        raise UserError(f"task.name: unknown code family {name!r} (known: {', '.join(TASKS)})")
+    if not 1 <= difficulty <= min(3, MAX_DIFFICULTY):
+        raise UserError(f"task.difficulty must be in 1..3 for {name!r} (input digits), got {difficulty}")
+    space, n = _space(difficulty), num_train + num_val
+    if n > space:
+        raise UserError(
+            f"task {name!r} at difficulty {difficulty} has only {space} distinct problems, but "
+            f"task.num_train + task.num_val = {n}; raise task.difficulty or lower the counts"
+        )
+    rng = random.Random(f"{name}:{difficulty}:{seed}")
+    examples = [_example(i, idx, difficulty, rng) for i, idx in enumerate(_distinct_indices(space, n, rng))]
+    return TaskData(
+        name=name,
+        train=examples[:num_train],
+        val=examples[num_train:],
+        checker=_no_local_checker,
+        stop=None,
+        alphabet=ALPHABET,
+        checker_name="code",
+        difficulty=difficulty,
+        seed=seed,
+        info={"source": "synthetic-code", "space": space},
+        sandboxed=True,
+    )
+
+
+def _no_local_checker(completion: str, answer: str) -> bool:
+    """Code is checked in the sandbox (base.check_batch), never by a checker in this process."""
+    raise UserError("a code example reached a local checker; code is only checked in the sandbox (base.check_batch)")
