@@ -9,6 +9,7 @@ TORCH   ?= torch==2.13.0
 # ("operator torchvision::nms does not exist") and nothing here uses them.
 VLLM_CPU_DROP := torchvision torchaudio torchcodec
 PYTEST_ARGS ?=
+BWRAP   := /usr/bin/bwrap
 
 .PHONY: setup demo test browser sandbox bench gpu-check clean
 
@@ -21,11 +22,13 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/workbench kernel install  # the `workbench` Jupyter kernel, into the venv
 	touch $(STAMP)
 
-setup: $(STAMP) sandbox
+setup: $(STAMP) $(BWRAP)
 
 # bubblewrap (Debian's `bubblewrap`): the sandbox every code check runs in (workbench/tasks/sandbox).
 # Installed when we can (root + apt), like the browser; without it code tasks refuse to start.
-sandbox:
+# A file target, so an installed bwrap leaves `make -q setup` up to date.
+sandbox: $(BWRAP)
+$(BWRAP):
 	@command -v bwrap >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null) \

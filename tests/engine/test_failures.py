@@ -139,3 +139,23 @@ def test_a_user_error_raised_mid_run_inside_an_actor_is_one_line(mine, tmp_path)
     assert "the test verifier gave up" in (out / "error.log").read_text()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "failed" and "gave up after 40 checks" in summary["error"]
+
+
+def test_a_method_marked_answers_when_broken_answers_after_a_failed_constructor():
+    from workbench.engine.failures import answers_when_broken, held_errors
+
+    class Broken:
+        def __init__(self):
+            raise UserError("model.path: no such directory: /run/model")
+
+        @answers_when_broken
+        def sees(self, path):
+            return {"seen": path == "/run/token"}
+
+        def info(self):
+            return "never"
+
+    b = held_errors(Broken)()
+    assert b.sees("/run/token") == {"seen": True}  # the shared-folder check still gets its answer
+    with pytest.raises(UserError, match="no such directory"):
+        b.info()

@@ -56,9 +56,22 @@ def held_errors(cls: type) -> type:
     ns: dict[str, Any] = {"__init__": __init__, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
                           "__doc__": cls.__doc__}  # fmt: skip
     for name, fn in inspect.getmembers(cls, inspect.isfunction):
+        if getattr(fn, ANSWERS_WHEN_BROKEN, False):
+            continue
         if not name.startswith("_") and not isinstance(inspect.getattr_static(cls, name), (staticmethod, classmethod)):
             ns[name] = _raising_held(fn)
     return type(cls.__name__, (cls,), ns)
+
+
+ANSWERS_WHEN_BROKEN = "_answers_when_broken"
+
+
+def answers_when_broken(fn: Any) -> Any:
+    """Mark a method that `held_errors` leaves unwrapped: it needs nothing the constructor builds
+    and answers even when the constructor failed (the trainer's shared-folder check, whose clear
+    "not shared" message must win over a missing model under that folder)."""
+    setattr(fn, ANSWERS_WHEN_BROKEN, True)
+    return fn
 
 
 def _raising_held(fn: Any) -> Any:

@@ -49,9 +49,17 @@ try:  # concurrency groups are a Ray feature; the classes stay usable without Ra
 except ImportError:  # pragma: no cover
     io_group = compute_group = lambda f: f  # noqa: E731
 
-# Two generate/evaluate calls at a time, but one decoding (`_decode_lock`): a chunk waits for its
-# code checks while the next one decodes. Weight pushes and pings answered meanwhile.
-CONCURRENCY_GROUPS = {"io": 1, "compute": 2}
+# One generate/evaluate call at a time; weight pushes and pings answered meanwhile. A task with code
+# checks allows two, one decoding (`_decode_lock`): a chunk waits for its verdicts while the next
+# one decodes. (Two for every task made PipelineRL's k = 2 runs drop whole steps as stale in
+# tests/engine/run/test_coordinator.py; a single task keeps one.)
+CONCURRENCY_GROUPS = {"io": 1, "compute": 1}
+CODE_CONCURRENCY_GROUPS = {"io": 1, "compute": 2}
+
+
+def concurrency_groups(sandboxed: bool) -> dict[str, int]:
+    """The Ray concurrency groups of a generator / evaluator actor for a task with code or not."""
+    return CODE_CONCURRENCY_GROUPS if sandboxed else CONCURRENCY_GROUPS
 
 
 class RolloutWorker:

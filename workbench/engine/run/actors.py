@@ -28,7 +28,7 @@ import ray
 
 from workbench.config import RunConfig
 from workbench.engine.rollout.torch_backend import Evaluator, Generator
-from workbench.engine.rollout.worker import CONCURRENCY_GROUPS
+from workbench.engine.rollout.worker import concurrency_groups
 from workbench.engine.batch import PackedGroups
 from workbench.engine.cluster.common import kill_actors
 from workbench.engine.failures import held_errors
@@ -148,7 +148,8 @@ def spawn_workers(cfg: RunConfig, task: Any) -> Workers:
     # code checks: the generators score through the pool; the evaluator through a sandbox of its own,
     # so validation's checks never queue ahead of training's (engine/run/rewards.py)
     pool = start_reward_pool(cfg, task)
-    gen_cls = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(held_errors(generator_class(cfg)))
+    groups = concurrency_groups(task.sandboxed)
+    gen_cls = ray.remote(concurrency_groups=groups)(held_errors(generator_class(cfg)))
     generator_opts = dict(num_cpus=r.generator_cpus, num_gpus=r.generator_gpus, max_restarts=3, max_task_retries=0)
     makers: list[Callable[[], Any]] = [
         lambda rank=rank: gen_cls.options(**generator_opts, name=f"{cfg.name}/Generator/{rank}").remote(cfg, rank, None, pool)
@@ -156,7 +157,7 @@ def spawn_workers(cfg: RunConfig, task: Any) -> Workers:
     ]
     # On GPUs with the vLLM backend, validation runs on vLLM too (it has the same `evaluate`).
     eval_cls = generator_class(cfg) if cfg.generation.backend == "vllm" and r.evaluator_gpus > 0 else Evaluator
-    eval_remote = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(held_errors(eval_cls))
+    eval_remote = ray.remote(concurrency_groups=groups)(held_errors(eval_cls))
     makers.append(lambda: eval_remote.options(num_cpus=r.evaluator_cpus, num_gpus=r.evaluator_gpus).remote(cfg, -1, r.evaluator_gpus))
     sequential = start_order(cfg) == "sequential"
     trainer: Optional[TrainerGroup] = None

@@ -23,6 +23,7 @@ import torch
 
 from workbench.config import RunConfig
 from workbench.engine.cluster.common import free_port
+from workbench.engine.failures import answers_when_broken
 from workbench.engine.train import fsdp as distributed
 from workbench.engine.model.devices import move_to, resolve_device, trainer_memory_fraction, trainer_precision, within_share
 from workbench.engine.train.fsdp import PolicyForward
@@ -389,8 +390,10 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"].cpu())
         return self.version
 
+    @answers_when_broken
     def sees(self, path: str, token: str) -> dict[str, Any]:
-        """Whether this worker's node reads `token` at `path` (the shared out_dir check)."""
+        """Whether this worker's node reads `token` at `path` (the shared out_dir check; answered
+        even when the constructor failed, e.g. on a model under an out_dir this node does not see)."""
         from workbench.runs.checkpoint import reads_token
 
         return {"node_ip": distributed.node_ip(), "seen": reads_token(path, token)}
