@@ -9,6 +9,7 @@
     workbench ui
     workbench check --config configs/mathcode.yaml --completions saved.jsonl [--json]
     workbench plan --config configs/quickstart.yaml --gpus-per-node 8 --gpu-memory 80
+    workbench predict runs/ladder/w32 runs/ladder/w48 runs/ladder/w64 --by model.n_embd --at 128 [--json]
 
 Each sub-command lives in the module that owns its concern and registers itself here through
 `add_parser(subparsers)` / `main(args) -> int`. User errors (bad files, bad values) print one
@@ -28,12 +29,13 @@ COMMANDS = {
     "fit": "workbench.scaling.cli",
     "run": "workbench.engine.run.cli",
     "sweep": "workbench.sweep",
-    "compare": "workbench.tracking.cli",
+    "compare": "workbench.commands.compare",
     "kernel": "workbench.kernel",
     "cluster": "workbench.engine.cluster.cli",
-    "ui": "workbench.tracking.cli_ui",
-    "check": "workbench.tasks.cli",
+    "ui": "workbench.commands.ui",
+    "check": "workbench.commands.check",
     "plan": "workbench.engine.plan.cli",
+    "predict": "workbench.runs.predict",
 }
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from workbench.cli import main
 from workbench.errors import UserError
-from workbench.tracking.cli_ui import server_command
+from workbench.commands.ui import server_command
 
 
 def test_server_command_uses_the_store_and_localhost(tmp_path):
