@@ -61,7 +61,9 @@ def main() -> None:
     args = ap.parse_args()
     import ray
 
-    ray.init(address="local", num_cpus=2, namespace="workbench", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    from workbench.engine.cluster import connect
+
+    connect(num_cpus=2, lasting=False, log_to_driver=False)
     with tempfile.TemporaryDirectory() as tmp:
         pipe = run(args.config, "pipeline", args.k, args.steps, tmp)
         sync = run(args.config, "sync", 1, args.steps, tmp)

@@ -88,7 +88,8 @@ def old_step(tr, groups, micro_rows: int) -> None:
     import torch
 
     from workbench.engine.batch import PackedGroups
-    from workbench.rl.head import causal_lm_forward, token_entropy, token_logprobs
+    from workbench.engine.model.forward import causal_lm_forward
+    from workbench.rl.head import token_entropy, token_logprobs
     from workbench.rl.losses import policy_loss
 
     _, rows, _ = tr.plan(PackedGroups.from_groups(groups))

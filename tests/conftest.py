@@ -49,22 +49,11 @@ def session_cluster_state(tmp_path_factory):
 def ray_cluster():
     import ray
 
-    for attempt in range(3):  # on a loaded machine the node can time out during start-up: try again
-        if ray.is_initialized():
-            break
-        try:
-            ray.init(
-                address="local",  # never a cluster some `ray start` left recorded on this machine
-                num_cpus=2,
-                namespace="workbench",
-                include_dashboard=False,
-                logging_level="ERROR",
-                log_to_driver=False,
-            )
-        except Exception:  # noqa: BLE001 - Ray raises a bare Exception for a start-up time-out
-            ray.shutdown()
-            if attempt == 2:
-                raise
+    from workbench.engine.cluster import connect
+
+    # the one bootstrap (it retries a start-up that times out on a loaded machine); address
+    # "local": never a cluster some `ray start` left recorded on this machine
+    connect(num_cpus=2, lasting=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 

@@ -27,7 +27,9 @@ def ray_cluster():
     if ray.is_initialized():  # another module's cluster: share it, leave it running
         yield
         return
-    ray.init(address="local", num_cpus=4, namespace="workbench", include_dashboard=False, logging_level="ERROR")
+    from workbench.engine.cluster import connect
+
+    connect(num_cpus=4, lasting=False)
     yield
     ray.shutdown()
 

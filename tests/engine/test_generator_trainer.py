@@ -11,7 +11,8 @@ import torch
 from workbench.engine.rollout.torch_backend import Evaluator, Generator
 from workbench.engine.batch import build_batch
 from workbench.engine.train.trainer import Trainer
-from workbench.rl.head import causal_lm_forward, token_logprobs
+from workbench.engine.model.forward import causal_lm_forward
+from workbench.rl.head import token_logprobs
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ def test_loss_and_gradient_match_cpu(loss_type):
 
 def test_fp32_head_on_gpu_bf16_body():
     transformers = pytest.importorskip("transformers")
-    from workbench.rl.head import causal_lm_forward
+    from workbench.engine.model.forward import causal_lm_forward
 
     cfg = transformers.LlamaConfig(
         vocab_size=50, hidden_size=64, intermediate_size=128, num_hidden_layers=2,

@@ -1,4 +1,4 @@
-"""FP32 LM head, tied embeddings, position ids under left padding, token log-probs/entropy, and the
+"""FP32 LM head, tied embeddings, token log-probs/entropy, and the
 trainer's chunked head (`completion_logprobs`: the full computation's values and gradients).
 
 Tiny GPT-2 / Llama models are built from a config in memory (no downloads).
@@ -11,13 +11,12 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from workbench.engine.model.forward import causal_lm_forward  # noqa: E402
 from workbench.rl.head import (  # noqa: E402
     HEAD_CHUNK_BYTES,
-    causal_lm_forward,
     completion_logprobs,
     head_chunk_rows,
     lm_head_logits,
-    position_ids_from_mask,
     token_entropy,
     token_logprobs,
 )
@@ -95,27 +94,6 @@ def test_untied_head_keeps_its_dtype():
     model = llama(torch.bfloat16, tied=False)
     causal_lm_forward(model, IDS, torch.ones_like(IDS), fp32_head=True)
     assert model.lm_head.weight.dtype == torch.bfloat16
-
-
-def test_position_ids_from_mask():
-    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
-    assert position_ids_from_mask(mask).tolist() == [[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]]
-
-
-@pytest.mark.parametrize("build", [gpt2, llama])
-def test_left_padding_matches_an_unpadded_forward(build):
-    model = build(torch.float32)
-    a = torch.tensor([[5, 9, 2, 30]])
-    b = torch.tensor([[7, 3, 12, 8, 21, 6]])
-    pad = 0
-    batch = torch.tensor([[pad, pad, 5, 9, 2, 30], [7, 3, 12, 8, 21, 6]])
-    mask = torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
-    with torch.no_grad():
-        padded, _ = causal_lm_forward(model, batch, mask)
-        ref_a, _ = causal_lm_forward(model, a, torch.ones_like(a))
-        ref_b, _ = causal_lm_forward(model, b, torch.ones_like(b))
-    assert torch.allclose(padded[0, 2:], ref_a[0], atol=1e-5)
-    assert torch.allclose(padded[1], ref_b[0], atol=1e-5)
 
 
 def test_lm_head_logits_refuses_a_model_without_head():

@@ -38,12 +38,9 @@ _LAZY = {
     "InterruptionState": "workbench.rl.length",
     "overlong_penalty": "workbench.rl.length",
     "resolve_tokens": "workbench.rl.length",
-    "causal_lm_forward": "workbench.rl.head",
     "lm_head_logits": "workbench.rl.head",
-    "position_ids_from_mask": "workbench.rl.head",
     "token_logprobs": "workbench.rl.head",
     "token_entropy": "workbench.rl.head",
-    "body_hidden": "workbench.rl.head",
     "completion_logprobs": "workbench.rl.head",
 }
 

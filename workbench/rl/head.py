@@ -1,11 +1,10 @@
-"""Forward passes of a Hugging Face causal LM with an FP32 LM head, shared by SFT, generator and trainer.
+"""The FP32 LM head and the log-probs / entropy computed from it, shared by SFT, generator and trainer.
 
 ScaleRL keeps the final projection and the logits in float32 on both the generator and the
-trainer (A rose from 0.52 to 0.61 in the paper). The body may run in bf16/fp16. Position ids
-are always derived from the attention mask, so left-padded prompts see the same positions in
-supervised warm-up, generation and training (HF models otherwise count pads as positions).
+trainer (A rose from 0.52 to 0.61 in the paper). The body may run in bf16/fp16 (the model's
+forward, with position ids from the mask, is `workbench.engine.model.forward`).
 
-    logits, past = causal_lm_forward(model, ids, mask, fp32_head=True)
+    logits = lm_head_logits(model, hidden, fp32_head=True)
     logp = token_logprobs(logits[:, :-1], ids[:, 1:])
 
 Training never builds that full [batch, length, vocab] tensor: `completion_logprobs` applies
@@ -25,12 +24,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-
-
-def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """0, 1, 2, ... over real tokens; pads get 0 (they are masked anyway)."""
-    pos = attention_mask.long().cumsum(-1) - 1
-    return pos.clamp_(min=0)
 
 
 def lm_head_logits(model: Any, hidden: torch.Tensor, fp32_head: bool) -> torch.Tensor:
@@ -54,45 +47,6 @@ def lm_head_logits(model: Any, hidden: torch.Tensor, fp32_head: bool) -> torch.T
         weight = head.weight.float()
         bias = head.bias.float() if getattr(head, "bias", None) is not None else None
         return F.linear(hidden.float(), weight, bias)
-
-
-def causal_lm_forward(
-    model: Any,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    *,
-    fp32_head: bool = True,
-    past_key_values: Any = None,
-    position_ids: torch.Tensor | None = None,
-    use_cache: bool = False,
-) -> tuple[torch.Tensor, Any]:
-    """Logits for `input_ids` (all positions) and the KV cache when `use_cache`.
-
-    With a cache, `attention_mask` covers past + new tokens and `position_ids` must be given
-    for the new tokens (the generator tracks them).
-    """
-    hidden, past = _body(model, input_ids, attention_mask, past_key_values, position_ids, use_cache)
-    return lm_head_logits(model, hidden, fp32_head), past
-
-
-def _body(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, past_key_values: Any,
-          position_ids: torch.Tensor | None, use_cache: bool) -> tuple[torch.Tensor, Any]:
-    if position_ids is None:
-        position_ids = position_ids_from_mask(attention_mask)[:, -input_ids.shape[1] :]
-    out = model.base_model(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        past_key_values=past_key_values,
-        use_cache=use_cache,
-    )
-    hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
-    return hidden, (out.past_key_values if use_cache else None)
-
-
-def body_hidden(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """The final hidden states [N, L, H] (before the head), positions from the mask."""
-    return _body(model, input_ids, attention_mask, None, None, False)[0]
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:

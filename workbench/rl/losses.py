@@ -87,23 +87,10 @@ def _clipped_surrogate(ratio: torch.Tensor, adv: torch.Tensor, low: float, high:
     return torch.maximum(unclipped, clipped), clipped > unclipped
 
 
-def policy_loss(
-    cfg: Any,
-    logp: torch.Tensor,
-    gen_logp: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    weights: torch.Tensor,
-    *,
-    old_logp: Optional[torch.Tensor] = None,
-    ref_logp: Optional[torch.Tensor] = None,
-    entropy: Optional[torch.Tensor] = None,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """Scalar loss to minimise and its stats; see the module docstring for the exact formulas.
-
-    cfg: a `LossConfig`. logp, gen_logp, mask, weights (and old_logp, ref_logp, entropy when
-    given): [N, T]. advantages: [N] or [N, T]. Values at masked positions are ignored.
-    """
+def _check_inputs(cfg: Any, logp: torch.Tensor, gen_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                  weights: torch.Tensor, old_logp: Optional[torch.Tensor], ref_logp: Optional[torch.Tensor],
+                  entropy: Optional[torch.Tensor]) -> None:  # fmt: skip
+    """Shapes and the config's needs, each refused in one line naming the problem."""
     _check_cfg(cfg)
     check_2d("logp", logp)
     check_same_shape("logp", logp, "gen_logp", gen_logp)
@@ -132,6 +119,68 @@ def policy_loss(
     if cfg.entropy_coef and entropy is None:
         raise UserError(f"loss.entropy_coef = {cfg.entropy_coef} needs the per-token entropy")
 
+
+def _ppo(ratio: torch.Tensor, adv: torch.Tensor, low: float, high: float):
+    pg, engaged = _clipped_surrogate(ratio, adv, low, high)
+    return pg, ratio, engaged
+
+
+def _surrogate(cfg: Any, lp: torch.Tensor, log_ratio: torch.Tensor, adv: torch.Tensor, m: torch.Tensor):
+    """(per-token policy-gradient loss, ratio, where the clip engaged) of `cfg.type`."""
+    if cfg.type == "cispo":  # REINFORCE with the truncated importance weight, stop-gradient
+        ratio = log_ratio.detach().exp()
+        return -ratio.clamp(max=cfg.eps_max) * adv * lp, ratio, ratio > cfg.eps_max
+    if cfg.type == "ppo_clip":
+        return _ppo(log_ratio.exp(), adv, cfg.clip_low, cfg.clip_high)
+    lengths = m.sum(dim=1).clamp(min=1.0)  # gspo: one length-normalised ratio per sequence
+    seq_ratio = ((log_ratio * m).sum(dim=1) / lengths).exp()
+    return _ppo(seq_ratio.unsqueeze(1).expand_as(m), adv, cfg.gspo_clip_low, cfg.gspo_clip_high)
+
+
+def _stats(cfg: Any, loss: torch.Tensor, pg: torch.Tensor, w: torch.Tensor, m: torch.Tensor, valid: torch.Tensor,
+           ratio: torch.Tensor, engaged: torch.Tensor, tis_ratio: Optional[torch.Tensor], kl: Optional[torch.Tensor],
+           ent: Optional[torch.Tensor]) -> dict[str, float]:  # fmt: skip
+    with torch.no_grad():
+        n_tok = int(valid.sum())
+        stats: dict[str, float] = {"loss": float(loss), "pg_loss": float((pg * w).sum()), "tokens": float(n_tok)}
+
+        def vmean(x: torch.Tensor) -> float:
+            return float((x.float() * m).sum() / n_tok) if n_tok else 0.0
+
+        r = ratio.detach()
+        stats["ratio_mean"] = vmean(r)
+        stats["ratio_max"] = float(r[valid].max()) if n_tok else 0.0
+        stats["ratio_min"] = float(r[valid].min()) if n_tok else 0.0
+        stats["clip_fraction"] = vmean(engaged)
+        if tis_ratio is not None:
+            stats["tis_ratio_mean"] = vmean(tis_ratio)
+            stats["tis_clip_fraction"] = vmean(tis_ratio > cfg.tis_cap)
+        if kl is not None:
+            stats["kl"] = vmean(kl.detach())
+        if ent is not None:
+            stats["entropy"] = vmean(ent.detach())
+    return stats
+
+
+def policy_loss(
+    cfg: Any,
+    logp: torch.Tensor,
+    gen_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    weights: torch.Tensor,
+    *,
+    old_logp: Optional[torch.Tensor] = None,
+    ref_logp: Optional[torch.Tensor] = None,
+    entropy: Optional[torch.Tensor] = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Scalar loss to minimise and its stats; see the module docstring for the exact formulas.
+
+    cfg: a `LossConfig`. logp, gen_logp, mask, weights (and old_logp, ref_logp, entropy when
+    given): [N, T]. advantages: [N] or [N, T]. Values at masked positions are ignored.
+    """
+    _check_inputs(cfg, logp, gen_logp, advantages, mask, weights, old_logp, ref_logp, entropy)
+    tis = cfg.tis_cap is not None
     dev = logp.device
     m = as_mask("mask", mask).to(dev)
     valid = m.bool()
@@ -155,24 +204,12 @@ def policy_loss(
     w = torch.where(valid, weights.detach().float(), zero)
     ref_base = torch.where(valid, old_logp.detach().float(), zero) if tis else glp
     log_ratio = (lp - ref_base).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+    pg, ratio, engaged = _surrogate(cfg, lp, log_ratio, adv, m)
 
-    if cfg.type == "cispo":
-        ratio = log_ratio.detach().exp()
-        pg = -ratio.clamp(max=cfg.eps_max) * adv * lp
-        engaged = ratio > cfg.eps_max
-    elif cfg.type == "ppo_clip":
-        ratio = log_ratio.exp()
-        pg, engaged = _clipped_surrogate(ratio, adv, cfg.clip_low, cfg.clip_high)
-    else:  # gspo
-        lengths = m.sum(dim=1).clamp(min=1.0)
-        seq_ratio = ((log_ratio * m).sum(dim=1) / lengths).exp()
-        ratio = seq_ratio.unsqueeze(1).expand_as(m)
-        pg, engaged = _clipped_surrogate(ratio, adv, cfg.gspo_clip_low, cfg.gspo_clip_high)
-
+    tis_ratio = None
     if tis:
         tis_ratio = (ref_base - glp).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP).exp()
         pg = pg * tis_ratio.clamp(max=cfg.tis_cap)
-
     per_token = pg
     kl = None
     if ref_logp is not None:
@@ -185,26 +222,5 @@ def policy_loss(
         ent = torch.where(valid, entropy.float(), zero)
         if cfg.entropy_coef:
             per_token = per_token - cfg.entropy_coef * ent
-
     loss = (per_token * w).sum()
-
-    with torch.no_grad():
-        n_tok = int(valid.sum())
-        stats: dict[str, float] = {"loss": float(loss), "pg_loss": float((pg * w).sum()), "tokens": float(n_tok)}
-
-        def vmean(x: torch.Tensor) -> float:
-            return float((x.float() * m).sum() / n_tok) if n_tok else 0.0
-
-        r = ratio.detach()
-        stats["ratio_mean"] = vmean(r)
-        stats["ratio_max"] = float(r[valid].max()) if n_tok else 0.0
-        stats["ratio_min"] = float(r[valid].min()) if n_tok else 0.0
-        stats["clip_fraction"] = vmean(engaged)
-        if tis:
-            stats["tis_ratio_mean"] = vmean(tis_ratio)
-            stats["tis_clip_fraction"] = vmean(tis_ratio > cfg.tis_cap)
-        if kl is not None:
-            stats["kl"] = vmean(kl.detach())
-        if ent is not None:
-            stats["entropy"] = vmean(ent.detach())
-    return loss, stats
+    return loss, _stats(cfg, loss, pg, w, m, valid, ratio, engaged, tis_ratio, kl, ent)

@@ -114,7 +114,7 @@ def test_precision_rules():
 
 
 def test_move_to_moves_tensors_and_dataclass_fields():
-    from workbench.engine.train.trainer import StepRows
+    from workbench.rl.step import StepRows
 
     t = torch.ones(2, 3)
     rows = StepRows(t, t.long(), t, t, t[:, 0], t, num_tokens=6)

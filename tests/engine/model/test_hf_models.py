@@ -25,7 +25,8 @@ from workbench.engine.model.load import load_policy
 from workbench.engine.batch import build_batch
 from workbench.engine.train.trainer import Trainer
 from workbench.errors import UserError
-from workbench.rl.head import causal_lm_forward, token_logprobs
+from workbench.engine.model.forward import causal_lm_forward
+from workbench.rl.head import token_logprobs
 from workbench.tasks.base import load_task
 
 ARCHS = ("qwen2", "llama")

@@ -14,7 +14,7 @@ from workbench.engine.model.builtin import INFO_FILE, build_char_tokenizer, buil
 from workbench.engine.model.load import load_policy
 from workbench.engine.model.sampling import left_pad, sample_completions, sampled_pass_rate
 from workbench.errors import UserError
-from workbench.rl.head import causal_lm_forward
+from workbench.engine.model.forward import causal_lm_forward
 from workbench.tasks.base import load_task
 
 

@@ -6,7 +6,8 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from workbench.engine.model.sampling import sample_batch
-from workbench.rl.head import causal_lm_forward, token_logprobs
+from workbench.engine.model.forward import causal_lm_forward
+from workbench.rl.head import token_logprobs
 
 
 def tiny_gpt(seed: int) -> GPT2LMHeadModel:

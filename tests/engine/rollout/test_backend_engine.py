@@ -16,7 +16,8 @@ from tests.helpers.tiny_hf import build_tiny_hf, task_texts
 from workbench.config import run_config_from_dict
 from workbench.engine.rollout.vllm import backend as vg
 from workbench.engine.weights import FlatWeights
-from workbench.rl.head import causal_lm_forward, token_logprobs
+from workbench.engine.model.forward import causal_lm_forward
+from workbench.rl.head import token_logprobs
 from workbench.tasks.base import load_task
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,8 @@ from workbench.engine.rollout.torch_backend import Generator
 from workbench.engine.train import fsdp
 from workbench.engine.train.trainer import Trainer
 from workbench.rl import head as head_module
-from workbench.rl.head import causal_lm_forward, token_entropy, token_logprobs
+from workbench.engine.model.forward import causal_lm_forward
+from workbench.rl.head import token_entropy, token_logprobs
 from workbench.rl.losses import policy_loss
 
 

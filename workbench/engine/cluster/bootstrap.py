@@ -70,9 +70,12 @@ def connect(
     *,
     start_if_missing: bool = True,
     lasting: bool = True,
+    log_to_driver: Optional[bool] = None,
 ) -> str:
     """ray.init against `address`, $RAY_ADDRESS, or else (`lasting`) the recorded local cluster
-    or a new one, or (not `lasting`) a Ray local cluster of this process. Returns the address.
+    or a new one, or (not `lasting`) a Ray local cluster of this process (tests and benchmarks
+    too). Returns the address. The actors' output reaches this driver when `log_to_driver`
+    (default: only for a cluster of this process).
 
     An existing cluster may require Ray's token authentication: the driver's token
     ($RAY_AUTH_TOKEN, $RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) is sent when there is one (Ray
@@ -83,7 +86,8 @@ def connect(
 
     if ray.is_initialized():
         return ray.get_runtime_context().gcs_address
-    kwargs: dict[str, Any] = dict(namespace=NAMESPACE, logging_level="ERROR", log_to_driver=not lasting)
+    to_driver = (not lasting) if log_to_driver is None else log_to_driver
+    kwargs: dict[str, Any] = dict(namespace=NAMESPACE, logging_level="ERROR", log_to_driver=to_driver)
     address = address or os.environ.get("RAY_ADDRESS")
     if address is not None:
         _init_at(address, token_available(), kwargs)

@@ -37,7 +37,7 @@ from workbench.engine.model.hf_dir import load_hf_dir, wants_chat_template
 from workbench.engine.model.logs import no_progress_bars
 from workbench.engine.model.sampling import encode, left_pad, sampled_pass_rate
 from workbench.errors import UserError
-from workbench.rl.head import causal_lm_forward
+from workbench.engine.model.forward import causal_lm_forward
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from workbench.rl.head import causal_lm_forward
+from workbench.engine.model.forward import causal_lm_forward
 
 
 @dataclass
@@ -85,12 +85,7 @@ def sample_batch(
     forced: list[list[int]] = [[] for _ in range(n)]
     interrupted = [False] * n
     for _step in range(max_new_tokens):
-        if temperature > 0:
-            logp_all = torch.log_softmax(next_logits.float() / temperature, dim=-1)
-            tokens = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
-        else:  # greedy (evaluation only): log-probs of the untempered distribution
-            logp_all = torch.log_softmax(next_logits.float(), dim=-1)
-            tokens = logp_all.argmax(-1)
+        logp_all, tokens = _draw(next_logits, temperature, generator)
         was_forced = torch.zeros(n, dtype=torch.bool, device=device)
         if interruptions is not None:
             for i in range(n):
@@ -136,12 +131,25 @@ def sample_batch(
         )
         positions = positions + active.long()
         next_logits = logits[:, -1]
+    return _completions(prompts, tok_cols, lp_cols, live_cols, forced_cols, versions, finished.tolist(), interrupted)
+
+
+def _draw(next_logits: torch.Tensor, temperature: float, generator: Optional[torch.Generator]):
+    """(log-probs of the sampling distribution [n, V], the drawn tokens [n])."""
+    if temperature > 0:
+        logp_all = torch.log_softmax(next_logits.float() / temperature, dim=-1)
+        return logp_all, torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
+    logp_all = torch.log_softmax(next_logits.float(), dim=-1)  # greedy (evaluation only): untempered log-probs
+    return logp_all, logp_all.argmax(-1)
+
+
+def _completions(prompts: Sequence[Sequence[int]], tok_cols: list, lp_cols: list, live_cols: list, forced_cols: list,
+                 versions: list[int], finished: list[bool], interrupted: list[bool]) -> list[Completion]:  # fmt: skip
+    """The per-step columns turned into one Completion per prompt, once, at the end."""
     toks = torch.stack(tok_cols, 1).tolist()
     lps = torch.stack(lp_cols, 1).tolist()
-    live = torch.stack(live_cols, 1)
-    lengths = live.sum(1).tolist()
+    lengths = torch.stack(live_cols, 1).sum(1).tolist()
     forced_m = torch.stack(forced_cols, 1).tolist()
-    fin = finished.tolist()
     outs = []
     for i, p in enumerate(prompts):
         L = lengths[i]
@@ -152,7 +160,7 @@ def sample_batch(
                 logprobs=lps[i][:L],
                 versions=versions[:L],
                 sampled=[not f for f in forced_m[i][:L]],
-                finished=fin[i],
+                finished=finished[i],
                 interrupted=interrupted[i],
             )
         )

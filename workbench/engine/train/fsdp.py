@@ -36,7 +36,8 @@ import torch.distributed as dist
 
 from workbench.engine.model.devices import Precision
 from workbench.errors import UserError
-from workbench.rl.head import body_hidden, completion_logprobs
+from workbench.engine.model.forward import body_hidden
+from workbench.rl.head import completion_logprobs
 
 
 class PolicyForward(torch.nn.Module):

@@ -1,9 +1,9 @@
 """The trainer worker: one optimizer step of the recipe's loss on a batch of rollout groups.
 
 Runs as the Ray actor `Trainer` (see launch.py); the class itself is plain Python so tests can
-drive it directly. Per step: zero-variance filter -> advantages -> per-token aggregation
-weights over the WHOLE step (so micro-batch gradients add up to the full-batch gradient) ->
-forward/backward in micro-batches cut by tokens (micro.py), the FP32 head only at the positions
+drive it directly. Per step: groups beyond the staleness bound dropped -> the recipe's plan
+(rl/step.py: penalty, zero-variance filter, advantages, aggregation weights over the WHOLE step)
+-> forward/backward in micro-batches cut by tokens (micro.py), the FP32 head only at the positions
 trained on, log-probs and entropy chunked (rl/head.py) -> clip -> AdamW (warm-up, then constant
 LR). A non-finite loss or gradient skips the update (and is counted); an empty batch (everything
 filtered) skips explicitly instead of dividing by zero. Checkpoints load into any worker count.
@@ -15,7 +15,6 @@ import contextlib
 import math
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -32,10 +31,8 @@ from workbench.errors import UserError
 from workbench.engine.weights import FlatWeights
 from workbench.engine.batch import Group, PackedGroups, build_batch
 from workbench.engine.train.micro import micro_batches
-from workbench.rl.advantages import group_advantages, zero_variance_keep
-from workbench.rl.aggregation import aggregation_weights
-from workbench.rl.length import overlong_penalty
 from workbench.rl.losses import policy_loss
+from workbench.rl.step import StepRows, plan_step
 
 
 def count_params(model: Any) -> int:
@@ -64,24 +61,6 @@ def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
         add_partial(sums, p["sums"])
     total = {k: sum(p[k] for p in parts) for k in ("loss", "ent", "tok")}
     return {**total, "sums": sums}
-
-
-@dataclass
-class StepRows:
-    """What one optimizer step trains on, weighted against the WHOLE batch (every rank holds it all)."""
-
-    input_ids: torch.Tensor  # [N, L]
-    attention_mask: torch.Tensor  # [N, L]
-    loss_mask: torch.Tensor  # [N, L-1]
-    gen_logp: torch.Tensor  # [N, L-1]
-    advantages: torch.Tensor  # [N]
-    weights: torch.Tensor  # [N, L-1] aggregation weights over the whole batch
-    num_tokens: int = 0  # prompt + completion tokens of the rows (counted on the host)
-    lengths: list[int] = field(default_factory=list)  # each row's prompt + completion (host)
-
-    @property
-    def num_rows(self) -> int:
-        return int(self.input_ids.shape[0])
 
 
 class Trainer:
@@ -182,13 +161,11 @@ class Trainer:
 
     # -- one step ------------------------------------------------------------------------
     def plan(self, pg: PackedGroups) -> tuple[dict[str, float], Optional[StepRows], str]:
-        """Filtering, advantages and aggregation weights over the whole batch, on the host; the
-        rows come back on the trainer's device (or None with the reason to skip the step)."""
-        recipe = self.cfg.recipe
-        k = recipe.off_policy.k
+        """Drop the groups beyond the staleness bound, then the recipe's plan (rl/step.py) on the
+        host; the rows come back on the trainer's device (or None with the reason to skip)."""
         stats: dict[str, float] = {"train/groups": float(len(pg))}
-        # Staleness in policy versions, per token; groups beyond k are dropped (the bound).
-        fresh = self.version - pg.min_version_per_group(default=self.version) <= k
+        # Staleness in policy versions, per token; groups beyond k are dropped (PipelineRL-k's bound).
+        fresh = self.version - pg.min_version_per_group(default=self.version) <= self.cfg.recipe.off_policy.k
         stats["train/dropped_stale_groups"] = float((~fresh).sum())
         has_seq = pg.num_sequences > 0
         stats["train/reward_mean"] = float(pg.rewards.mean()) if has_seq else float("nan")
@@ -199,42 +176,10 @@ class Trainer:
         kept = pg if bool(fresh.all()) else pg.select(fresh)
         if not kept.num_sequences:
             return stats, None, "no groups within the staleness bound"
-        batch = build_batch(kept, self.pad_id)
-        rewards = batch.rewards
-        if recipe.length_control.type == "penalty":
-            rewards = rewards + overlong_penalty(
-                batch.lengths.float(),
-                self.cfg.generation.max_new_tokens,
-                recipe.length_control.l_max,
-                recipe.length_control.l_cache,
-            )
-        keep = torch.ones_like(rewards, dtype=torch.bool)
-        if recipe.zero_variance_filter:
-            keep = zero_variance_keep(rewards, batch.prompt_index)
-        stats["train/zero_variance_frac"] = float(1.0 - keep.float().mean())
-        # staleness over every token that will be trained on (trainer version at update - token version)
-        tok = batch.loss_mask > 0
-        stale = (self.version - batch.versions)[tok].float()
-        stats["train/staleness_mean"] = float(stale.mean()) if stale.numel() else 0.0
-        stats["train/staleness_max"] = float(stale.max()) if stale.numel() else 0.0
-        if not bool(keep.any()):
-            return stats, None, "every group had zero reward variance"
-        idx = keep.nonzero().squeeze(-1)
-        prompt_index = torch.unique(batch.prompt_index[idx], return_inverse=True)[1]
-        mask = batch.loss_mask[idx]
-        if float(mask.sum()) == 0:
-            return stats, None, "no sampled tokens to train on"
-        rows = StepRows(
-            input_ids=batch.input_ids[idx],
-            attention_mask=batch.attention_mask[idx],
-            loss_mask=mask,
-            gen_logp=batch.gen_logp[idx],
-            advantages=group_advantages(rewards[idx], prompt_index, recipe.advantage_norm),
-            weights=aggregation_weights(mask, prompt_index, recipe.aggregation),
-            num_tokens=int(batch.attention_mask[idx].sum()),
-            lengths=batch.attention_mask[idx].sum(1).tolist(),
-        )
-        return stats, move_to(rows, self.device), ""
+        planned, rows, reason = plan_step(build_batch(kept, self.pad_id), self.version, self.cfg.recipe,
+                                          self.cfg.generation.max_new_tokens)  # fmt: skip
+        stats.update(planned)
+        return stats, (move_to(rows, self.device) if rows is not None else None), reason
 
     def train_step(self, groups: list[Group] | PackedGroups, step: int) -> tuple[dict[str, float], Any]:
         """Train on `groups`; returns (stats, new weights or None when the update was skipped).

@@ -1,0 +1,71 @@
+"""plan_step (rl/step.py), the pure plan of one RL step: which rows are trained on, their advantages
+and weights, the skip reasons, the staleness stats, and the overlong penalty's place before the
+zero-variance filter."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import torch
+
+from workbench.rl.recipe import load_recipe
+from workbench.rl.step import plan_step
+
+
+def rollouts(rewards: list[float], groups: list[int], lengths: list[int] | None = None, versions: int = 0, width: int = 6):
+    """N sequences of `width` tokens: a 2-token prompt, then `lengths[i]` sampled completion tokens."""
+    n = len(rewards)
+    lengths = lengths or [3] * n
+    loss_mask = torch.zeros(n, width - 1)
+    attn = torch.zeros(n, width, dtype=torch.long)
+    for i, t in enumerate(lengths):
+        loss_mask[i, 1 : 1 + t] = 1.0
+        attn[i, : 2 + t] = 1
+    return SimpleNamespace(
+        input_ids=torch.arange(n * width).reshape(n, width), attention_mask=attn, loss_mask=loss_mask,
+        gen_logp=torch.full((n, width - 1), -1.0), versions=torch.full((n, width - 1), versions),
+        rewards=torch.tensor(rewards), prompt_index=torch.tensor(groups), lengths=torch.tensor(lengths),
+    )  # fmt: skip
+
+
+def test_zero_variance_groups_are_dropped_and_the_rest_get_centred_advantages():
+    recipe = load_recipe("scalerl")
+    batch = rollouts([1.0, 0.0, 1.0, 1.0], [0, 0, 1, 1])  # group 1: both right, no signal
+    stats, rows, why = plan_step(batch, version=3, recipe=recipe, max_new_tokens=8)
+    assert why == "" and rows.num_rows == 2
+    assert stats["train/zero_variance_frac"] == 0.5
+    assert rows.input_ids.tolist() == batch.input_ids[:2].tolist()
+    assert rows.advantages[0] > 0 > rows.advantages[1]
+    assert abs(float(rows.advantages.sum())) < 1e-6
+    # the weights cover the whole step's trained tokens: micro-batch gradients add up to the batch's
+    assert float(rows.weights[rows.loss_mask == 0].abs().sum()) == 0.0
+    assert rows.num_tokens == int(batch.attention_mask[:2].sum()) and rows.lengths == [5, 5]
+
+
+def test_without_the_filter_every_row_is_kept():
+    recipe = dataclasses.replace(load_recipe("scalerl"), zero_variance_filter=False)
+    stats, rows, _ = plan_step(rollouts([1.0, 0.0, 1.0, 1.0], [0, 0, 1, 1]), 0, recipe, 8)
+    assert rows.num_rows == 4 and stats["train/zero_variance_frac"] == 0.0
+
+
+def test_a_step_with_no_signal_is_skipped_with_its_reason():
+    stats, rows, why = plan_step(rollouts([1.0, 1.0, 0.0, 0.0], [0, 0, 1, 1]), 0, load_recipe("scalerl"), 8)
+    assert rows is None and why == "every group had zero reward variance"
+    assert stats["train/zero_variance_frac"] == 1.0
+
+
+def test_staleness_is_measured_over_the_tokens_trained_on():
+    stats, _, _ = plan_step(rollouts([1.0, 0.0], [0, 0], versions=2), 5, load_recipe("scalerl"), 8)
+    assert stats["train/staleness_mean"] == 3.0 and stats["train/staleness_max"] == 3.0
+
+
+def test_the_overlong_penalty_comes_before_the_filter():
+    # Both right, but one ran past l_max: under the penalty the group has signal, the short one wins.
+    base = load_recipe("scalerl")
+    recipe = dataclasses.replace(base, length_control=dataclasses.replace(base.length_control, type="penalty"))
+    batch = rollouts([1.0, 1.0], [0, 0], lengths=[2, 8], width=11)
+    _, rows, why = plan_step(batch, 0, recipe, max_new_tokens=8)
+    assert why == "" and rows.num_rows == 2 and rows.advantages[0] > 0 > rows.advantages[1]
+    _, none, why = plan_step(batch, 0, base, max_new_tokens=8)  # interruption, no penalty: no signal
+    assert none is None and why == "every group had zero reward variance"

@@ -1,0 +1,94 @@
+"""One RL step's plan, as a pure function: from a step's rollouts to the rows trained on and their
+weights. No devices, no Ray, no optimizer: the trainer (engine/train/trainer.py) calls it, moves
+the rows to its device and runs forward/backward over them.
+
+    stats, rows, why = plan_step(batch, version, recipe, max_new_tokens)
+    if rows is None: skip the step (why says which filter emptied it)
+
+The order is the recipe's (ScaleRL): the overlong penalty on the rewards (when length control is
+"penalty") -> zero-variance filtering (groups whose rewards are all equal carry no signal) ->
+advantages (group baseline, batch- or prompt-level normalisation) -> per-token aggregation
+weights over the WHOLE step (so micro-batch gradients add up to the full-batch gradient).
+`batch` is any object with the tensors of `RolloutBatch` (engine/batch.py's TrainBatch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Protocol
+
+import torch
+
+from workbench.rl.advantages import group_advantages, zero_variance_keep
+from workbench.rl.aggregation import aggregation_weights
+from workbench.rl.length import overlong_penalty
+from workbench.rl.recipe import RecipeConfig
+
+
+class RolloutBatch(Protocol):
+    """One step's sequences, right-padded (engine/batch.build_batch makes one)."""
+
+    input_ids: torch.Tensor  # [N, L] prompt + completion
+    attention_mask: torch.Tensor  # [N, L]
+    loss_mask: torch.Tensor  # [N, L-1] 1 on sampled completion tokens (position t predicts t+1)
+    gen_logp: torch.Tensor  # [N, L-1] the generator's log-probs of those tokens
+    versions: torch.Tensor  # [N, L-1] the policy version that sampled each token
+    rewards: torch.Tensor  # [N]
+    prompt_index: torch.Tensor  # [N] the group (prompt) of each sequence
+    lengths: torch.Tensor  # [N] completion lengths
+
+
+@dataclass
+class StepRows:
+    """What one optimizer step trains on, weighted against the WHOLE batch (every rank holds it all)."""
+
+    input_ids: torch.Tensor  # [N, L]
+    attention_mask: torch.Tensor  # [N, L]
+    loss_mask: torch.Tensor  # [N, L-1]
+    gen_logp: torch.Tensor  # [N, L-1]
+    advantages: torch.Tensor  # [N]
+    weights: torch.Tensor  # [N, L-1] aggregation weights over the whole batch
+    num_tokens: int = 0  # prompt + completion tokens of the rows (counted on the host)
+    lengths: list[int] = field(default_factory=list)  # each row's prompt + completion (host)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.input_ids.shape[0])
+
+
+def plan_step(
+    batch: RolloutBatch, version: int, recipe: RecipeConfig, max_new_tokens: int
+) -> tuple[dict[str, float], Optional[StepRows], str]:
+    """(stats, the rows to train on or None, the reason when None) for a trainer at `version`.
+
+    Stats: the share of sequences zero-variance filtering removed, and the staleness (trainer
+    version minus the version that sampled each token trained on), mean and max."""
+    stats: dict[str, float] = {}
+    rewards = batch.rewards
+    if recipe.length_control.type == "penalty":
+        lc = recipe.length_control
+        rewards = rewards + overlong_penalty(batch.lengths.float(), max_new_tokens, lc.l_max, lc.l_cache)
+    keep = zero_variance_keep(rewards, batch.prompt_index) if recipe.zero_variance_filter else torch.ones_like(rewards, dtype=torch.bool)
+    stats["train/zero_variance_frac"] = float(1.0 - keep.float().mean())
+    stale = (version - batch.versions)[batch.loss_mask > 0].float()
+    stats["train/staleness_mean"] = float(stale.mean()) if stale.numel() else 0.0
+    stats["train/staleness_max"] = float(stale.max()) if stale.numel() else 0.0
+    if not bool(keep.any()):
+        return stats, None, "every group had zero reward variance"
+    idx = keep.nonzero().squeeze(-1)
+    prompt_index = torch.unique(batch.prompt_index[idx], return_inverse=True)[1]
+    mask = batch.loss_mask[idx]
+    if float(mask.sum()) == 0:
+        return stats, None, "no sampled tokens to train on"
+    attn = batch.attention_mask[idx]
+    rows = StepRows(
+        input_ids=batch.input_ids[idx],
+        attention_mask=attn,
+        loss_mask=mask,
+        gen_logp=batch.gen_logp[idx],
+        advantages=group_advantages(rewards[idx], prompt_index, recipe.advantage_norm),
+        weights=aggregation_weights(mask, prompt_index, recipe.aggregation),
+        num_tokens=int(attn.sum()),
+        lengths=attn.sum(1).tolist(),
+    )
+    return stats, rows, ""
