@@ -61,7 +61,7 @@ def run_seed(config: str, seed: int, out: Path, overrides: list[str]) -> dict:
         "n_test": bt["n_test"],
         "run_s": summary["wall_seconds"],
         "wall_s": wall,
-        "retired": summary.get("sampler/retired"),
+        "retired": (summary.get("retirement") or {}).get("retired"),
         "events": summary.get("events", []),
         "line": line,
     }

@@ -37,6 +37,7 @@ def write_run(folder: Path, n_evals: int, *, every: int = 10, seed: int = 0, sta
         if step:
             rows.append({"step": step, "train/reward_mean": -0.5 + step / 1000, "train/pass_rate": 0.2, "train/entropy": 0.9,
                          "train/staleness_mean": 3.0, "train/staleness_max": 7.0, "train/truncation_rate": 0.0,
+                         "sampler/retired_share": min(0.25, step / 400),
                          "compute/device_hours": C, "compute/flops": C * 1e12})
         if step % every == 0 and step // every < n_evals:
             row = {"step": step, "val/pass_rate_se": 0.01, "compute/device_hours": C, "compute/flops": C * 1e12}

@@ -60,3 +60,23 @@ def test_make_sampler_is_the_plain_curriculum_for_one_task_and_skips_validation_
     s = make_sampler(task, seed=0, retire_threshold=0.9, enabled=True)
     assert isinstance(s, MixtureSampler) and s.domains == ["math", "code"]
     assert set(s.next_prompts(30)) == {0, 1, 2}
+
+
+def test_the_cap_holds_per_domain_and_the_retirement_is_told_per_domain():
+    s = MixtureSampler(MEMBERS, {"math": 1.0, "code": 1.0}, seed=0, max_retired_share=0.25)
+    for pid in MEMBERS["code"]:
+        s.update(pid, [True] * 8)
+    st = s.stats()
+    assert st["retired/code"] == 25.0 and st["retired_fraction/code"] == 0.25 and st["retired_fraction/math"] == 0.0
+    assert st["returned"] == 75.0 and any(300 <= i < 400 for i in s.next_prompts(100))  # code is still drawn
+    ret = s.retirement()
+    assert (ret["retired"], ret["prompts"], ret["retired_share"]) == (25, 400, 25 / 400)
+    assert ret["domains"]["code"]["retired_share"] == 0.25 and ret["domains"]["math"]["retired"] == 0
+    assert s.share_warning() is None
+    b = MixtureSampler(MEMBERS, {"math": 1.0, "code": 1.0}, seed=0, max_retired_share=0.25)
+    b.load_state_dict(s.state_dict())
+    assert b.retirement() == ret
+    uncapped = MixtureSampler(MEMBERS, {"math": 1.0, "code": 1.0}, seed=0)
+    for pid in MEMBERS["code"][:30]:
+        uncapped.update(pid, [True] * 8)
+    assert uncapped.share_warning().startswith("domain 'code': No-Positive-Resampling has retired 30 of 100")

@@ -125,3 +125,78 @@ def test_pool_warning_counts_only_prompts_ever_solved():
     assert warned_with is not None, "no warning before the solvable prompts ran out"
     step, left, msg = warned_with
     assert 0 < left < 4 * per_step and "never solved" in msg
+
+
+def _retire(s: CurriculumSampler, pids) -> list[bool]:
+    return [s.update(pid, [True] * 8) for pid in pids]
+
+
+def test_the_cap_returns_the_longest_retired_prompt_to_the_pool():
+    s = CurriculumSampler(10, seed=0, max_retired_share=0.3)  # at most 3 of 10 retired
+    assert _retire(s, [4, 7, 1]) == [True] * 3 and s.retired == {4, 7, 1}
+    assert s.update(2, [True] * 8) is True  # retires, and 4 (retired first) comes back
+    assert s.retired == {7, 1, 2} and not s.is_retired(4)
+    _retire(s, [4, 9])  # 4 retires again when it passes again: 7, then 1 go back
+    assert s.retired == {2, 4, 9}
+    st = s.stats()
+    assert st["retired"] == 3.0 and st["retired_fraction"] == 0.3 and st["returned"] == 3.0
+    assert sorted(s.next_prompts(7)) == [0, 1, 3, 5, 6, 7, 8]  # the returned ones are drawn again
+    assert s.retirement() == {"enabled": True, "retired": 3, "prompts": 10, "retired_share": 0.3,
+                              "max_retired_share": 0.3, "returned": 3}  # fmt: skip
+
+
+def test_without_a_cap_the_rule_retires_without_bound():
+    s = CurriculumSampler(10, seed=0)
+    _retire(s, range(9))
+    assert len(s.retired) == 9 and s.returned == 0 and s.retirement()["max_retired_share"] is None
+    with pytest.raises(UserError, match="max_retired_share"):
+        CurriculumSampler(10, seed=0, max_retired_share=0.0)
+
+
+def test_state_round_trip_carries_the_retirement_order_and_returned_count():
+    a = CurriculumSampler(20, seed=1, max_retired_share=0.2)  # 4 of 20
+    _retire(a, [13, 2, 17, 5, 8])  # 13 went back
+    state = json.loads(json.dumps(a.state_dict()))
+    assert state["retired"] == [2, 17, 5, 8] and state["returned"] == 1
+    b = CurriculumSampler(20, seed=1, max_retired_share=0.2)
+    b.load_state_dict(state)
+    assert b.stats() == a.stats()
+    _retire(a, [0])
+    _retire(b, [0])
+    assert a.retired == b.retired == {17, 5, 8, 0}, "the resumed run returns the same (oldest) prompt"
+    assert b.next_prompts(30) == a.next_prompts(30) and b.state_dict() == a.state_dict()
+    lower = CurriculumSampler(20, seed=1, max_retired_share=0.1)  # resumed with a lower cap: 2 of 20
+    lower.load_state_dict(a.state_dict())
+    _retire(lower, [11])
+    assert lower.retired == {0, 11} and lower.returned == a.returned + 3
+
+
+def test_a_checkpoint_from_before_the_cap_still_loads():
+    old = CurriculumSampler(6, seed=0)
+    _retire(old, [3, 1])
+    state = old.state_dict()
+    state["retired"], _ = sorted(state["retired"]), state.pop("returned")  # the old format
+    s = CurriculumSampler(6, seed=0, max_retired_share=0.34)  # 2 of 6
+    s.load_state_dict(state)
+    assert s.retired == {1, 3} and s.returned == 0
+    _retire(s, [5])
+    assert s.retired == {3, 5} and s.returned == 1
+
+
+def test_share_warning_says_what_the_rule_removed_past_the_threshold_only():
+    from workbench.rl.sampler import RETIRED_SHARE_WARNING
+
+    s = CurriculumSampler(100, seed=0)
+    _retire(s, range(int(RETIRED_SHARE_WARNING * 100)))
+    assert s.share_warning() is None, "at the threshold, not past it"
+    _retire(s, [99])
+    msg = s.share_warning()
+    assert msg.startswith("No-Positive-Resampling has retired 26 of 100 training prompts (26%): the run now trains only "
+                          "on the prompts it still fails sometimes, while validation measures all of them")
+    assert "recipe.npr_max_retired_share=0.25 (now none)" in msg and "recipe.no_positive_resampling=false" in msg
+    off = CurriculumSampler(4, seed=0, enabled=False)
+    _retire(off, range(4))
+    assert off.share_warning() is None
+    capped = CurriculumSampler(100, seed=0, max_retired_share=RETIRED_SHARE_WARNING)
+    _retire(capped, range(60))
+    assert capped.share_warning() is None and capped.retired_share() == RETIRED_SHARE_WARNING

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from workbench.runs.report import (
-    engine_summary_line,
+    engine_summary_line, retirement_line,
     BACKTEST_FRACTION, FIT_FILES, backtest_run, eval_curve, fit_curves, fit_run, print_report, report_run_end, write_report,
 )  # fmt: skip
 from workbench.errors import UserError
@@ -143,11 +143,15 @@ def test_a_session_run_end_writes_the_one_layout_in_the_run_folder(tmp_path):
     from types import SimpleNamespace
 
     run = _write_run(tmp_path / "run", COMPUTE, _sigmoid(COMPUTE))
-    cfg = SimpleNamespace(out_dir=str(run), tracking=SimpleNamespace(run_id=None, tracking_uri=None))
-    report_run_end(cfg, read_jsonl(run / "metrics.jsonl"), x=X, step=250, tracked=False)
+    def cfg(folder):
+        return SimpleNamespace(output_dir=lambda: folder, tracking=SimpleNamespace(run_id=None, tracking_uri=None))
+
+    report, why = report_run_end(cfg(run), read_jsonl(run / "metrics.jsonl"), x=X, step=250, tracked=False)
+    assert why == "" and report["A"] == pytest.approx(json.loads((run / "fit.json").read_text())["A"])
     assert sorted(p.name for p in run.iterdir() if p.name != "metrics.jsonl") == sorted(FIT_FILES)
     short = _write_run(tmp_path / "short", COMPUTE[:3], _sigmoid(COMPUTE[:3]))
-    report_run_end(cfg, read_jsonl(short / "metrics.jsonl"), x=X, step=20, tracked=False)  # too few: no error
+    report, why = report_run_end(cfg(short), step=20, tracked=False)  # too few (read from the folder): no error
+    assert report is None and "evaluation" in why
     assert not (short / "fit.json").exists()
 
 
@@ -201,3 +205,17 @@ def test_the_end_line_says_how_the_vllm_generators_ran_and_nothing_for_torch():
     assert line.endswith("; vLLM 0.32.0 in batch mode, FP32 head: patched")
     assert engine_summary_line({**base, "generation": {"backend": "torch"}}) == engine_summary_line(base)
     assert "vLLM" not in engine_summary_line(base)
+
+
+def test_the_end_report_tells_the_retired_share_per_domain_and_nothing_with_the_rule_off():
+    from workbench.rl.mixture import MixtureSampler
+
+    s = MixtureSampler({"math": list(range(8)), "code": list(range(8, 12))}, {"math": 1.0, "code": 1.0}, seed=0,
+                       max_retired_share=0.25)  # fmt: skip
+    for pid in (0, 1, 2, 8):
+        s.update(pid, [True] * 4)
+    line = retirement_line({"retirement": s.retirement()})
+    assert line == ("No-Positive-Resampling: 3 of 12 training prompts retired at the end (25.0%); cap "
+                    "recipe.npr_max_retired_share = 0.25, 1 retired prompts returned to the pool by it; "
+                    "per domain: math 2/8 (25.0%), code 1/4 (25.0%)")
+    assert retirement_line({"retirement": {**s.retirement(), "enabled": False}}) == retirement_line({}) == ""

@@ -55,6 +55,7 @@ def test_full_dashboard_shows_fit_band_forecast_progress_and_train_metrics(run_f
     assert d._progress.value == 150 and "finished" in d._header.value
     for label in ("reward", "staleness (mean)", "truncation rate", "entropy"):
         assert label in d._train.value
+    assert "retired share" in d._train.value and "<div data-metric='sampler/retired_share'>0.25</div>" in d._train.value
 
 
 def test_a_run_that_does_not_learn_shows_its_flat_level_not_nan(run_folder):

@@ -8,7 +8,7 @@
 Each draw picks a domain with probability proportional to its weight (the uniform number of draw
 `n` depends only on (seed, n), so a resumed run draws the same domains), then takes the next
 prompt of that domain's own `CurriculumSampler`: epochs of shuffles with No-Positive-Resampling
-per prompt, exactly as in a single-task run. A domain whose prompts are all retired drops out and
+per prompt, exactly as in a single-task run (the retired-share cap bounds each domain's share). A domain whose prompts are all retired drops out and
 the others share its weight; when every domain is exhausted, `AllPromptsRetiredError`. A source
 with no training prompts (HumanEval as a validation set) is never drawn, only validated.
 
@@ -38,6 +38,7 @@ class MixtureSampler:
         seed: int,
         retire_threshold: float = 0.9,
         enabled: bool = True,
+        max_retired_share: float | None = None,
     ) -> None:
         if not members or set(members) != set(weights):
             raise UserError(f"MixtureSampler: domains {sorted(members)} and weights {sorted(weights)} must match")
@@ -51,7 +52,8 @@ class MixtureSampler:
         self.num_prompts = sum(len(v) for v in members.values())
         self.drawn = 0
         self.subs = {
-            d: CurriculumSampler(len(ids), seed=self.seed + 7919 * i, retire_threshold=retire_threshold, enabled=enabled)
+            d: CurriculumSampler(len(ids), seed=self.seed + 7919 * i, retire_threshold=retire_threshold, enabled=enabled,
+                                 max_retired_share=max_retired_share)
             for i, (d, ids) in enumerate(self.members.items())
         }
         # global prompt id -> (domain, local id)
@@ -108,8 +110,25 @@ class MixtureSampler:
                 return f"domain {d!r}: {w}"
         return None
 
+    def share_warning(self) -> str | None:
+        """The retired-share warning of the first domain past RETIRED_SHARE_WARNING, named."""
+        for d, s in self.subs.items():
+            if (w := s.share_warning()) is not None:
+                return f"domain {d!r}: {w}"
+        return None
+
+    def retirement(self) -> dict[str, Any]:
+        """The single-task "retirement" over all domains, plus each domain's own under "domains"."""
+        subs = {d: s.retirement() for d, s in self.subs.items()}
+        retired = sum(r["retired"] for r in subs.values())
+        first = next(iter(subs.values()))
+        return {"enabled": self.enabled, "retired": retired, "prompts": self.num_prompts,
+                "retired_share": retired / self.num_prompts, "max_retired_share": first["max_retired_share"],
+                "returned": sum(r["returned"] for r in subs.values()), "domains": subs}  # fmt: skip
+
     def stats(self) -> dict[str, float]:
-        """The single-task keys summed over domains (same names), plus `retired/<domain>`."""
+        """The single-task keys summed over domains (same names), plus `retired/<domain>` and
+        `retired_fraction/<domain>`."""
         subs = [s.stats() for s in self.subs.values()]
         seen = sum(st["prompts_seen"] for st in subs)
         gens = sum(r[0] for s in self.subs.values() for r in s.history.values())
@@ -119,11 +138,13 @@ class MixtureSampler:
             "prompts_drawn": float(self.drawn),
             "retired": float(len(self.retired)),
             "retired_fraction": len(self.retired) / self.num_prompts,
+            "returned": sum(st["returned"] for st in subs),
             "active": float(self.num_prompts - len(self.retired)),
             "prompts_seen": float(seen),
             "pass_rate_seen": passes / gens if gens else 0.0,
         }
         out.update({f"retired/{d}": float(len(s.retired)) for d, s in self.subs.items()})
+        out.update({f"retired_fraction/{d}": s.retired_share() for d, s in self.subs.items()})
         return out
 
     def state_dict(self) -> dict[str, Any]:
@@ -147,10 +168,11 @@ class MixtureSampler:
             s.load_state_dict(state["domains"][d]["state"])
 
 
-def make_sampler(task: Any, *, seed: int, retire_threshold: float, enabled: bool):
+def make_sampler(task: Any, *, seed: int, retire_threshold: float, enabled: bool, max_retired_share: float | None = None):
     """The prompt sampler for `task`: a `CurriculumSampler`, or a `MixtureSampler` for a mixed task."""
     if not getattr(task, "parts", None):
-        return CurriculumSampler(len(task.train), seed=seed, retire_threshold=retire_threshold, enabled=enabled)
+        return CurriculumSampler(len(task.train), seed=seed, retire_threshold=retire_threshold, enabled=enabled,
+                                 max_retired_share=max_retired_share)
     members: dict[str, list[int]] = {}
     for i, ex in enumerate(task.train):
         members.setdefault(ex.domain, []).append(i)
@@ -158,4 +180,5 @@ def make_sampler(task: Any, *, seed: int, retire_threshold: float, enabled: bool
         raise UserError("task.mix: no source has training prompts (a source with none, e.g. HumanEval, only validates)")
     # a source with no training prompts (HumanEval as a validation set) is only evaluated
     weights = {d: task.weights[d] for d in members}
-    return MixtureSampler(members, weights, seed=seed, retire_threshold=retire_threshold, enabled=enabled)
+    return MixtureSampler(members, weights, seed=seed, retire_threshold=retire_threshold, enabled=enabled,
+                          max_retired_share=max_retired_share)

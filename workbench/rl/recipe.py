@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 from workbench.configtools import ConfigError, apply_overrides, from_dict, load_yaml
+from workbench.rl.sampler import RETIRED_SHARE_WARNING
 
 RECIPE_DIR = Path(__file__).parent / "recipes"
 
@@ -64,6 +65,9 @@ class RecipeConfig:
     zero_variance_filter: bool = True
     no_positive_resampling: bool = True
     resample_threshold: float = 0.9
+    # At most this share of the training prompts retired at once (the longest-retired goes back to
+    # the pool); null: unbounded, as in the paper (workbench/rl/sampler.py says why it is bounded).
+    npr_max_retired_share: Optional[float] = RETIRED_SHARE_WARNING
     fp32_head: bool = True
     length_control: LengthControlConfig = field(default_factory=LengthControlConfig)
     off_policy: OffPolicyConfig = field(default_factory=OffPolicyConfig)
@@ -110,6 +114,9 @@ def validate_recipe(recipe: RecipeConfig) -> RecipeConfig:
         raise ConfigError(f"recipe.loss.tis_cap must be > 0 or null, got {loss.tis_cap}")
     if not 0 < recipe.resample_threshold <= 1:
         raise ConfigError(f"recipe.resample_threshold must be in (0, 1], got {recipe.resample_threshold}")
+    cap = recipe.npr_max_retired_share
+    if cap is not None and not 0 < cap <= 1:
+        raise ConfigError(f"recipe.npr_max_retired_share must be in (0, 1] or null, got {cap}")
     if recipe.off_policy.k < 1:
         raise ConfigError(f"recipe.off_policy.k must be >= 1, got {recipe.off_policy.k}")
     lc = recipe.length_control

@@ -2,8 +2,14 @@
 
 Prompts are drawn epoch by epoch, each epoch a fresh shuffle of 0..num_prompts-1 that depends
 only on (seed, epoch). A prompt whose pass rate reaches `retire_threshold` (0.9 in the paper)
-is retired for good: it is skipped in every later draw. Prompts already handed out are not
-recalled. Pure python, no torch; the whole state is a JSON-able dict.
+is retired: it is skipped in every later draw. Prompts already handed out are not recalled.
+Pure python, no torch; the whole state is a JSON-able dict.
+
+The retired share is bounded (`max_retired_share`, recipe.npr_max_retired_share): once that share
+of the prompts is retired, each new retirement returns the longest-retired prompt to the pool.
+Unbounded, the rule eats a small training set (4,000 prompts for 12 epochs: 70% retired), the
+policy then trains only on the prompts it still fails while validation measures all of them, and
+the curve falls back; `share_warning()` says so once the share passes RETIRED_SHARE_WARNING.
 
     sampler = CurriculumSampler(len(dataset), seed=0)
     ids = sampler.next_prompts(48)
@@ -14,12 +20,16 @@ recalled. Pure python, no torch; the whole state is a JSON-able dict.
 
 from __future__ import annotations
 
+import collections
 import random
 from typing import Any, Literal, Sequence
 
 from workbench.errors import UserError
 
 STATE_VERSION = 1
+# Past this share of retired training prompts a run warns (once) that the training distribution
+# has drifted from validation's; the default cap (recipe.npr_max_retired_share) stays at it.
+RETIRED_SHARE_WARNING = 0.25
 
 
 class AllPromptsRetiredError(UserError):
@@ -37,6 +47,9 @@ class CurriculumSampler:
         usual case) both definitions agree on the first visit.
       "running": the mean over all of the prompt's recorded generations so far.
     enabled=False records results (for stats) but never retires anything.
+    max_retired_share: at most this share of the prompts is retired at once; a retirement past it
+      returns the longest-retired prompt to the pool (it retires again when it passes again).
+      None: no bound (the paper's rule as written).
     """
 
     def __init__(
@@ -47,6 +60,7 @@ class CurriculumSampler:
         retire_threshold: float = 0.9,
         enabled: bool = True,
         pass_rate: Literal["latest", "running"] = "latest",
+        max_retired_share: float | None = None,
     ) -> None:
         if int(num_prompts) != num_prompts or num_prompts < 1:
             raise UserError(f"CurriculumSampler: num_prompts must be a positive integer, got {num_prompts!r}")
@@ -54,15 +68,22 @@ class CurriculumSampler:
             raise UserError(f"CurriculumSampler: retire_threshold must be in (0, 1], got {retire_threshold}")
         if pass_rate not in ("latest", "running"):
             raise UserError(f"CurriculumSampler: pass_rate must be 'latest' or 'running', got {pass_rate!r}")
+        if max_retired_share is not None and not 0.0 < max_retired_share <= 1.0:
+            raise UserError(f"CurriculumSampler: max_retired_share must be in (0, 1] or None, got {max_retired_share}")
         self.num_prompts = int(num_prompts)
         self.seed = int(seed)
         self.retire_threshold = float(retire_threshold)
         self.enabled = bool(enabled)
         self.pass_rate = pass_rate
+        self.max_retired_share = max_retired_share
+        # at least one prompt may retire, so a tiny set still exercises the rule
+        self.max_retired = self.num_prompts if max_retired_share is None else max(1, int(max_retired_share * self.num_prompts))
         self.epoch = 0
         self.position = 0  # index into the current epoch's order
         self.drawn = 0  # prompts handed out in total
         self.retired: set[int] = set()
+        self._retire_order: collections.deque[int] = collections.deque()  # oldest retirement first
+        self.returned = 0  # retired prompts sent back to the pool by the cap, in total
         # prompt id -> [generations seen, passes (sum), pass rate of the latest group]
         self.history: dict[int, list[float]] = {}
         self._order = self._epoch_order(self.epoch)
@@ -114,9 +135,47 @@ class CurriculumSampler:
         rec[2] = sum(values) / len(values)
         rate = rec[2] if self.pass_rate == "latest" else rec[1] / rec[0]
         if self.enabled and pid not in self.retired and rate >= self.retire_threshold:
+            while len(self.retired) >= self.max_retired:  # more than one only after a resume with a lower cap
+                self._return_oldest()
             self.retired.add(pid)
+            self._retire_order.append(pid)
             return True
         return False
+
+    def _return_oldest(self) -> None:
+        """The cap is reached: the longest-retired prompt goes back to the pool."""
+        while self._retire_order and self._retire_order[0] not in self.retired:
+            self._retire_order.popleft()  # stale: the set was changed from outside
+        self.retired.discard(self._retire_order.popleft() if self._retire_order else min(self.retired))
+        self.returned += 1
+
+    def retired_share(self) -> float:
+        return len(self.retired) / self.num_prompts
+
+    def share_warning(self) -> str | None:
+        """What the rule has removed, once the retired share passes RETIRED_SHARE_WARNING (the
+        caller tells it once); None below it or with the rule off."""
+        share = self.retired_share()
+        if not self.enabled or share <= RETIRED_SHARE_WARNING:
+            return None
+        cap = "none" if self.max_retired_share is None else f"{self.max_retired_share:g}"
+        return (
+            f"No-Positive-Resampling has retired {len(self.retired)} of {self.num_prompts} training prompts "
+            f"({share:.0%}): the run now trains only on the prompts it still fails sometimes, while validation "
+            f"measures all of them, so the curve may fall back. Bound it with recipe.npr_max_retired_share="
+            f"{RETIRED_SHARE_WARNING:g} (now {cap}), or turn the rule off (recipe.no_positive_resampling=false)."
+        )
+
+    def retirement(self) -> dict[str, Any]:
+        """summary.json's "retirement": retired count and share, the cap, prompts returned by it."""
+        return {
+            "enabled": self.enabled,
+            "retired": len(self.retired),
+            "prompts": self.num_prompts,
+            "retired_share": self.retired_share(),
+            "max_retired_share": self.max_retired_share,
+            "returned": self.returned,
+        }
 
     def is_retired(self, prompt_id: int) -> bool:
         return int(prompt_id) in self.retired
@@ -153,7 +212,8 @@ class CurriculumSampler:
             "epoch_progress": self.position / len(self._order),
             "prompts_drawn": float(self.drawn),
             "retired": float(len(self.retired)),
-            "retired_fraction": len(self.retired) / self.num_prompts,
+            "retired_fraction": self.retired_share(),
+            "returned": float(self.returned),
             "active": float(self.num_prompts - len(self.retired)),
             "prompts_seen": float(seen),
             "pass_rate_seen": (sum(r[1] for r in self.history.values()) / gens) if gens else 0.0,
@@ -168,15 +228,23 @@ class CurriculumSampler:
             "epoch": self.epoch,
             "position": self.position,
             "drawn": self.drawn,
-            "retired": sorted(self.retired),
+            "retired": self._retired_in_order(),  # oldest retirement first: the cap returns them in this order
+            "returned": self.returned,
             "history": [[pid, r[0], r[1], r[2]] for pid, r in sorted(self.history.items())],
         }
+
+    def _retired_in_order(self) -> list[int]:
+        ordered = [p for p in self._retire_order if p in self.retired]
+        if len(set(ordered)) != len(ordered) or len(ordered) != len(self.retired):  # the set was changed from outside
+            ordered = list(dict.fromkeys(ordered)) + sorted(self.retired - set(ordered))
+        return ordered
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a `state_dict()`; num_prompts must match (a different dataset cannot resume).
 
         The seed comes from the state (the current epoch's order depends on it); the threshold,
-        `enabled` and `pass_rate` stay as constructed, so a resumed run may change its policy.
+        `enabled`, `pass_rate` and the cap stay as constructed, so a resumed run may change its policy
+        (a lowered cap returns the longest-retired prompts down to it at the next retirement).
         """
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise UserError(f"sampler state: expected a dict with version {STATE_VERSION}, got {str(state)[:80]}")
@@ -189,5 +257,7 @@ class CurriculumSampler:
         self.position = int(state["position"])
         self.drawn = int(state["drawn"])
         self.retired = {int(p) for p in state["retired"]}
+        self._retire_order = collections.deque(int(p) for p in state["retired"])
+        self.returned = int(state.get("returned", 0))  # a checkpoint from before the cap has none
         self.history = {int(h[0]): [float(h[1]), float(h[2]), float(h[3])] for h in state["history"]}
         self._order = self._epoch_order(self.epoch)

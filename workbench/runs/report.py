@@ -256,21 +256,25 @@ def _write_domain_files(domains: dict[str, dict[str, Any]], out: Path, *, title:
     return files
 
 
-def report_run_end(cfg: Any, rows: list[dict[str, Any]], *, x: str, step: int, tracked: bool) -> None:
-    """What a session does when its run ends: `write_report` into the run folder (cfg.out_dir)
-    and, when `tracked`, log the fit (and each domain's, as fit/<domain>/A, ...) and its files to
-    the config's MLflow run (or why it could not be fitted)."""
+def report_run_end(
+    cfg: Any, rows: Optional[list[dict[str, Any]]] = None, *, x: str = "compute/device_hours", step: int, tracked: bool
+) -> tuple[Optional[dict[str, Any]], str]:
+    """What happens when a run ends, from a notebook or `workbench run`: `write_report` into the
+    run folder (cfg.output_dir(); its metrics.jsonl when `rows` is None) and, when `tracked`, log
+    the fit (and each domain's, as fit/<domain>/A, ...) and its files to the config's MLflow run,
+    or why it could not be fitted. Returns (the report, "") or (None, why there is no fit)."""
     from workbench.tracking import run_tracking
 
     try:
-        rep = write_report(cfg.out_dir, x, rows=rows)
+        rep = write_report(cfg.output_dir(), x, rows=rows)
     except (UserError, ValueError, RuntimeError) as e:
         if tracked:
             run_tracking.log_fit_error(cfg, str(e))
-        return
+        return None, str(e)
     if tracked:
         domain_fits = {d: r["fit"] for d, r in rep["domains"].items() if "fit" in r}
         run_tracking.log_fit(cfg, rep["fit"], [Path(f) for f in rep["files"]], step=step, x=x, domain_fits=domain_fits)
+    return rep, ""
 
 
 def _fit_line(rep: dict[str, Any], head: str) -> str:
@@ -309,6 +313,22 @@ def engine_summary_line(summary: dict[str, Any]) -> str:
         f"max staleness {float(summary.get('staleness_max') or 0.0):.0f} policy versions"
         + generation_note(summary.get("generation") or {})
     )
+
+
+def retirement_line(summary: dict[str, Any]) -> str:
+    """No-Positive-Resampling at the end of the run (summary.json's "retirement", per domain for a
+    task mixture): how much of the training set it retired; "" when the rule was off or not recorded."""
+    ret = summary.get("retirement") or {}
+    if not ret.get("enabled"):
+        return ""
+    cap = ret.get("max_retired_share")
+    line = (f"No-Positive-Resampling: {ret['retired']} of {ret['prompts']} training prompts retired at the end "
+            f"({ret['retired_share']:.1%}); cap recipe.npr_max_retired_share = {'none' if cap is None else f'{cap:g}'}"
+            + (f", {ret['returned']} retired prompts returned to the pool by it" if ret.get("returned") else ""))
+    domains = ret.get("domains") or {}
+    if domains:
+        line += "; per domain: " + ", ".join(f"{d} {r['retired']}/{r['prompts']} ({r['retired_share']:.1%})" for d, r in domains.items())
+    return line
 
 
 def generation_note(gen: dict[str, Any]) -> str:

@@ -41,6 +41,7 @@ TRAIN_METRICS = (
     ("train/truncation_rate", "truncation rate"),
     ("train/entropy", "entropy"),
     ("throughput/samples_per_second", "samples / s"),
+    ("sampler/retired_share", "retired share"),  # No-Positive-Resampling's (workbench/rl/sampler.py)
 )
 
 

@@ -55,6 +55,9 @@ def test_each_off_policy_algorithm_runs_and_bounds_staleness(ray_cluster, tiny_c
     rows = train_rows(cfg.out_dir)
     assert [r["step"] for r in rows] == list(range(1, steps + 1))
     assert max(r["train/staleness_max"] for r in rows) <= k
+    ret = summary["retirement"]  # No-Positive-Resampling's share, also on every step row
+    assert ret["prompts"] == 80 and 0 <= ret["retired_share"] <= ret["max_retired_share"] == 0.25
+    assert all(0 <= r["sampler/retired_share"] <= 0.25 for r in rows)
     if algorithm == "sync":
         assert all(r["train/staleness_max"] == 0 for r in rows)
     if algorithm == "ppo-off-policy":
@@ -154,6 +157,7 @@ def test_killed_generator_is_restarted_and_the_run_completes(ray_cluster, tiny_c
     assert summary["status"] == "finished" and summary["steps"] == 10
     assert [r["step"] for r in train_rows(cfg.out_dir)] == list(range(1, 11))
     assert any("generator 0 died" in e for e in summary["events"]), summary["events"]
+    assert_version_is_step(cfg.out_dir)  # the restarted generator took the pushed weights' version
 
 
 def test_drained_prompt_pool_is_reported_once(tiny_config):
@@ -170,9 +174,28 @@ def test_drained_prompt_pool_is_reported_once(tiny_config):
     s.retired = set(range(0, 60, 2))  # 10 solvable left, although 50 prompts are still active
     coord._check_prompt_pool(4)
     coord._check_prompt_pool(4)
-    assert len(coord.log.events) == 1 and "retired 30 of 80 training prompts" in coord.log.events[0]
+    pool = [e for e in coord.log.events if "solvable ones remain" in e]  # (the retired-share warning is told too: 38%)
+    assert len(pool) == 1 and "retired 30 of 80 training prompts" in pool[0]
     assert "about 10 solvable ones remain" in (cfg.output_dir() / "events.log").read_text()
     assert coord.status_dict()["events"] == coord.log.events
+
+
+def test_the_retired_share_is_warned_about_once_and_capped_by_default(tiny_config):
+    from workbench.engine.run.coordinator import RunCoordinator
+    from workbench.rl.sampler import RETIRED_SHARE_WARNING
+
+    told = {}
+    for cap in (None, RETIRED_SHARE_WARNING):
+        cfg = tiny_config({"task.num_train": 80, "train.prompts_per_step": 4, "recipe.npr_max_retired_share": cap},
+                          name=f"share-{cap}")  # fmt: skip
+        coord = RunCoordinator(cfg, resume=False)  # no actors: the loop's bookkeeping only
+        for pid in range(40):  # half the set solved: retired, as far as the cap lets it
+            coord.sampler.update(pid, [True] * 8)
+            coord._check_prompt_pool(4)
+        told[cap] = [e for e in coord.log.events if "trains only on the prompts it still fails" in e]
+        assert coord.sampler.retirement()["retired_share"] == (0.5 if cap is None else RETIRED_SHARE_WARNING)
+    assert len(told[None]) == 1 and "has retired 21 of 80 training prompts (26%)" in told[None][0]
+    assert told[RETIRED_SHARE_WARNING] == [], "the default cap keeps the share at the threshold: nothing to warn"
 
 
 def test_killed_trainer_worker_leaves_a_clean_record_in_mlflow(ray_cluster, tiny_config, tmp_path):

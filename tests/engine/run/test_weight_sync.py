@@ -23,23 +23,23 @@ class Recorded(WeightSync):
 def test_pipeline_and_sync_push_after_every_step(algorithm, waits):
     s = Recorded(algorithm)
     for i in range(1, 4):
-        assert s.trained(f"w{i}", round_done=False)
+        assert s.trained(f"w{i}", i, round_done=False)
     assert [(v, w, wait) for _, w, v, _, wait in s.sent] == [(1, "w1", waits), (2, "w2", waits), (3, "w3", waits)]
     assert (s.version, s.pushed_version, s.latest) == (3, 3, "w3")
 
 
 def test_ppo_off_policy_pushes_only_when_its_round_is_trained():
     s = Recorded("ppo-off-policy")
-    assert not s.trained("w1", round_done=False) and not s.trained("w2", round_done=False)
+    assert not s.trained("w1", 1, round_done=False) and not s.trained("w2", 2, round_done=False)
     assert s.sent == [] and (s.version, s.pushed_version) == (2, 0)
-    assert s.trained("w3", round_done=True)
+    assert s.trained("w3", 3, round_done=True)
     assert s.sent == [((0, 1), "w3", 3, False, True)]  # the round's last weights, waited for
 
 
 def test_a_skipped_update_keeps_the_version_and_pushes_nothing_new():
     s = Recorded("pipeline")
-    s.trained("w1", round_done=True)
-    assert not s.trained(None, round_done=True)
+    s.trained("w1", 1, round_done=True)
+    assert not s.trained(None, 1, round_done=True)
     assert (s.version, s.latest, len(s.sent)) == (1, "w1", 1)
 
 
@@ -47,8 +47,8 @@ def test_a_restarted_generator_gets_the_weights_last_pushed_not_newer_unpushed_o
     s = Recorded("ppo-off-policy")
     s.resync(0)
     assert s.sent == []  # nothing pushed yet: it already holds the initial weights
-    s.trained("w1", round_done=True)
-    s.trained("w2", round_done=False)  # trained, not yet pushed (mid-round)
+    s.trained("w1", 1, round_done=True)
+    s.trained("w2", 2, round_done=False)  # trained, not yet pushed (mid-round)
     s.resync(1)
     assert s.sent[-1] == ((1,), "w1", 1, False, False)
 
@@ -56,12 +56,21 @@ def test_a_restarted_generator_gets_the_weights_last_pushed_not_newer_unpushed_o
 def test_reload_forces_every_generator_back_to_the_checkpoint_version():
     s = Recorded("pipeline")
     for i in range(1, 6):
-        s.trained(f"w{i}", round_done=False)
+        s.trained(f"w{i}", i, round_done=False)
     s.reload("ckpt4", 4)
     assert s.sent[-1] == ((0, 1), "ckpt4", 4, True, True)
     assert (s.version, s.pushed_version, s.latest) == (4, 4, "ckpt4")
-    s.trained("w5b", round_done=False)  # the step after the checkpoint again: version 5, not 7
+    s.trained("w5b", 5, round_done=False)  # the step after the checkpoint again: version 5, not 7
     assert s.sent[-1][1:3] == ("w5b", 5)
+
+
+def test_a_version_the_run_does_not_expect_is_an_error_not_a_silent_drift():
+    s = Recorded("pipeline")
+    s.trained("w1", 1, round_done=False)
+    with pytest.raises(RuntimeError, match="reports policy version 3 after this step, but the run's weights are at version 1"):
+        s.trained("w2", 3, round_done=False)
+    with pytest.raises(RuntimeError, match="expected 1"):
+        s.trained(None, 2, round_done=False)  # a skipped update keeps the version
 
 
 def test_unknown_algorithm_is_refused():

@@ -15,7 +15,7 @@ first call as that error (not as a dying actor's crash dump), and its output goe
 
     workers = spawn_workers(cfg, task)      # all actors up, models loaded
     workers.generate(rank, chunk_id, prompts, seed); workers.train(groups, step)
-    workers.sync.trained(weights_ref, round_done=True)   # weight_sync.py
+    workers.sync.trained(weights_ref, version, round_done=True)   # weight_sync.py
     workers.shutdown()
 """
 

@@ -114,25 +114,19 @@ def run(args: argparse.Namespace) -> int:
         if ray.is_initialized():
             ray.shutdown()
     print(json.dumps(summary, indent=2, default=float))
-    from workbench.runs.report import engine_summary_line
+    from workbench.runs.report import engine_summary_line, retirement_line
 
     print(engine_summary_line(summary))
+    if retirement_line(summary):
+        print(retirement_line(summary))
     if str(summary.get("training", "")).startswith("nothing was trained"):  # not only "finished" (learning.py)
         print(f"workbench run: {summary['status']}, but {summary['training']}", file=sys.stderr)
     if not args.no_report:
-        from workbench.runs.report import print_report, write_report
+        from workbench.runs.report import print_report, report_run_end
 
-        try:
-            report = write_report(cfg.output_dir())
-            print(print_report(report))
-        except UserError as e:
-            print(f"no sigmoid fit: {e}", file=sys.stderr)
-            if cfg.tracking.mlflow:
-                run_tracking.log_fit_error(cfg, str(e))
+        report, why = report_run_end(cfg, step=int(summary["steps"]), tracked=bool(cfg.tracking.mlflow))
+        if report is None:
+            print(f"no sigmoid fit: {why}", file=sys.stderr)
         else:
-            if cfg.tracking.mlflow:
-                from pathlib import Path
-
-                run_tracking.log_fit(cfg, report["fit"], [Path(f) for f in report["files"]],
-                                     step=int(summary["steps"]), x="compute/device_hours")
+            print(print_report(report))
     return 0

@@ -78,7 +78,8 @@ class RunCoordinator:
         self.task = load_task(cfg.task)
         r = cfg.recipe
         self.sampler = make_sampler(  # one curriculum, or one per domain of a task mix
-            self.task, seed=cfg.seed, retire_threshold=r.resample_threshold, enabled=r.no_positive_resampling
+            self.task, seed=cfg.seed, retire_threshold=r.resample_threshold, enabled=r.no_positive_resampling,
+            max_retired_share=r.npr_max_retired_share,
         )
         self.ckpt = CheckpointStore(self.out / "checkpoints", keep=cfg.checkpoint.keep)
         self.max_steps = cfg.train.max_steps  # the one owner of the target is the config
@@ -106,7 +107,7 @@ class RunCoordinator:
         self._paused = threading.Event()
         self.status = "created"
         self.error: Optional[str] = None
-        self._warned_pool = False
+        self._warned_pool = self._warned_share = False
         self.learning = LearningWatch(cfg, self.task)  # the not-learning warnings and stop rule (learning.py)
         self.n_params = 0
         self.restarts = 0  # trainer-group restarts so far
@@ -195,6 +196,7 @@ class RunCoordinator:
             events=self.log.events, generation=self.generation, error=self.error, extra=self.learning.summary(self.counters.samples_trained),
         )  # fmt: skip
         summary.update(rewards.reward_summary(self.task, self.earlier_rows + self.log.rows, self.counters.trainer_wall_seconds))
+        summary["retirement"] = self.sampler.retirement()  # No-Positive-Resampling's retired share (report.retirement_line)
         self.log.finish(summary, self.status)
         if workers is not None:
             workers.shutdown()
@@ -412,7 +414,7 @@ class RunCoordinator:
             )
         self.step += 1
         t_sync = time.monotonic()
-        w.sync.trained(weights_ref, round_done=round_done)  # None: the update was skipped
+        w.sync.trained(weights_ref, int(stats["policy/version"]), round_done=round_done)  # None: skipped
         sync_s = time.monotonic() - t_sync
         self.counters.weight_sync_seconds += sync_s
         acc.add_trained(
@@ -421,7 +423,7 @@ class RunCoordinator:
         self.counters.train_seconds += stats.get("time/train_compute", 0.0)
         self.clock.tick()
         row = step_row(stats, meta["gen"], self.counters, self.n_params, sync_seconds=sync_s,
-                       num_generators=w.num_generators, retired=int(self.sampler.stats().get("retired", 0)))  # fmt: skip
+                       num_generators=w.num_generators, sampler=self.sampler.stats())  # fmt: skip
         row.update(meta.get("rewards", {}))
         self.log.log(row, self.step)
         self.learning.after_step(self.step, stats, self.log, self._stop)
@@ -438,6 +440,9 @@ class RunCoordinator:
         still learn from (rule: `CurriculumSampler.pool_warning`): the few left are then drawn over
         and over, and the policy tends to overfit them and collapse (seen here: 2-digit addition
         with 4,000 prompts collapsed after ~1,700 steps of 64)."""
+        if not self._warned_share and (share := self.sampler.share_warning()) is not None:
+            self._warned_share = True  # the retired share passed RETIRED_SHARE_WARNING (rl/sampler.py)
+            self.log.event(f"warning at step {self.step}: {share}")
         if self._warned_pool or (warning := self.sampler.pool_warning(per_step)) is None:
             return
         self._warned_pool = True

@@ -86,10 +86,11 @@ class RunLog:
 
 def step_row(
     stats: dict[str, Any], gen: dict[str, float], c: acc.Counters, n_params: int, *, sync_seconds: float,
-    num_generators: int, retired: int,
+    num_generators: int, sampler: dict[str, float],
 ) -> dict[str, Any]:  # fmt: skip
     """A trainer step's row: the trainer's stats, the generation behind it (`gen`: seconds,
-    in-flight swaps), timings, utilisation, throughput and the compute counters."""
+    in-flight swaps), timings, utilisation, throughput, the compute counters and the prompt
+    sampler's retirement (`sampler`: its stats(): sampler/retired, sampler/retired_share[/<domain>])."""
     wall = max(c.trainer_wall_seconds, 1e-9)
     row = dict(stats)
     row.update(
@@ -101,10 +102,13 @@ def step_row(
             "util/trainer": min(1.0, c.train_seconds / wall) if c.trainer_wall_seconds > 0 else 0.0,
             "util/generator": min(1.0, c.gen_seconds / max(c.wall_seconds * num_generators, 1e-9)),
             "gen/weight_swaps_in_flight": float(gen["swaps"]),
-            "sampler/retired": float(retired),
+            "sampler/retired": float(sampler.get("retired", 0.0)),
+            "sampler/retired_share": float(sampler.get("retired_fraction", 0.0)),
             "throughput/samples_per_second": c.samples_trained / max(c.wall_seconds, 1e-9),
         }
     )
+    row.update({f"sampler/retired_share/{k.split('/', 1)[1]}": float(v) for k, v in sampler.items()
+                if k.startswith("retired_fraction/")})  # a task mixture's domains
     row.update(acc.compute_metrics(c, n_params))
     return row
 

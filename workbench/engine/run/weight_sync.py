@@ -9,11 +9,13 @@ last pushed to the generators, the weights of each, and the rule for when to pus
   generated entirely by the new policy.
 - `ppo-off-policy`: only once the round (k steps) is trained, waiting as for `sync`.
 
-The coordinator reports each trainer step to it and asks it for the weights to validate; it is
-the only code that changes a version:
+The coordinator reports each trainer step to it and asks it for the weights to validate. The
+version has one maker, the trainer (optimizer updates applied, checkpointed with them; each step
+reports it as `policy/version`); WeightSync records that number and never counts on its own, so
+the two cannot drift apart (a step that reports a version the run does not expect is an error):
 
     sync = WeightSync(generators, algorithm="pipeline")
-    sync.trained(weights_ref, round_done=False)   # one optimizer step (None: skipped): maybe push
+    sync.trained(weights_ref, 7, round_done=False) # one optimizer step -> version 7 (None: skipped): maybe push
     sync.resync(rank)                             # a generator restarted: give it the pushed weights
     sync.reload(weights_ref, version)             # the trainer restarted from a checkpoint (or a resume):
                                                   # every generator is forced back to that version
@@ -55,11 +57,16 @@ class WeightSync:
         ppo-off-policy waits until its round of k steps is trained."""
         return self.version > self.pushed_version and (self.algorithm != "ppo-off-policy" or round_done)
 
-    def trained(self, weights: Optional[Any], *, round_done: bool) -> bool:
-        """One trainer step finished with `weights` (None: the update was skipped); push them
-        when the policy says so. Returns True when a push went out."""
+    def trained(self, weights: Optional[Any], version: int, *, round_done: bool) -> bool:
+        """One trainer step finished with `weights` at the trainer's `version` (None: the update was
+        skipped and the version stays); push them when the policy says so. Returns True when a
+        push went out."""
+        expected = self.version + (weights is not None)
+        if int(version) != expected:
+            raise RuntimeError(f"the trainer reports policy version {version} after this step, but the run's "
+                               f"weights are at version {self.version} (expected {expected})")  # fmt: skip
         if weights is not None:
-            self.version += 1
+            self.version = expected
             self.latest = weights
         if not self.due(round_done):
             return False
