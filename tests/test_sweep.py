@@ -434,11 +434,11 @@ def test_sigterm_is_an_interrupt_only_while_the_sweep_runs():
     import signal
     import time
 
-    from workbench.sweep.runner import _sigterm_as_interrupt
+    from workbench.sweep.interrupts import sigterm_as_interrupt
 
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(KeyboardInterrupt):
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(10)  # the handler interrupts this
     assert signal.getsignal(signal.SIGTERM) is before  # the caller's handler is back

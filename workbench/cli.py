@@ -9,7 +9,7 @@
     workbench ui
     workbench check --config configs/mathcode.yaml --completions saved.jsonl [--json]
     workbench plan --config configs/quickstart.yaml --gpus-per-node 8 --gpu-memory 80
-    workbench predict runs/ladder/w32 runs/ladder/w48 runs/ladder/w64 --by model.n_embd --at 128 [--json]
+    workbench predict runs/ladder/b32 runs/ladder/b48 runs/ladder/b64 --by train.prompts_per_step --at 96 [--json]
 
 Each sub-command lives in the module that owns its concern and registers itself here through
 `add_parser(subparsers)` / `main(args) -> int`. User errors (bad files, bad values) print one
@@ -35,7 +35,7 @@ COMMANDS = {
     "ui": "workbench.commands.ui",
     "check": "workbench.commands.check",
     "plan": "workbench.engine.plan.cli",
-    "predict": "workbench.runs.predict",
+    "predict": "workbench.commands.predict",
 }
 
 

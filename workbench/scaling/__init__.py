@@ -7,6 +7,7 @@
     fit_sigmoid(c, y, method="paper")                         # the paper's procedure, by name
     fit_sigmoid(c, y, prior=SigmoidPrior.from_fits(finished)) # borrow the shape of finished runs
     scaling_gain(fit, factor=10).verdict                      # is 10x worth it?
+    predict_config({32: f32, 64: f64, 128: f128}, at=256, key="model.n_embd")   # a run not yet paid for
     compare({"cispo": f1, "dapo": f2})                        # ranked, with the +-0.02 A tie rule
     from workbench.scaling import chart_fit, save_chart       # Altair, imported on first use
 
@@ -15,6 +16,7 @@ Modules: data (validation, CSV), engine (grid + LM + bootstrap numerics), result
 sigmoid (fit functions), forecast (the default blend: sigmoid / paper / trend weighted by a
 rolling-origin backtest), paper (the paper's procedure), prior (history prior, MAP fit), powerlaw,
 backtest, scoreboard (forecasts vs naive ones over many curves), compare, decision, early_stop,
+predict (a configuration's curve from runs that differ in one setting),
 charts, cli (`workbench fit`).
 MIN_POINTS (the fewest fitted points any fit accepts) is the one constant sessions and reports import.
 Flat, falling-to-nothing or noisy data give a no-gain fit (`fit.no_gain`): a flat forecast, see sigmoid.py.
@@ -30,6 +32,7 @@ from workbench.scaling.data import Curve, check_curve
 from workbench.scaling.decision import ScalingGain, scaling_gain
 from workbench.scaling.forecast import Blend
 from workbench.scaling.powerlaw import PowerLawFit, fit_power_law
+from workbench.scaling.predict import ConfigPrediction, Worth, predict_config
 from workbench.scaling.prior import SigmoidPrior
 from workbench.scaling.result import Reach, SigmoidFit
 from workbench.scaling.sigmoid import METHODS, MIN_POINTS, FitOptions, fit_sigmoid, fit_sigmoid_multi, r0_rule, refit_at_shared_A
@@ -44,6 +47,7 @@ __all__ = [
     "BacktestResult",
     "BacktestRow",
     "Comparison",
+    "ConfigPrediction",
     "CompareRow",
     "Curve",
     "FitOptions",
@@ -51,12 +55,14 @@ __all__ = [
     "Reach",
     "ScalingGain",
     "SigmoidFit",
+    "Worth",
     "backtest",
     "check_curve",
     "compare",
     "fit_power_law",
     "fit_sigmoid",
     "fit_sigmoid_multi",
+    "predict_config",
     "r0_rule",
     "refit_at_shared_A",
     "scaling_gain",

@@ -3,6 +3,7 @@
     workbench sweep notebooks/ablation.ipynb --grid sweeps/scalerl_loo.yaml --parallel 2
     workbench sweep notebooks/ablation.ipynb --grid sweeps/lr.yaml --stop-early [--rung-evals 4] [--budget C]
     workbench sweep notebooks/ablation.ipynb --grid sweeps/smoke.yaml --seeds 3
+    workbench sweep notebooks/ablation.ipynb --grid sweeps/ladder.yaml --ladder model.n_embd [--min-gain 0.01]
 
 Grid file (YAML):
 
@@ -53,6 +54,10 @@ All points must share the x-axis unit: compute/device_hours measured on GPUs for
 on CPUs for others is refused (compare on --x compute/flops), as are points setting a notebook
 parameter `x` to different axes.
 
+--ladder KEY: the points are rungs of one setting, run one at a time from the smallest value;
+once 3 have finished, each next rung is predicted first and the ladder stops when it is predicted
+not to be worth it (workbench.sweep.ladder; decisions in ladder.json; skipped rungs show STOPPED).
+
 Ray: no Ray process is left behind by a sweep (workbench.sweep.runner).
 """
 
@@ -84,6 +89,9 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
     p.add_argument("--rung-evals", type=int, default=4, help="evaluations per rung with --stop-early (>= 4, default 4)")
     p.add_argument("--budget", type=float, help="compute the forecasts are compared at (default: a full point's compute)")
     p.add_argument("--seeds", type=int, default=1, help="runs per point (seed, seed+1, ...), fitted jointly (default 1)")
+    p.add_argument("--ladder", metavar="KEY", help="run the points as a ladder of KEY, smallest first, predicting each next rung "
+                   "and stopping when it is predicted not to be worth it (workbench.sweep.ladder)")
+    p.add_argument("--min-gain", type=float, default=0.01, help="with --ladder: the predicted gain a rung must be able to reach (default 0.01)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-chart", action="store_true", help="skip the overlay chart comparison.html")
     return p
@@ -92,12 +100,15 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from workbench.errors import UserError
 
-    if (args.rung_evals != 4 or args.budget is not None) and not args.stop_early:
-        raise UserError("--rung-evals and --budget only apply with --stop-early")
+    if (args.rung_evals != 4 or args.budget is not None) and not (args.stop_early or (args.ladder and args.rung_evals == 4)):
+        raise UserError("--rung-evals and --budget only apply with --stop-early (--budget also with --ladder)")
+    if args.min_gain != 0.01 and not args.ladder:
+        raise UserError("--min-gain only applies with --ladder")
     res = run_sweep(args.notebook, args.grid, out=args.out, parallel=args.parallel, kernel=args.kernel, experiment=args.experiment,
                     tracking_uri=args.tracking_uri, metric=args.metric, x=args.x, fit_from=args.fit_from,
                     cell_timeout=args.cell_timeout, progress=not args.no_progress, chart=not args.no_chart,
-                    stop_early=args.stop_early, rung_evals=args.rung_evals, budget=args.budget, seeds=args.seeds)
+                    stop_early=args.stop_early, rung_evals=args.rung_evals, budget=args.budget, seeds=args.seeds,
+                    ladder=args.ladder, min_gain=args.min_gain)
     skipped = len(res.points) - len(res.executed)
     print(f"sweep {res.name}: {len(res.points)} points ({len(res.executed)} run, {skipped} already done), "
           f"{len(res.stopped)} stopped by forecast, {len(res.failed)} not finished; out: {res.out_dir}")

@@ -25,7 +25,6 @@ stay PENDING. A re-run with the same --out runs them again.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import os
@@ -34,7 +33,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,11 +42,11 @@ import yaml
 
 from workbench.errors import UserError
 from workbench.sweep.grid import Grid, check_x_unit, load_grid, notebook_parameters, short, validate_grid, with_seeds
+from workbench.sweep.interrupts import interrupt_points, kill_point_processes, sigterm_as_interrupt, stop_point_clusters
 
 # manifest statuses that are final: re-running the sweep does not run these points again
 DONE = ("FINISHED", "STOPPED")
 INTERRUPTED = "interrupted by the user"  # the error of a point whose sweep was interrupted
-INTERRUPT_GRACE = 15.0  # seconds a point's papermill has to shut its kernel down after SIGINT
 
 
 def _slug(text: str) -> str:
@@ -134,15 +132,43 @@ def run_sweep(
     budget: float | None = None,
     seeds: int = 1,
     poll: float = 3.0,
+    ladder: str | None = None,
+    min_gain: float = 0.01,
 ) -> SweepResult:
     """Run every point not yet finished (or stopped); return the manifest entries and the comparison.
 
-    Every argument is checked before anything runs or is written."""
-    from tqdm.auto import tqdm
-
-    from workbench.kernel import require_kernel
+    Every argument is checked before anything runs or is written: validate -> open (the store,
+    the experiment, the parent run, the manifest) -> schedule (the points) -> finish (compare)."""
     from workbench.sweep.rungs import RungMonitor
     from workbench.tracking import store
+
+    notebook, g, declared = _validate(notebook, grid, kernel, x, seeds, ladder, stop_early, parallel, cell_timeout)
+    uri = store.resolve_tracking_uri(tracking_uri)
+    monitor = RungMonitor(uri, metric, x, rung_evals, budget, poll) if stop_early else None
+    result, manifest, c = _open(notebook, g, out, experiment, uri,
+                                dict(kernel=kernel, x=x, metric=metric, seeds=seeds, stop_early=stop_early))  # fmt: skip
+    todo = _pending(g, manifest, uri)
+    ctx = dict(notebook=notebook, declared=declared, uri=uri, experiment=result.experiment, parent=result.parent_run_id,
+               kernel=kernel, out_dir=result.out_dir, manifest=manifest, sweep=g.name, cell_timeout=cell_timeout,
+               monitor=monitor, procs={}, lock=threading.Lock(), interrupted=threading.Event())  # fmt: skip
+    if monitor is not None:
+        _watch_rungs(monitor, g, manifest, result.out_dir)
+    climb = None
+    if ladder is not None:  # the ladder's rungs, one at a time (workbench.sweep.ladder)
+        from workbench.sweep.ladder import climb as climb_ladder
+
+        def climb(bar: Any) -> int:
+            return climb_ladder(ctx, todo, ladder, _run_point, bar, min_gain=min_gain, budget=budget, x=x, metric=metric,
+                                fit_from=fit_from)  # fmt: skip
+
+    _schedule(ctx, todo, parallel, progress, climb)
+    return _finish(result, g, manifest, todo, monitor, metric, x, fit_from, chart, c)
+
+
+def _validate(notebook: str | Path, grid: str | Path | Grid, kernel: str, x: str, seeds: int, ladder: str | None,
+              stop_early: bool, parallel: int, cell_timeout: int | None) -> tuple[Path, Grid, Any]:  # fmt: skip
+    """The notebook, the grid (with its seeds) and the notebook's parameters, or a UserError."""
+    from workbench.kernel import require_kernel
 
     notebook = Path(notebook).resolve()
     g = grid if isinstance(grid, Grid) else load_grid(grid)
@@ -150,15 +176,25 @@ def run_sweep(
     validate_grid(g, declared, notebook)
     g = with_seeds(g, seeds, declared)
     check_x_unit(g, x, declared)
+    if ladder is not None:  # workbench.sweep.ladder: rungs one at a time, one seed each
+        from workbench.sweep.ladder import check_ladder
+
+        check_ladder(g, ladder, stop_early=stop_early, seeds=seeds)
     if parallel < 1:
         raise UserError(f"--parallel must be >= 1, got {parallel}")
     if cell_timeout is not None and not cell_timeout > 0:
         raise UserError(f"--cell-timeout must be a number of seconds > 0, got {cell_timeout}")
-    monitor = RungMonitor("", metric, x, rung_evals, budget, poll) if stop_early else None
     require_kernel(kernel)
-    uri = store.resolve_tracking_uri(tracking_uri)
-    if monitor is not None:
-        monitor.uri = uri
+    return notebook, g, declared
+
+
+def _open(notebook: Path, g: Grid, out: str | Path | None, experiment: str | None, uri: str,
+          settings: dict[str, Any]) -> tuple[SweepResult, _Manifest, Any]:  # fmt: skip
+    """The out folder and its manifest (refusing one of another sweep), the experiment and the
+    parent run (reopened on a re-run), all before any point starts."""
+    from workbench.runs.liveness import tell_dead_runs
+    from workbench.tracking import store
+
     exp_name = experiment or g.experiment or g.name
     out_dir = Path(out or Path("runs") / "sweeps" / _slug(g.name)).resolve()
     (out_dir / "points").mkdir(parents=True, exist_ok=True)
@@ -168,11 +204,7 @@ def run_sweep(
         raise UserError(f"{out_dir} holds a sweep tracked in {old['tracking_uri']}, not {uri}: use that tracking URI or another --out")
     if old.get("notebook") not in (None, str(notebook)):
         raise UserError(f"{out_dir} holds a sweep of {old['notebook']}, not {notebook}: use another --out")
-
-    # The store, the experiment and the parent run exist before any point starts.
     store.ensure_experiment(exp_name, uri)
-    from workbench.runs.liveness import tell_dead_runs
-
     tell_dead_runs(uri, [exp_name])  # points whose kernel died in an earlier sweep show FAILED, not RUNNING
     c = store.client(uri)
     parent = old.get("parent_run_id")
@@ -183,44 +215,59 @@ def run_sweep(
         parent = None
     if not parent:
         parent = store.create_run(exp_name, f"sweep:{g.name}", {"workbench.kind": "sweep", "workbench.sweep": g.name}, tracking_uri=uri)
-    manifest.data.update(sweep=g.name, notebook=str(notebook), experiment=exp_name, tracking_uri=uri, parent_run_id=parent,
-                         kernel=kernel, x=x, metric=metric, seeds=seeds, stop_early=stop_early)
+    manifest.data.update(sweep=g.name, notebook=str(notebook), experiment=exp_name, tracking_uri=uri, parent_run_id=parent, **settings)
     with manifest.lock:
         manifest.save_locked()
     if g.path:
         store.retry_locked(c.log_artifact, parent, str(g.path))
+    return SweepResult(g.name, out_dir, exp_name, uri, parent), manifest, c
 
-    keys = g.keys()
-    result = SweepResult(g.name, out_dir, exp_name, uri, parent)
+
+def _pending(g: Grid, manifest: _Manifest, uri: str) -> list[tuple[str, dict[str, Any], str, str]]:
+    """The points still to run, marked PENDING (a point left RUNNING by a sweep killed hard ends KILLED)."""
+    from workbench.tracking import store
+
     todo = []
-    for key, params, label, group in zip(keys, g.points, g.labels, g.groups):
+    for key, params, label, group in zip(g.keys(), g.points, g.labels, g.groups):
         entry = manifest.data["points"].get(key, {})
         if entry.get("status") in DONE:
             continue
-        if entry.get("status") == "RUNNING" and entry.get("run_id"):  # a sweep killed hard
+        if entry.get("status") == "RUNNING" and entry.get("run_id"):
             try:
                 store.end_run(entry["run_id"], "KILLED", uri)
             except Exception:  # noqa: BLE001
                 pass
         manifest.update(key, label=label, group=group, params=params, status="PENDING", run_id=None, error=None)
         todo.append((key, params, label, group))
-    ctx = dict(notebook=notebook, declared=declared, uri=uri, experiment=exp_name, parent=parent, kernel=kernel,
-               out_dir=out_dir, manifest=manifest, sweep=g.name, cell_timeout=cell_timeout, monitor=monitor,
-               procs={}, lock=threading.Lock(), interrupted=threading.Event())
-    bar = tqdm(total=len(todo), desc=f"sweep {g.name}", unit="point", disable=not progress or not todo)
+    return todo
+
+
+def _watch_rungs(monitor: Any, g: Grid, manifest: _Manifest, out_dir: Path) -> None:
+    """Start the rung monitor; points done earlier still count in its decisions."""
+    for key, label, group in zip(g.keys(), g.labels, g.groups):
+        entry = manifest.data["points"].get(key, {})
+        if entry.get("status") in DONE and entry.get("run_id"):
+            monitor.register(key, label, group, entry["run_id"], _file(_stem(out_dir, label, key), ".stop"))
+            monitor.ended(key)
+    monitor.start()
+
+
+def _schedule(ctx: dict[str, Any], todo: list, parallel: int, progress: bool, climb: Any) -> None:
+    """Run the points, `parallel` at a time (or the ladder's `climb`), with a progress bar; on
+    Ctrl-C or SIGTERM the points' processes and clusters are stopped and the parent ends KILLED."""
+    from tqdm.auto import tqdm
+
+    from workbench.tracking import store
+
+    manifest, monitor = ctx["manifest"], ctx["monitor"]
+    bar = tqdm(total=len(todo), desc=f"sweep {ctx['sweep']}", unit="point", disable=not progress or not todo)
     failures = 0
-    if monitor is not None:
-        for key, label, group in zip(keys, g.labels, g.groups):  # points done earlier still count in the decisions
-            entry = manifest.data["points"].get(key, {})
-            if entry.get("status") in DONE and entry.get("run_id"):
-                monitor.register(key, label, group, entry["run_id"], _file(_stem(out_dir, label, key), ".stop"))
-                monitor.ended(key)
-        monitor.start()
-    # SIGTERM (`timeout`, `kill`) takes Ctrl-C's path: the points' processes and clusters are stopped
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         pool = ThreadPoolExecutor(max_workers=parallel)
         try:
-            futures = {pool.submit(_run_point, ctx, *item): item[0] for item in todo}
+            if climb is not None:
+                climb(bar)
+            futures = {pool.submit(_run_point, ctx, *item): item[0] for item in ([] if climb is not None else todo)}
             for fut in as_completed(futures):
                 try:
                     status = fut.result()
@@ -232,73 +279,30 @@ def run_sweep(
                 bar.set_postfix(failed=failures)
         except KeyboardInterrupt:
             pool.shutdown(wait=False, cancel_futures=True)
-            _interrupt_points(ctx)
-            store.end_run(parent, "KILLED", uri)
+            interrupt_points(ctx)
+            store.end_run(ctx["parent"], "KILLED", ctx["uri"])
             raise
         finally:
             bar.close()
             pool.shutdown(wait=True)
             if monitor is not None:
                 monitor.close()
+
+
+def _finish(result: SweepResult, g: Grid, manifest: _Manifest, todo: list, monitor: Any, metric: str, x: str,
+            fit_from: float | None, chart: bool, c: Any) -> SweepResult:  # fmt: skip
+    """The result from the manifest, the compute the rung monitor saved, the comparison; the parent run ends."""
+    from workbench.tracking import store
+
     result.executed = [k for k, *_ in todo]
-    result.points = {k: manifest.data["points"][k] for k in keys}
+    result.points = {k: manifest.data["points"][k] for k in g.keys()}
     result.ray_state_dirs = [Path(p["ray_state"]) for p in result.points.values() if p.get("ray_state")]
     if monitor is not None:
-        result.compute_saved_frac = _log_savings(result, manifest, x, metric, uri, c, parent, monitor)
-    _compare(result, g, metric, x, uri, fit_from, chart, c, parent)
-    store.retry_locked(c.log_artifact, parent, str(manifest.path))
-    store.end_run(parent, "FINISHED" if not result.failed else "FAILED", uri)
+        result.compute_saved_frac = _log_savings(result, manifest, x, metric, result.tracking_uri, c, result.parent_run_id, monitor)
+    _compare(result, g, metric, x, result.tracking_uri, fit_from, chart, c, result.parent_run_id)
+    store.retry_locked(c.log_artifact, result.parent_run_id, str(manifest.path))
+    store.end_run(result.parent_run_id, "FINISHED" if not result.failed else "FAILED", result.tracking_uri)
     return result
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """While inside: SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does (once;
-    a SIGTERM during the clean-up that follows is ignored). The previous handler is restored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be set from the main thread
-        return
-    fired = threading.Event()
-
-    def handler(signum: int, frame: Any) -> None:
-        if not fired.is_set():
-            fired.set()
-            raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _interrupt_points(ctx: dict[str, Any]) -> None:
-    """The sweep was interrupted: SIGINT each running point's papermill (it shuts its kernel down),
-    and after INTERRUPT_GRACE seconds kill what is left of the points still running. Each point's
-    thread then stops its clusters and records it (`_run_point`); points not started yet do not start."""
-    with ctx["lock"]:
-        ctx["interrupted"].set()
-        running = dict(ctx["procs"])
-    for proc, _ in running.values():
-        proc.send_signal(signal.SIGINT)
-    deadline = time.monotonic() + INTERRUPT_GRACE
-    while time.monotonic() < deadline:
-        with ctx["lock"]:
-            if not ctx["procs"]:
-                return
-        time.sleep(0.2)
-    with ctx["lock"]:
-        left = [state for _, state in ctx["procs"].values()]
-    for state in left:
-        _kill_point_processes(state)
-
-
-def _kill_point_processes(ray_state: Path) -> None:
-    """Kill every process started with the point's WORKBENCH_STATE_DIR: its papermill, its kernel
-    (which, orphaned or killed, cannot stop its own cluster) and any `ray start` in flight."""
-    from workbench.engine import cluster
-
-    cluster.terminate(cluster.pids_with_env(cluster.STATE_DIR_ENV, str(ray_state)), timeout=5.0)
 
 
 def _stem(out_dir: Path, label: str, key: str) -> Path:
@@ -405,8 +409,8 @@ def _run_point(ctx: dict[str, Any], key: str, params: dict[str, Any], label: str
         with ctx["lock"]:
             ctx["procs"].pop(key, None)
         if interrupted or ctx["interrupted"].is_set():  # its kernel, orphaned or killed, cannot stop its own cluster
-            _kill_point_processes(ray_state)
-        _stop_point_clusters(ray_state)
+            kill_point_processes(ray_state)
+        stop_point_clusters(ray_state)
         if monitor is not None:
             monitor.ended(key)
     c = store.client(uri)
@@ -433,16 +437,3 @@ def _run_point(ctx: dict[str, Any], key: str, params: dict[str, Any], label: str
     store.end_run(run_id, "KILLED" if status == "STOPPED" else status, uri)
     manifest.update(key, status=status, error=error, ended=_now(), stopped_reason=reason if status == "STOPPED" else None)
     return status
-
-
-def _stop_point_clusters(ray_state: Path) -> None:
-    """Stop every Ray cluster the point's process recorded in its state folder and left running."""
-    from workbench.engine import cluster
-
-    started = ray_state / "started"
-    if not started.is_file():
-        return
-    for address in started.read_text().split():
-        if cluster.cluster_pids(address):
-            cluster.stop(address)
-    (ray_state / "ray_address").unlink(missing_ok=True)  # nothing recorded there runs any more

@@ -1,0 +1,107 @@
+"""workbench.runs.predict and `workbench predict`: runs from folders, MLflow (real SQLite) and CSVs,
+and their bad inputs as one line. The runs are a synthetic width ladder: A linear in ln(width),
+C_mid a power law, so the prediction at the largest width has a known truth."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.scaling.synthetic import synth
+from workbench.errors import UserError
+from workbench.runs.predict import load_runs, predict_runs, runs_from_csvs, runs_from_folders, runs_from_mlflow
+
+WIDTHS = (32, 64, 128)
+AT = 256
+
+
+def law(w: float) -> dict[str, float]:
+    return {"R0": 0.1, "A": 0.3 + 0.06 * np.log(w / 32), "C_mid": 2.0 * (w / 32) ** 0.7, "B": 1.5}
+
+
+def rows(w: float, seed: int) -> list[dict]:
+    c, y = synth(n=30, lo=0.2, hi=40.0 * (w / 32) ** 0.7, noise=0.015, seed=seed, params=law(w))
+    return [{"step": i, "compute/device_hours": float(ci), "val/pass_rate": float(yi)} for i, (ci, yi) in enumerate(zip(c, y))]
+
+
+def run_folder(base, w: float, seed: int, **config):
+    f = base / f"w{w}"
+    f.mkdir()
+    cfg = {"name": f"w{w}", "seed": seed, "model": {"n_embd": w}, "train": {"max_steps": 30}, **config}
+    (f / "config.json").write_text(json.dumps(cfg))
+    (f / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows(w, seed)))
+    return f
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    base = tmp_path_factory.mktemp("ladder")
+    return [run_folder(base, w, seed=i) for i, w in enumerate(WIDTHS)]
+
+
+def test_folders_predict_the_unseen_width(folders):
+    runs = runs_from_folders(folders, "model.n_embd")
+    assert sorted(runs.fits) == list(WIDTHS) and runs.names[64] == "w64"
+    p = predict_runs(runs, AT, n_draws=200)
+    assert p.A_ci[0] <= law(AT)["A"] <= p.A_ci[1] and p.C_mid_ci[0] <= law(AT)["C_mid"] <= p.C_mid_ci[1]
+    assert "w128" in p.summary()
+
+
+def test_folders_that_differ_in_another_key_or_lack_the_key_or_a_fit_are_refused(tmp_path, folders):
+    odd = run_folder(tmp_path, 256, seed=5, train={"max_steps": 30, "lr": 1e-3})
+    with pytest.raises(UserError, match="differ in train.lr as well as model.n_embd"):
+        runs_from_folders([*folders, odd], "model.n_embd")
+    with pytest.raises(UserError, match="no run's config has the key 'model.n_emb'.*close: model.n_embd"):
+        runs_from_folders(folders, "model.n_emb")
+    short = tmp_path / "short"
+    short.mkdir()
+    (short / "config.json").write_text(json.dumps({"name": "short", "model": {"n_embd": 256}, "train": {"max_steps": 30}}))
+    (short / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows(256, 1)[:3]))
+    with pytest.raises(UserError, match="run .*short was not fitted: only 2 evaluation"):
+        runs_from_folders([*folders, short], "model.n_embd")
+    # the seed and how a run executes (its name, out_dir, max_steps) may differ
+    assert len(runs_from_folders(folders, "model.n_embd").fits) == 3
+
+
+@pytest.mark.slow  # a real SQLite MLflow store with 4 runs
+def test_mlflow_runs_by_experiment_and_filter(tmp_path):
+    from workbench.tracking.mlflow_sink import MlflowSink
+    from workbench.tracking.store import create_run
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for i, w in enumerate(WIDTHS + (512,)):
+        rid = create_run("ladder", f"w{w}", tracking_uri=uri)
+        sink = MlflowSink(rid, uri)
+        sink.log_config({"model": {"n_embd": w}, "task": {"name": "addition" if w < 512 else "countdown"}})
+        for r in rows(w, i):
+            sink.log_metrics({k: v for k, v in r.items() if k != "step"}, step=r["step"])
+        sink.close("FINISHED")
+    with pytest.raises(UserError, match="differ in task.name"):
+        runs_from_mlflow("ladder", "model.n_embd", tracking_uri=uri)
+    runs = runs_from_mlflow("ladder", "model.n_embd", where={"task.name": "addition"}, tracking_uri=uri)
+    assert sorted(runs.fits) == list(WIDTHS) and runs.names[32] == "w32"
+    with pytest.raises(UserError, match="no run of the experiment has the key 'train.prompts_per_step'"):
+        runs_from_mlflow("ladder", "train.prompts_per_step", where={"task.name": "addition"}, tracking_uri=uri)
+    p = predict_runs(runs, AT, n_draws=200)
+    assert p.A_ci[0] <= law(AT)["A"] <= p.A_ci[1]
+
+
+def write_csv(path, w, seed, column=None):
+    lines = ["compute,pass_rate" + (f",{column}" if column else "")]
+    lines += [f"{r['compute/device_hours']},{r['val/pass_rate']}" + (f",{w}" if column else "") for r in rows(w, seed)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_csvs_by_file_name_or_column(tmp_path):
+    named = [write_csv(tmp_path / f"ladder_model.n_embd={w}.csv", w, i) for i, w in enumerate(WIDTHS)]
+    runs = runs_from_csvs(named, "model.n_embd")
+    assert sorted(runs.fits) == list(WIDTHS) and runs.names[32] == "ladder_model.n_embd=32.csv"
+    cols = [write_csv(tmp_path / f"run{i}.csv", w, i, column="model.n_embd") for i, w in enumerate(WIDTHS)]
+    assert sorted(load_runs([str(p) for p in cols], "model.n_embd").fits) == list(WIDTHS)
+    with pytest.raises(UserError, match="cannot tell its model.n_embd"):
+        runs_from_csvs([*named[1:], write_csv(tmp_path / "curve.csv", 32, 0)], "model.n_embd")
+    with pytest.raises(UserError, match="mix of CSV files and run folders"):
+        load_runs([str(named[0]), str(tmp_path)], "model.n_embd")

@@ -1,0 +1,188 @@
+"""Runs for `workbench.scaling.predict_config`: from run folders, MLflow or CSVs, checked and fitted.
+
+    from workbench.runs.predict import runs_from_folders, runs_from_mlflow, runs_from_csvs, predict_runs
+    runs = runs_from_folders(["runs/ladder/w32", "runs/ladder/w48", "runs/ladder/w64"], by="model.n_embd")
+    runs = runs_from_mlflow("ladder", by="model.n_embd", where={"task.name": "addition"})
+    runs = runs_from_csvs(["a/model.n_embd=32.csv", ...], by="model.n_embd")   # or a column model.n_embd
+    p = predict_runs(runs, at=128)                      # a workbench.scaling.ConfigPrediction
+    p.compute_to_reach(0.5); p.chart(); p.worth_it()    # `workbench predict` (workbench.commands.predict) prints these
+
+Each loader returns `Runs`: value of the setting -> SigmoidFit, and the runs' names. Fits are
+THE run-curve fit (`workbench.runs.report.fit_curves`: R0 measured at compute 0, else the first
+point). A folder is read with `RunView.open` (its metrics.jsonl and config), an MLflow run with
+`tracking.queries.run_curve` (finished runs of an experiment, filtered by parameter values as in
+`history_prior`), a CSV with `scaling.Curve.from_csv`; a CSV's value of the setting is its column
+named by the key (one value per file) or `KEY=VALUE` in its file name (as sweeps name points).
+
+Bad input is one line: a key no run has (with the closest names), runs that differ in another
+config key than the named one (keys of how a run executes, `folder.EXECUTION_KEYS`, and `seed`
+may differ), two runs at one value, a run whose curve cannot be fitted; fewer than 3 runs is
+`predict_config`'s.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from workbench.configtools import flatten, to_dict
+from workbench.config import RunConfig
+from workbench.errors import UserError
+from workbench.runs.folder import EXECUTION_KEYS
+from workbench.runs.report import SCORE_KEY, fit_curves
+from workbench.scaling.data import Curve
+from workbench.scaling.predict import ConfigPrediction, predict_config
+from workbench.tracking.queries import closest
+
+FREE_KEYS = EXECUTION_KEYS + ("seed",)  # may differ between the runs of one prediction
+CONFIG_KEYS = frozenset(flatten(to_dict(RunConfig())))  # the config's keys: the columns of MLflow params
+
+
+@dataclass
+class Runs:
+    """The runs one prediction is made from: the setting's key, value -> fit, value -> name."""
+
+    by: str
+    fits: dict[float, Any]
+    names: dict[float, str]
+
+
+def _value(raw: Any, by: str, where: str) -> float:
+    try:
+        v = float(raw)
+    except (TypeError, ValueError):
+        raise UserError(f"{where}: {by} = {raw!r} is not a number; predict along a numeric setting") from None
+    return v
+
+
+def _no_key(by: str, known: Sequence[str], what: str) -> UserError:
+    close = closest(by, known)
+    hint = f" (close: {', '.join(close)})" if close else ""
+    return UserError(f"no {what} has the key {by!r}{hint}: name a config key such as model.n_embd or train.prompts_per_step")
+
+
+def check_one_setting(configs: Mapping[str, Mapping[str, Any]], by: str) -> None:
+    """UserError when the runs (name -> flattened config) differ in a key other than `by` (and the free ones)."""
+    keys = sorted(set().union(*configs.values()))
+    for k in keys:
+        if k == by or k.startswith(FREE_KEYS):
+            continue
+        seen = {n: c.get(k) for n, c in configs.items()}
+        if len({repr(v) for v in seen.values()}) > 1:
+            shown = ", ".join(f"{n}: {v!r}" for n, v in list(seen.items())[:3])
+            raise UserError(f"the runs differ in {k} as well as {by} ({shown}): predict from runs that differ in {by} only")
+
+
+def _add(out: Runs, value: float, fit: Any, name: str) -> None:
+    if value in out.fits:
+        raise UserError(f"{name} and {out.names[value]} both have {out.by} = {value:g}: one run per value "
+                        "(fit the seeds of one value jointly, or leave one out)")
+    out.fits[value], out.names[value] = fit, name
+
+
+def _fit(curves: list[tuple[Any, Any]], name: str, fit_from: float | None) -> Any:
+    try:
+        return fit_curves(curves, fit_from=fit_from)
+    except UserError as e:
+        raise UserError(f"run {name} was not fitted: {e}") from None
+
+
+def runs_from_folders(paths: Sequence[str | Path], by: str, *, x: str = "compute/device_hours",
+                      fit_from: float | None = None) -> Runs:
+    """Run folders (out_dir, or names under runs/): each one's config value of `by` and its curve's fit."""
+    from workbench.runs.view import RunView
+
+    views = {str(p): RunView.open(p, x=x) for p in paths}
+    configs = {n: flatten(to_dict(v.cfg)) for n, v in views.items()}
+    if not any(by in c for c in configs.values()):
+        raise _no_key(by, sorted(set().union(*configs.values())), "run's config")
+    check_one_setting(configs, by)
+    out = Runs(by, {}, {})
+    for name, v in views.items():
+        value = _value(configs[name].get(by), by, name)
+        try:
+            fit = v.fit(x, fit_from)
+        except UserError as e:
+            raise UserError(f"run {name} was not fitted: {e}") from None
+        _add(out, value, fit, v.name)
+    return out
+
+
+def runs_from_mlflow(experiment: str | list[str], by: str, *, where: Mapping[str, object] | None = None,
+                     metric: str = SCORE_KEY, x: str = "compute/device_hours", tracking_uri: str | None = None,
+                     fit_from: float | None = None) -> Runs:
+    """The finished runs of `experiment` (filtered by `where`, parameter -> value, as history_prior does)."""
+    from workbench.tracking.queries import run_curve, runs_frame
+
+    frame = runs_frame(experiment=experiment, tracking_uri=tracking_uri)
+    rows = frame[frame["status"] == "FINISHED"] if not frame.empty else frame
+    for key, value in (where or {}).items():
+        if key not in rows.columns:
+            raise _no_key(key, list(frame.columns), "run parameter or metric to filter by")
+        rows = rows[rows[key].astype(str) == str(value)]
+    if rows.empty:
+        raise UserError(f"experiment {experiment!r} has no finished run{' matching ' + str(dict(where)) if where else ''}")
+    if by not in rows.columns or rows[by].isna().all():
+        raise _no_key(by, list(frame.columns), "run of the experiment")
+    params = [c for c in rows.columns if c in CONFIG_KEYS]
+    labels = {r["run_id"]: str(r["name"] or r["run_id"]) for _, r in rows.iterrows()}
+    check_one_setting({labels[r["run_id"]]: {k: r[k] for k in params if isinstance(r[k], str)} for _, r in rows.iterrows()}, by)
+    out = Runs(by, {}, {})
+    for _, r in rows.iterrows():
+        curve = run_curve(r["run_id"], metric=metric, x=x, tracking_uri=tracking_uri)
+        name = labels[r["run_id"]]
+        _add(out, _value(r[by], by, f"run {name}"), _fit([(curve["x"].to_numpy(float), curve["y"].to_numpy(float))], name, fit_from), name)
+    return out
+
+
+def _csv_value(path: Path, by: str) -> float:
+    """The value of `by` for one CSV: its column `by` (one value), else `by=VALUE` in the file name."""
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        rows = list(csv.DictReader(f))
+    if rows and by in rows[0]:
+        values = {row[by].strip() for row in rows if row.get(by) and row[by].strip()}
+        if len(values) != 1:
+            raise UserError(f"{path}: column {by} holds {len(values)} values; one file is one run (one value)")
+        return _value(values.pop(), by, str(path))
+    names = "|".join(map(re.escape, {by, by.rsplit(".", 1)[-1]}))
+    m = re.search(rf"(?:^|[_,\s])(?:{names})=([^_,\s]+)", path.stem)
+    if not m:
+        raise UserError(f"{path}: cannot tell its {by}: add a column {by} or name the file ...{by}=VALUE.csv")
+    return _value(m.group(1), by, str(path))
+
+
+def runs_from_csvs(paths: Sequence[str | Path], by: str, *, x: str | None = None, y: str | None = None,
+                   fit_from: float | None = None) -> Runs:
+    """CSV curves (columns compute and pass_rate, or as `x` / `y` name them), one run per file."""
+    out = Runs(by, {}, {})
+    for p in map(Path, paths):
+        curve = Curve.from_csv(p, x=x, y=y)
+        _add(out, _csv_value(p, by), _fit([(curve.compute, curve.score)], p.name, fit_from), p.name)
+    return out
+
+
+def load_runs(sources: Sequence[str], by: str, *, experiment: str | None = None, where: Mapping[str, object] | None = None,
+              x: str | None = None, y: str | None = None, tracking_uri: str | None = None, fit_from: float | None = None) -> Runs:
+    """Runs from `sources`: run folders, or CSV files (all of one kind), or, with `experiment`, MLflow."""
+    if experiment:
+        if sources:
+            raise UserError("give either --experiment (MLflow runs) or run folders / CSV files, not both")
+        return runs_from_mlflow(experiment, by, where=where, x=x or "compute/device_hours", tracking_uri=tracking_uri,
+                                metric=y or SCORE_KEY, fit_from=fit_from)
+    if not sources:
+        raise UserError("no runs given: name run folders or CSV files, or --experiment NAME for MLflow runs")
+    csvs = [s for s in sources if str(s).lower().endswith(".csv")]
+    if csvs and len(csvs) != len(sources):
+        raise UserError("mix of CSV files and run folders: give one kind")
+    if csvs:
+        return runs_from_csvs(csvs, by, x=x, y=y, fit_from=fit_from)
+    return runs_from_folders(sources, by, x=x or "compute/device_hours", fit_from=fit_from)
+
+
+def predict_runs(runs: Runs, at: float, **kw: Any) -> ConfigPrediction:
+    """`predict_config` of loaded runs, named by their runs."""
+    return predict_config(runs.fits, at, key=runs.by, names=runs.names, **kw)
+
