@@ -112,7 +112,7 @@ def test_run_stops_after_too_many_nonfinite_updates_in_a_row(cfg):
         num_generators = 1
 
     coord.clock = type("C", (), {"tick": lambda self: None})()
-    skipped = {"train/skipped": 1.0, "train/nonfinite": 1.0}
+    skipped = {"train/skipped": 1.0, "train/nonfinite": 1.0, "policy/version": 0.0}  # as the trainer reports a skip
     coord._finish_step(NoWorkers(), {**skipped, "train/nonfinite_in_a_row": 1.0}, None, {"gen": {"gen_seconds": 0, "swaps": 0}}, False)
     assert coord.step == 1 and coord.log.rows[-1]["train/nonfinite"] == 1.0  # logged, run goes on
     with pytest.raises(RunFailed, match="2 non-finite losses in a row"):
