@@ -155,6 +155,13 @@ def forbidden_external(external: set[tuple[str, str, int]]) -> list[str]:
     return sorted(bad)
 
 
+def write_package(pkg: Path, files: dict[str, str]) -> None:
+    """A package on disk for the walk's own tests: relative path -> source."""
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+
+
 def test_no_import_cycle_in_workbench():
     edges, _ = imports(PACKAGE)
     assert cycles(edges) == []
@@ -188,9 +195,7 @@ def test_the_walk_finds_cycles_upward_and_lazy_imports(tmp_path):
         "engine/__init__.py": "",
         "engine/run.py": "from workbench.rl import h\n",
     }
-    for rel, text in files.items():
-        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
-        (pkg / rel).write_text(text)
+    write_package(pkg, files)
     edges, external = imports(pkg)
     # fit -> g (a lazy import) -> fit; rl -> engine.run (lazy) -> rl
     assert sorted(cycles(edges)) == [["workbench.engine.run", "workbench.rl"], ["workbench.scaling.fit", "workbench.scaling.g"]]
@@ -212,8 +217,6 @@ def test_a_rooms_own_cli_may_not_import_upward_but_a_command_may(tmp_path):
         "commands/__init__.py": "",
         "commands/compare.py": "from workbench.runs import fits\nfrom workbench.tracking import cli\n",
     }
-    for rel, text in files.items():
-        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
-        (pkg / rel).write_text(text)
+    write_package(pkg, files)
     edges, _ = imports(pkg)
     assert upward(edges) == ["workbench.tracking.cli:2 imports workbench.runs.fits (inside a function)"]

@@ -117,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
     from workbench.runs.report import engine_summary_line, retirement_line
 
     print(engine_summary_line(summary))
-    if retirement_line(summary):
-        print(retirement_line(summary))
+    if retired := retirement_line(summary):
+        print(retired)
     if str(summary.get("training", "")).startswith("nothing was trained"):  # not only "finished" (learning.py)
         print(f"workbench run: {summary['status']}, but {summary['training']}", file=sys.stderr)
     if not args.no_report:
