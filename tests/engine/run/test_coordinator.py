@@ -33,11 +33,14 @@ def wait_for_step(handle, step: int, timeout: float = 240) -> None:
 def assert_version_is_step(out_dir):
     """policy/version counts the optimizer updates: the step, less the updates skipped so far, on
     every row (train and validation), also across a trainer restart."""
-    skipped, seen = 0, []
-    for r in read_jsonl(f"{out_dir}/metrics.jsonl"):
-        if "train/skipped" in r:
-            skipped += int(r["train/skipped"])
-        seen.append((r["step"], r["policy/version"], r["step"] - skipped))
+    rows = read_jsonl(f"{out_dir}/metrics.jsonl")
+    # A validation row can land after a later train row (it runs beside training), so the skips that
+    # count for a row are those at or before its own step, not those written before it.
+    skipped_at = {r["step"]: int(r["train/skipped"]) for r in rows if "train/skipped" in r}
+    seen = [
+        (r["step"], r["policy/version"], r["step"] - sum(n for s, n in skipped_at.items() if s <= r["step"]))
+        for r in rows
+    ]
     assert seen and all(version == expected for _, version, expected in seen), seen
 
 
