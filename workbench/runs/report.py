@@ -37,7 +37,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from workbench.errors import UserError
-from workbench.scaling.sigmoid import MIN_POINTS, r0_rule
+from workbench.scaling.data import r0_rule
+from workbench.scaling.sigmoid import MIN_POINTS
 from workbench.tracking.sink import read_jsonl
 
 # Fit on the evaluations up to this share of the run's final compute, forecast the rest.

@@ -35,7 +35,8 @@ from workbench.scaling.powerlaw import PowerLawFit, fit_power_law
 from workbench.scaling.predict import ConfigPrediction, Worth, predict_config
 from workbench.scaling.prior import SigmoidPrior
 from workbench.scaling.result import Reach, SigmoidFit
-from workbench.scaling.sigmoid import METHODS, MIN_POINTS, FitOptions, fit_sigmoid, fit_sigmoid_multi, r0_rule, refit_at_shared_A
+from workbench.scaling.data import r0_rule
+from workbench.scaling.sigmoid import METHODS, MIN_POINTS, FitOptions, fit_sigmoid, fit_sigmoid_multi, refit_at_shared_A
 
 _CHARTS = ("chart_fit", "chart_overlay", "save_chart")
 

@@ -3,7 +3,9 @@
 A curve is validation score (a pass rate in [0, 1]) against cumulative training compute in any
 unit (GPU-hours, FLOPs, steps). Every fit in `workbench.scaling` goes through `check_curve`, so
 bad input fails early with a `UserError` that names the problem instead of a numerical error
-deep inside an optimiser.
+deep inside an optimiser. Where a curve starts (R0, fixed in every fit, never fitted) is decided
+here too: `resolve_r0` for one fit, `r0_rule` for curves read from runs (one rule for reports,
+comparisons, history priors and the forecast scoreboard).
 
     curve = Curve.from_csv("examples/curves/qwen2.5-0.5b-instruct_gsm8k_ppo__val.csv")
     curve.compute, curve.score          # float arrays, validated
@@ -189,3 +191,31 @@ def as_curve(obj: Any, name: str = "curve") -> Curve:
             return Curve(np.asarray(obj[xk]), np.asarray(obj[yk]), name=name, x_label=xk, y_label=yk)
         raise UserError(f"{name}: cannot find compute/score columns among {keys}")
     raise UserError(f"{name}: expected a Curve or a (compute, score) pair, got {type(obj).__name__}")
+
+
+def r0_rule(curves: Sequence[tuple[Any, Any]]) -> str | None:
+    """The `r0` of curves read from runs (the one R0 rule: reports, run comparisons, history
+    priors, the forecast scoreboard): None (the score measured at compute 0) when every curve has
+    a point at compute 0, else "first" (each curve's first point: a resumed run, a curve whose
+    step 0 was not logged)."""
+    return None if all((np.asarray(c) == 0).any() for c, _ in curves) else "first"
+
+
+def resolve_r0(r0: float | str | None, curves: list[Curve]) -> tuple[float, str]:
+    """(R0, its source) for a fit: the given score, the first points' mean ("first"), or the mean
+    score measured at compute 0 ("measured"); one UserError line for a bad `r0` or no such point."""
+    if isinstance(r0, str):
+        if r0 != "first":
+            raise UserError(f"r0 must be a number, None or 'first', not {r0!r}")
+        return float(np.mean([c.score[0] for c in curves])), "first"
+    if r0 is not None:
+        if not (math.isfinite(r0) and 0 <= r0 <= 1):
+            raise UserError(f"r0 must be a score in [0, 1], got {r0}")
+        return float(r0), "given"
+    at0 = [c.score[0] for c in curves if c.compute[0] == 0]
+    if not at0:
+        raise UserError(
+            "no point at compute 0 to measure R0 from: pass r0=<score before training> (--r0 in the CLI) "
+            "(or r0='first' to use the first point's score)"
+        )
+    return float(np.mean(at0)), "measured"

@@ -54,7 +54,7 @@ import numpy as np
 from workbench.errors import UserError, as_number
 from workbench.scaling import engine, forecast, paper
 from workbench.scaling.prior import SigmoidPrior, bootstrap_map, fit_map, shift_note
-from workbench.scaling.data import Curve, as_curve
+from workbench.scaling.data import Curve, as_curve, resolve_r0
 from workbench.scaling.result import SigmoidFit, _ci
 
 MIN_POINTS = 4  # fewest fitted points for any fit (sessions, reports and sweeps import this one)
@@ -222,7 +222,7 @@ class _FitData:
         names = [name if name is not None else (cv.name if len(curves) == 1 else f"run{i}")
                  for i, ((name, _), cv) in enumerate(zip(items, curves))]
         compute = np.concatenate([c.compute for c in curves])
-        R0, r0_source = _resolve_r0(opts.r0, curves)
+        R0, r0_source = resolve_r0(opts.r0, curves)
         used = compute > 0
         if opts.fit_from is not None:
             used &= compute >= opts.fit_from
@@ -380,32 +380,6 @@ def rising_tail(x: np.ndarray, y: np.ndarray) -> dict[str, float] | None:
         return None
     span = max(float(x[-1] - x[-k - 1]), 1e-9)
     return {"origin": float(math.exp(x[-1])), "level": float(tail.mean()), "span": span, "z": float(z), "k": float(k), "rise": rise}
-
-
-def r0_rule(curves: Sequence[tuple[Any, Any]]) -> str | None:
-    """The `r0` of curves read from runs (the one R0 rule: reports, run comparisons, history
-    priors, the forecast scoreboard): None (the score measured at compute 0) when every curve has
-    a point at compute 0, else "first" (each curve's first point: a resumed run, a curve whose
-    step 0 was not logged)."""
-    return None if all((np.asarray(c) == 0).any() for c, _ in curves) else "first"
-
-
-def _resolve_r0(r0: float | str | None, curves: list[Curve]) -> tuple[float, str]:
-    if isinstance(r0, str):
-        if r0 != "first":
-            raise UserError(f"r0 must be a number, None or 'first', not {r0!r}")
-        return float(np.mean([c.score[0] for c in curves])), "first"
-    if r0 is not None:
-        if not (math.isfinite(r0) and 0 <= r0 <= 1):
-            raise UserError(f"r0 must be a score in [0, 1], got {r0}")
-        return float(r0), "given"
-    at0 = [c.score[0] for c in curves if c.compute[0] == 0]
-    if not at0:
-        raise UserError(
-            "no point at compute 0 to measure R0 from: pass r0=<score before training> (--r0 in the CLI) "
-            "(or r0='first' to use the first point's score)"
-        )
-    return float(np.mean(at0)), "measured"
 
 
 def _diagnose(theta: np.ndarray, b: engine.Bounds, lm_ok: bool, n: int, fixed_A: float | None, y_max: float) -> tuple[bool, str, list[str]]:

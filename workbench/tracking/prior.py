@@ -18,7 +18,8 @@ from typing import Iterable, Mapping
 
 from workbench.errors import UserError
 from workbench.scaling.prior import SigmoidPrior
-from workbench.scaling.sigmoid import MIN_POINTS, fit_sigmoid, r0_rule
+from workbench.scaling.data import r0_rule
+from workbench.scaling.sigmoid import MIN_POINTS, fit_sigmoid
 from workbench.tracking.queries import closest, run_curve, runs_frame
 
 
