@@ -50,6 +50,8 @@ class StepRows:
     weights: torch.Tensor  # [N, L-1] aggregation weights over the whole batch
     num_tokens: int = 0  # prompt + completion tokens of the rows (counted on the host)
     lengths: list[int] = field(default_factory=list)  # each row's prompt + completion (host)
+    prompt_lengths: list[int] = field(default_factory=list)  # each row's prompt (host)
+    groups: list[int] = field(default_factory=list)  # each row's prompt group, 0..G-1 (host)
 
     @property
     def num_rows(self) -> int:
@@ -90,5 +92,7 @@ def plan_step(
         weights=aggregation_weights(mask, prompt_index, recipe.aggregation),
         num_tokens=int(attn.sum()),
         lengths=attn.sum(1).tolist(),
+        prompt_lengths=(attn.sum(1) - batch.lengths[idx]).tolist(),
+        groups=prompt_index.tolist(),
     )
     return stats, rows, ""

@@ -11,7 +11,9 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from workbench.engine.model.forward import causal_lm_forward, position_ids_from_mask  # noqa: E402
+from workbench.engine.model.forward import (  # noqa: E402
+    PromptShare, body_hidden, causal_lm_forward, position_ids_from_mask, shared_prompt_hidden,
+)
 
 
 def gpt2():
@@ -46,3 +48,42 @@ def test_left_padding_matches_an_unpadded_forward(build):
         ref_b, _ = causal_lm_forward(model, b, torch.ones_like(b))
     assert torch.allclose(padded[0, 2:], ref_a[0], atol=1e-5)
     assert torch.allclose(padded[1], ref_b[0], atol=1e-5)
+
+
+def _rows(model, spec):
+    """Right-padded rows [prompt | completion | pad] for `spec` = [(prompt, completion, trained from)],
+    the loss positions (t predicts t+1) from each completion's `trained from` token on."""
+    width = max(len(p) + len(c) for p, c, _ in spec)
+    ids = torch.zeros(len(spec), width, dtype=torch.long)
+    attn, pos = torch.zeros_like(ids), torch.zeros(len(spec), width - 1, dtype=torch.bool)
+    for r, (p, c, first) in enumerate(spec):
+        ids[r, : len(p) + len(c)] = torch.tensor(p + c)
+        attn[r, : len(p) + len(c)] = 1
+        pos[r, len(p) - 1 + first : len(p) + len(c) - 1] = True
+    return ids, attn, pos
+
+
+@pytest.mark.parametrize("build", [gpt2, llama])
+def test_a_groups_prompt_run_once_gives_the_same_hidden_states_and_gradients(build):
+    """The trainer's shared-prompt forward: values and gradients at the trained positions equal
+    the whole-row forward's, with prompts of several lengths, groups of unequal completions and a
+    forced (untrained) first token."""
+    model = build()  # eval: no dropout, so the two forwards are comparable (gradients flow all the same)
+    a, b = [5, 9, 2, 30], [7, 3, 12, 8, 21, 6]
+    spec = [(a, [11, 4, 1], 0), (a, [13], 0), (a, [4, 4, 4, 4, 1], 1), (b, [2, 1], 0), (b, [9, 8, 7], 0), ([17], [3, 3], 0)]
+    groups = [0, 0, 0, 1, 1, 2]
+    ids, attn, pos = _rows(model, spec)
+    share = PromptShare([len(p) for p, _, _ in spec], attn.sum(1).tolist(), groups)
+    assert share.distinct() == ([0, 3, 5], [0, 0, 0, 1, 1, 2])
+    whole = body_hidden(model, ids, attn)[:, :-1][pos]
+    whole.square().sum().backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}  # the body (no head)
+    model.zero_grad()
+    shared = shared_prompt_hidden(model, ids, attn, pos, share)
+    shared.square().sum().backward()
+    assert shared.shape == whole.shape == (int(pos.sum()), model.config.hidden_size)
+    torch.testing.assert_close(shared, whole, atol=1e-5, rtol=1e-5)
+    assert grads and {n for n, p in model.named_parameters() if p.grad is not None} == set(grads)
+    for n, p in model.named_parameters():
+        if n in grads:
+            torch.testing.assert_close(p.grad, grads[n], atol=1e-5, rtol=1e-4, msg=n)

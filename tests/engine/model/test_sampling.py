@@ -31,6 +31,27 @@ def test_logprobs_match_a_full_forward_with_left_padding():
         assert o.finished == (o.tokens[-1] == 1)
 
 
+def test_a_prompt_sampled_several_times_is_prefilled_once_with_the_same_logprobs(monkeypatch):
+    """Groups repeat their prompt (generations_per_prompt): the prefill runs each distinct prompt
+    once and repeats its cache; the reported log-probs still equal a full forward's."""
+    from workbench.engine.model import sampling
+
+    model = tiny_gpt(0)
+    prompts = [[3, 4, 5, 6, 7]] * 4 + [[8, 9]] * 3 + [[10, 11, 12]]
+    widths = []
+    real = sampling.causal_lm_forward
+    monkeypatch.setattr(sampling, "causal_lm_forward", lambda m, ids, *a, **k: (widths.append(ids.shape), real(m, ids, *a, **k))[1])
+    outs = sample_batch(model, prompts, max_new_tokens=5, eos_id=1, pad_id=0, generator=torch.Generator().manual_seed(3))
+    assert widths[0] == (3, 5) and all(w[0] == 8 for w in widths[1:])  # 3 distinct prompts prefilled, 8 rows decoded
+    assert [o.prompt_tokens for o in outs] == prompts
+    assert len({tuple(o.tokens) for o in outs[:4]}) > 1  # the copies sample independently
+    for o in outs:
+        ids = torch.tensor([o.prompt_tokens + o.tokens])
+        logits, _ = causal_lm_forward(model, ids, torch.ones_like(ids))
+        ref = token_logprobs(logits[:, :-1], ids[:, 1:])[0, len(o.prompt_tokens) - 1 :]
+        torch.testing.assert_close(torch.tensor(o.logprobs), ref, atol=1e-5, rtol=0)
+
+
 def test_weight_swap_between_decode_steps_changes_version_mid_sequence():
     model, other = tiny_gpt(0), tiny_gpt(1)
     new_weights = {k: v * 3 for k, v in other.state_dict().items()}

@@ -7,10 +7,18 @@ positions).
 
     logits, past = causal_lm_forward(model, ids, mask, fp32_head=True)       # all positions
     hidden = body_hidden(model, ids, mask)                                   # the trainer: [N, L, H]
+    at = shared_prompt_hidden(model, ids, mask, positions, PromptShare(p_lens, lens, groups))  # the same at positions
+
+`shared_prompt_hidden` is what the trainer runs: a group's samples share their prompt, so each
+distinct prompt runs once (with a KV cache, as in generation) and only the completions run per
+row, on top of the prompt's cache repeated. The hidden states are the same function of the
+tokens (causal attention: a prompt position never sees the completion); the tokens computed
+fall from prompt + completion per row to completion per row + prompt per group.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -61,3 +69,62 @@ def _body(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, pas
 def body_hidden(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """The final hidden states [N, L, H] (before the head), positions from the mask."""
     return _body(model, input_ids, attention_mask, None, None, False)[0]
+
+
+def _gather_cols(x: torch.Tensor, cols: torch.Tensor, valid: torch.Tensor, fill: int) -> torch.Tensor:
+    """x[r, cols[r, j]] where valid, else `fill`."""
+    return x.gather(1, cols.clamp(0, x.shape[1] - 1)).masked_fill(~valid, fill)
+
+
+@dataclass(frozen=True)
+class PromptShare:
+    """Host facts about right-padded rows [prompt | completion | pad]: each row's prompt length,
+    prompt + completion length, and prompt group (rows of one group are samples of one prompt)."""
+
+    prompt_lengths: list[int]
+    lengths: list[int]
+    groups: list[int]
+
+    def distinct(self) -> tuple[list[int], list[int]]:
+        """(one row per distinct prompt, each row's index into those)."""
+        first: dict[int, int] = {}
+        rows, inverse = [], []
+        for r, g in enumerate(self.groups):
+            u = first.setdefault(g, len(first))
+            if u == len(rows):
+                rows.append(r)
+            inverse.append(u)
+        return rows, inverse
+
+
+def shared_prompt_hidden(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor,
+                         share: PromptShare) -> torch.Tensor:  # fmt: skip
+    """The final hidden states at `positions` (bool [N, L-1], position t predicting token t+1,
+    row-major order: what `body_hidden(...)[:, :-1][positions]` gives), running each distinct
+    prompt once. Every position trained on must lie in the completion (t >= prompt length - 1)."""
+    dev = input_ids.device
+    rows, inverse = share.distinct()
+    P = max(share.prompt_lengths)
+    C = max(1, max(n - p for n, p in zip(share.lengths, share.prompt_lengths)))
+    p = torch.tensor(share.prompt_lengths, device=dev)
+    c = torch.tensor(share.lengths, device=dev) - p  # completion lengths
+    pick, spread = torch.tensor(rows, device=dev), torch.tensor(inverse, device=dev)
+    # the distinct prompts, left-padded to P (as the generator's prefill sees them)
+    j = torch.arange(P, device=dev).unsqueeze(0)
+    src = j - (P - p[pick]).unsqueeze(1)
+    pre_mask = (src >= 0).long()
+    pre_ids = _gather_cols(input_ids[pick], src, src >= 0, 0)
+    out = model.base_model(input_ids=pre_ids, attention_mask=pre_mask, position_ids=position_ids_from_mask(pre_mask), use_cache=True)
+    past = out.past_key_values
+    past.batch_select_indices(spread)  # each row gets its prompt's cache (a differentiable index)
+    # the completions, right-padded to C, attending to their prompt's cache
+    k = torch.arange(C, device=dev).unsqueeze(0)
+    in_completion = k < c.unsqueeze(1)
+    suf_ids = _gather_cols(input_ids, p.unsqueeze(1) + k, in_completion, 0)
+    mask = torch.cat([pre_mask[spread], in_completion.long()], dim=1)
+    suf = model.base_model(input_ids=suf_ids, attention_mask=mask, position_ids=position_ids_from_mask(mask)[:, P:],
+                           past_key_values=past, use_cache=True).last_hidden_state  # fmt: skip
+    # completion token k is predicted at the prompt's last position (k = 0) or at completion k - 1
+    pred = torch.cat([out.last_hidden_state[spread, -1:], suf[:, :-1]], dim=1)
+    at = _gather_cols(positions, p.unsqueeze(1) - 1 + k, in_completion, False)
+    return pred[at]

@@ -18,8 +18,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from workbench.engine.model.builtin import BUILTIN_PREFIX, builtin_dir, load_builtin
 from workbench.engine.model.devices import weights_dtype
+from workbench.engine.model.kernels import fast_kernels
 from workbench.engine.model.hf_dir import check_model_dir, load_hf_dir, wants_chat_template
 
 
@@ -31,18 +34,25 @@ def policy_dir(model_cfg: Any, task: Any = None, *, progress: bool = False) -> P
     return check_model_dir(model_cfg.path)
 
 
-def load_policy(model_cfg: Any, task: Any = None, *, device: str = "cpu", dtype: Any = None, progress: bool = True) -> tuple[Any, Any]:
+def load_policy(
+    model_cfg: Any, task: Any = None, *, device: str = "cpu", dtype: Any = None, compute: Any = None, progress: bool = True
+) -> tuple[Any, Any]:
     """(model, tokenizer) for `model_cfg.path`: builtin:tiny (cached warm start) or a local HF dir.
 
-    `dtype` overrides `model_cfg.dtype`. The tokenizer pads on the left and has a pad token;
-    with `task.chat_template` it must have a chat template.
+    `dtype` overrides `model_cfg.dtype`; `compute` is the dtype the model will compute in when
+    that differs from the weights' (the trainer's autocast over fp32 masters): it picks the
+    kernels (kernels.py). The tokenizer pads on the left and has a pad token; with
+    `task.chat_template` it must have a chat template.
     """
     dtype = weights_dtype(model_cfg.dtype if dtype is None else dtype, device)  # bad names fail first
     if model_cfg.path.startswith(BUILTIN_PREFIX):
-        return load_builtin(model_cfg, task, device=device, dtype=dtype, progress=progress)
-    model, tokenizer = load_hf_dir(model_cfg.path, device=device, dtype=dtype, chat_template=wants_chat_template(task))
-    model.workbench_info = {"from_cache": False, "dir": str(Path(model_cfg.path).expanduser()), "params": sum(p.numel() for p in model.parameters())}
-    return model, tokenizer
+        model, tokenizer = load_builtin(model_cfg, task, device=device, dtype=dtype, progress=progress)
+    else:
+        model, tokenizer = load_hf_dir(model_cfg.path, device=device, dtype=dtype, chat_template=wants_chat_template(task))
+        model.workbench_info = {"from_cache": False, "dir": str(Path(model_cfg.path).expanduser()),
+                                "params": sum(p.numel() for p in model.parameters())}  # fmt: skip
+    compute = compute if isinstance(compute, torch.dtype) else next(model.parameters()).dtype
+    return fast_kernels(model, compute, device), tokenizer
 
 
 def resolved_model(model_cfg: Any, task: Any = None, *, progress: bool = False, run_dir: Any = None) -> Any:

@@ -76,8 +76,7 @@ def sample_batch(
     ids, mask = ids.to(device), mask.to(device)
     n = len(prompts)
     positions = mask.sum(-1)  # position id of the next token per sequence
-    logits, past = causal_lm_forward(model, ids, mask, fp32_head=fp32_head, use_cache=True)
-    next_logits = logits[:, -1]
+    next_logits, past = _prefill(model, prompts, ids, mask, fp32_head)
     active = torch.ones(n, dtype=torch.bool, device=device)
     finished = torch.zeros(n, dtype=torch.bool, device=device)
     # per-step columns, turned into per-sequence lists once at the end (no Python loop per token)
@@ -132,6 +131,30 @@ def sample_batch(
         positions = positions + active.long()
         next_logits = logits[:, -1]
     return _completions(prompts, tok_cols, lp_cols, live_cols, forced_cols, versions, finished.tolist(), interrupted)
+
+
+def _prefill(model: Any, prompts: list[list[int]], ids: torch.Tensor, mask: torch.Tensor, fp32_head: bool) -> tuple[torch.Tensor, Any]:
+    """The last position's logits and the KV cache of the left-padded batch. A group's samples
+    share their prompt (`generations_per_prompt` copies): each distinct prompt is run once and its
+    cache rows repeated, which cuts the prefill's compute by that factor."""
+    first: dict[tuple[int, ...], int] = {}  # prompt -> its distinct index
+    inverse, rows = [], []
+    for i, p in enumerate(prompts):
+        u = first.setdefault(tuple(p), len(first))
+        if u == len(rows):
+            rows.append(i)  # the row that runs this prompt
+        inverse.append(u)
+    if len(rows) == len(prompts):
+        logits, past = causal_lm_forward(model, ids, mask, fp32_head=fp32_head, use_cache=True)
+        return logits[:, -1], past
+    picked = torch.tensor(rows, device=ids.device)
+    logits, past = causal_lm_forward(model, ids[picked], mask[picked], fp32_head=fp32_head, use_cache=True)
+    if not hasattr(past, "batch_select_indices"):  # a cache type that cannot be repeated: run them all
+        logits, past = causal_lm_forward(model, ids, mask, fp32_head=fp32_head, use_cache=True)
+        return logits[:, -1], past
+    spread = torch.tensor(inverse, device=ids.device)
+    past.batch_select_indices(spread)
+    return logits[:, -1][spread], past
 
 
 def _draw(next_logits: torch.Tensor, temperature: float, generator: Optional[torch.Generator]):

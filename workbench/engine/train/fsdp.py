@@ -29,14 +29,14 @@ import contextlib
 import datetime
 from pathlib import Path
 import warnings
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import torch
 import torch.distributed as dist
 
 from workbench.engine.model.devices import Precision
 from workbench.errors import UserError
-from workbench.engine.model.forward import body_hidden
+from workbench.engine.model.forward import PromptShare, body_hidden, shared_prompt_hidden
 from workbench.rl.head import completion_logprobs
 
 
@@ -50,14 +50,19 @@ class PolicyForward(torch.nn.Module):
         self.fp32_head = fp32_head
 
     def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, temperature: float = 1.0
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, temperature: float = 1.0,
+        share: Optional[PromptShare] = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """positions: bool [N, L-1], position t predicting token t+1 (the loss mask's layout).
-        Returns (log p(token), entropy) at those positions, float32, in row-major order."""
-        hidden = body_hidden(self.model, input_ids, attention_mask)
+        Returns (log p(token), entropy) at those positions, float32, in row-major order.
+        With `share` (rows [prompt | completion | pad] and their prompt groups) the rows of a group
+        run their prompt once (engine/model/forward.shared_prompt_hidden): same values, fewer tokens."""
+        if share is not None and len(set(share.groups)) < input_ids.shape[0]:
+            hidden_at = shared_prompt_hidden(self.model, input_ids, attention_mask, positions, share)
+        else:
+            hidden_at = body_hidden(self.model, input_ids, attention_mask)[:, :-1][positions]
         return completion_logprobs(
-            self.model, hidden[:, :-1][positions], input_ids[:, 1:][positions],
-            temperature=temperature, fp32_head=self.fp32_head,
+            self.model, hidden_at, input_ids[:, 1:][positions], temperature=temperature, fp32_head=self.fp32_head,
         )  # fmt: skip
 
 
@@ -113,12 +118,15 @@ def shard(model: torch.nn.Module, device: torch.device, precision: Precision, fp
     return root
 
 
-def load_skeleton(model_cfg: Any, task: Any = None, *, device: str = "cpu", dtype: Any = None, progress: bool = False) -> tuple[Any, Any]:
-    """(model on the meta device, tokenizer), like `load_policy` but reading only the config and
-    the tokenizer: the weights come from rank 0 in `load_from_rank0`."""
+def load_skeleton(
+    model_cfg: Any, task: Any = None, *, device: str = "cpu", dtype: Any = None, compute: Any = None, progress: bool = False
+) -> tuple[Any, Any]:
+    """(model on the meta device, tokenizer), like `load_policy` (the same kernels for `compute`)
+    but reading only the config and the tokenizer: the weights come from rank 0 in `load_from_rank0`."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from workbench.engine.model.hf_dir import check_vocab, load_tokenizer, prepare_tokenizer
+    from workbench.engine.model.kernels import fast_kernels
     from workbench.engine.model.load import policy_dir
 
     d = policy_dir(model_cfg, task, progress=progress)
@@ -132,7 +140,7 @@ def load_skeleton(model_cfg: Any, task: Any = None, *, device: str = "cpu", dtyp
     check_vocab(tokenizer, model, str(d))
     prepare_tokenizer(tokenizer, model)
     model.workbench_info = {"from_cache": True, "dir": str(d), "params": sum(p.numel() for p in model.parameters())}
-    return model, tokenizer
+    return fast_kernels(model, compute if isinstance(compute, torch.dtype) else torch.float32, device), tokenizer
 
 
 def load_from_rank0(root: PolicyForward, device: torch.device, model_dir: str) -> None:
