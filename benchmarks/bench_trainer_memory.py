@@ -57,13 +57,14 @@ def build_model_dir(path: Path, hidden: int, layers: int) -> None:
 def make_trainer(model_dir: Path, device: str, micro_tokens: int):
     from workbench.config import run_config_from_dict
     from workbench.engine.train.trainer import Trainer
+    from workbench.engine.run.actors import trainer_parts
 
     cfg = run_config_from_dict({}, {
         "model.path": str(model_dir), "task.name": "addition", "task.num_train": 40, "task.num_val": 20,
         "eval.num_prompts": 10, "train.micro_batch_size": 64, "train.micro_batch_tokens": micro_tokens,
         "resources.trainer_gpus": 1 if device == "cuda" else 0, "train.lr": 1e-6, "train.warmup_steps": 1,
     })  # fmt: skip
-    return Trainer(cfg)
+    return Trainer(**trainer_parts(cfg))
 
 
 def make_groups(rows: int, prompt: int, completion: int) -> list:
@@ -101,7 +102,7 @@ def old_step(tr, groups, micro_rows: int) -> None:
         logp = token_logprobs(logits, ids[:, 1:])
         with torch.no_grad():
             token_entropy(logits)
-        loss, _ = policy_loss(tr.cfg.recipe.loss, logp, rows.gen_logp[sl], rows.advantages[sl], rows.loss_mask[sl],
+        loss, _ = policy_loss(tr.recipe.loss, logp, rows.gen_logp[sl], rows.advantages[sl], rows.loss_mask[sl],
                               rows.weights[sl])  # fmt: skip
         loss.backward()
         del logits, logp, loss

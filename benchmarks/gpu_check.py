@@ -47,9 +47,11 @@ from benchmarks.gpu_check_trainer import check_trainer, check_workers, trainer_s
 
 GPU_SHARES = {"resources.num_gpus": 1, "resources.trainer_gpus": 0.5, "resources.evaluator_gpus": 0, "resources.generator_gpus": 0.5,
               "generation.vllm_gpu_memory_utilization": 0.4}  # fmt: skip
-# CPU: vLLM's CPU engine (generator share 0). CI-sized: few steps, few prompts.
+# CPU: vLLM's CPU engine (generator share 0). CI-sized: few steps, few prompts. fp32: the CPU check
+# holds the fp32 contract (ratio 1 at step 1, exact repeats, the "float32-model" head) on any CPU;
+# the quickstart's bf16 (CPUs with native bf16) is covered by the tests and benchmarks/bench_trainer_step.py.
 CPU_SETS = {"resources.generator_gpus": 0, "resources.evaluator_gpus": 0, "train.prompts_per_step": 16,
-            "eval.num_prompts": 50, "eval.samples_per_prompt": 4}  # fmt: skip
+            "eval.num_prompts": 50, "eval.samples_per_prompt": 4, "model.dtype": "float32"}  # fmt: skip
 RATIO_TOLERANCE = 0.01
 TRAINER_NEW_TOKENS = 64  # the trainer sections' generations: enough tokens to train on, quickly
 TP_RUN_STEPS = 5
@@ -108,12 +110,13 @@ def engine_section(args: argparse.Namespace) -> dict:
 
     from workbench.config import load_run_config
     from workbench.engine.rollout.vllm.backend import VllmGenerator
+    from workbench.engine.run.actors import generator_parts
     from workbench.engine.rollout.vllm.decode import StepEngine, decode
 
     cfg = load_run_config(args.config, [f"{k}={v}" for k, v in config_sets(args, {"generation.backend": "vllm"}).items()])
     n = _long_budget(cfg, args)
     cfg = load_run_config(args.config, [f"{k}={v}" for k, v in config_sets(args, {"generation.backend": "vllm", "generation.max_new_tokens": n}).items()])
-    gen = VllmGenerator(cfg, 0, gpus=cfg.resources.generator_gpus)
+    gen = VllmGenerator(**generator_parts(cfg))
     try:
         params = SamplingParams(temperature=1.0, max_tokens=n, ignore_eos=True, logprobs=1, detokenize=False)
         prompts = [gen.tokenizer.encode(ex.prompt) for ex in gen.task.train[:4]]

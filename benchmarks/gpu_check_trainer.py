@@ -27,8 +27,9 @@ from workbench.config import RunConfig
 
 SMALL_LR = 5e-7  # ScaleRL's learning rate: a bf16 weight would not move, an fp32 master does
 MOVED_AT_LEAST = 0.5  # of the weights after one step at SMALL_LR
-# 2 workers vs 1: the sums run in another order (and in bf16 on GPUs), so agreement within
-GLOO_TOLERANCE, NCCL_TOLERANCE = 1e-5, 2e-2  # absolute on CPU fp32; relative (absolute below 1) on GPUs
+# 2 workers vs 1: the sums run in another order (and in bf16 on GPUs, or on CPUs with native bf16),
+# so agreement within
+GLOO_TOLERANCE, NCCL_TOLERANCE = 1e-5, 2e-2  # absolute in fp32 on CPU; relative (absolute below 1) in bf16 or on GPUs
 # a restart that loads the checkpoint repeats the step: the same weights within 1e-6 on CPU; on
 # GPUs (bf16 copies) at most this fraction of elements off by a last-bit flip of a reduction
 RESUME_ATOL_CPU, RESUME_MISMATCH_CUDA = 1e-6, 1e-3
@@ -38,8 +39,9 @@ def step_groups(cfg: RunConfig, n: int) -> list[list]:
     """n steps of generated groups (the torch generator, on the trainer's device) with both
     rewards in every group, so nothing is filtered."""
     from workbench.engine.rollout.torch_backend import Generator
+    from workbench.engine.run.actors import generator_parts
 
-    gen = Generator(cfg, 0, gpus=cfg.resources.trainer_gpus)
+    gen = Generator(**{**generator_parts(cfg), "gpus": cfg.resources.trainer_gpus})
     steps = []
     for i in range(n):
         chunk = gen.generate(i, [3 * i, 3 * i + 1, 3 * i + 2], 4, seed=i)
@@ -64,6 +66,7 @@ def _cuda(cfg: RunConfig) -> bool:
 def trainer_section(cfg: RunConfig, folder: str) -> dict[str, Any]:
     """One trainer at lr 5e-7: dtypes, first step, weights moved, peak memory, save/load/repeat.
     `cfg` is an actor config (the model folder resolved)."""
+    from workbench.engine.run.actors import trainer_parts
     from workbench.engine.train.trainer import Trainer
 
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, lr=SMALL_LR, warmup_steps=1))
@@ -74,7 +77,7 @@ def trainer_section(cfg: RunConfig, folder: str) -> dict[str, Any]:
     try:
         if cuda:
             torch.cuda.reset_peak_memory_stats()
-        tr = Trainer(cfg)
+        tr = Trainer(**trainer_parts(cfg))
         before = {k: p.detach().clone() for k, p in tr.model.named_parameters()}
         first, _ = tr.train_step(steps[0], 0)
         moved = sum(int((p.detach() != before[k]).sum()) for k, p in tr.model.named_parameters())
@@ -89,7 +92,7 @@ def trainer_section(cfg: RunConfig, folder: str) -> dict[str, Any]:
                    "skipped": first["train/skipped"], "moved_fraction": moved / total, "peak_gib": peak}  # fmt: skip
         del tr
         _release()
-        again = Trainer(cfg)
+        again = Trainer(**trainer_parts(cfg))
         figures["resumed_version"] = again.load(os.path.dirname(path))
         repeat, _ = again.train_step(steps[1], 1)
         figures["repeat_loss_diff"] = abs(repeat["train/loss"] - nxt["train/loss"])
@@ -121,6 +124,14 @@ def check_trainer(f: dict[str, Any], cuda: bool) -> list[str]:
     return bad
 
 
+def _group(cfg: RunConfig) -> Any:
+    """The trainer group of `cfg`, as spawn_workers makes it (without the shared-folder check)."""
+    from workbench.engine.run.actors import trainer_parts
+    from workbench.engine.train.group import TrainerGroup
+
+    return TrainerGroup(trainer_parts(cfg), cfg.resources, name=cfg.name)
+
+
 def _with_workers(cfg: RunConfig, n: int) -> RunConfig:
     # micro-batch 5: uneven rows per rank (12 rows); adam_eps 1e-8: at 1e-15 AdamW turns the
     # rounding noise of a ~0 gradient (summed in another order by 2 ranks) into a full step
@@ -146,16 +157,14 @@ def workers_section(cfg: RunConfig, folder: str, workers: int = 2) -> dict[str, 
 `cfg` is an actor config."""
     import ray
 
-    from workbench.engine.train.group import TrainerGroup
-
     steps = step_groups(cfg, 2)
     _connect(cfg, workers)
-    one = TrainerGroup(_with_workers(cfg, 1))
+    one = _group(_with_workers(cfg, 1))
     try:
         ref = [ray.get(one.train(groups, step).stats) for step, groups in enumerate(steps)]
     finally:
         one.kill()
-    group = TrainerGroup(_with_workers(cfg, workers))
+    group = _group(_with_workers(cfg, workers))
     try:
         got = [ray.get(group.train(steps[0], 0).stats)]
         group.save(os.path.join(folder, "workers-check"))
@@ -172,7 +181,10 @@ def workers_section(cfg: RunConfig, folder: str, workers: int = 2) -> dict[str, 
     def rel(a: float, b: float) -> float:  # relative, and absolute below 1 (a loss near 0 is a sum that cancels)
         return abs(a - b) / max(abs(b), 1.0)
 
-    return {"workers": workers, "nodes": nodes, "resumed_version": version,
+    from workbench.engine.model.devices import trainer_precision
+
+    bf16 = trainer_precision(cfg.model.dtype, "cuda" if _cuda(cfg) else "cpu").compute != torch.float32
+    return {"workers": workers, "nodes": nodes, "resumed_version": version, "low_precision": bf16,
             "loss": [(r["train/loss"], g["train/loss"]) for r, g in zip(ref, got)],
             "grad_norm": [(r["train/grad_norm"], g["train/grad_norm"]) for r, g in zip(ref, got)],
             "loss_abs_diff": max(abs(a - b) for a, b in ((r["train/loss"], g["train/loss"]) for r, g in zip(ref, got))),
@@ -185,8 +197,9 @@ def workers_section(cfg: RunConfig, folder: str, workers: int = 2) -> dict[str, 
 
 def check_workers(f: dict[str, Any], cuda: bool) -> list[str]:
     bad = []
-    loss, norm = (f["loss_rel_diff"], f["grad_norm_rel_diff"]) if cuda else (f["loss_abs_diff"], f["grad_norm_abs_diff"])
-    tol = NCCL_TOLERANCE if cuda else GLOO_TOLERANCE
+    rel = cuda or f.get("low_precision", False)
+    loss, norm = (f["loss_rel_diff"], f["grad_norm_rel_diff"]) if rel else (f["loss_abs_diff"], f["grad_norm_abs_diff"])
+    tol = NCCL_TOLERANCE if rel else GLOO_TOLERANCE
     if loss > tol or norm > tol:
         bad.append(f"{f['workers']} workers disagree with 1: loss by {loss:.3g}, grad norm by {norm:.3g} (tolerance {tol:g})")
     if f["resumed_version"] != 1:

@@ -20,11 +20,15 @@ The layers, lowest first. A module may import from its own layer and the ones be
 
 A room's own `cli` module (scaling.cli, engine.run.cli, ...) sits in its room: a command that
 needs a room above its own lives in workbench/commands. This order is the one place it is written.
+
+The rooms in PARTS_ONLY (engine/train, engine/rollout) never name the RunConfig: their components
+take their config parts, which engine/run/actors.py picks from it.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -47,6 +51,9 @@ LAZY_EXCEPTIONS: dict[tuple[str, str], str] = {}
 # third-party packages a room may import (None: any); the standard library is always allowed
 SCALING_THIRD_PARTY = {"numpy", "scipy", "pandas", "altair", "vl_convert"}
 NEVER = {"rl": {"ray", "mlflow", "ipywidgets", "papermill", "vllm"}, "scaling": {"ray", "torch", "mlflow", "ipywidgets"}}
+# rooms whose components get their config parts (sections, values), never the whole RunConfig:
+# engine/run/actors.py picks each role's parts from it, in one place
+PARTS_ONLY = ("engine.train", "engine.rollout")
 
 
 def modules(root: Path) -> dict[str, tuple[Path, bool]]:
@@ -155,6 +162,37 @@ def forbidden_external(external: set[tuple[str, str, int]]) -> list[str]:
     return sorted(bad)
 
 
+def _annotation(node: ast.AST) -> str:
+    """The text of the annotation on `node` (an argument's, a variable's, a function's return), else ""."""
+    if isinstance(node, (ast.arg, ast.AnnAssign)):
+        ann = node.annotation
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        ann = node.returns
+    else:
+        ann = None
+    return ast.unparse(ann) if ann is not None else ""
+
+
+def whole_config_uses(root: Path, rooms: tuple[str, ...] = PARTS_ONLY) -> list[str]:
+    """`module:line names RunConfig` wherever a module under `rooms` imports the RunConfig, refers
+    to it, or takes or returns it (annotations, quoted ones too)."""
+    out = set()
+    for name, (path, _) in modules(root).items():
+        room = name.split(".", 1)[1] if "." in name else ""
+        if not any(room == r or room.startswith(r + ".") for r in rooms):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            named = (
+                (isinstance(node, ast.alias) and node.name.split(".")[-1] == "RunConfig")
+                or (isinstance(node, ast.Name) and node.id == "RunConfig")
+                or (isinstance(node, ast.Attribute) and node.attr == "RunConfig")
+                or re.search(r"\bRunConfig\b", _annotation(node)) is not None
+            )
+            if named:
+                out.add(f"{name}:{node.lineno} names RunConfig")
+    return sorted(out)
+
+
 def write_package(pkg: Path, files: dict[str, str]) -> None:
     """A package on disk for the walk's own tests: relative path -> source."""
     for rel, text in files.items():
@@ -175,6 +213,34 @@ def test_no_module_imports_from_a_layer_above_it():
 def test_scaling_and_rl_know_nothing_of_ray_or_notebooks():
     _, external = imports(PACKAGE)
     assert forbidden_external(external) == []
+
+
+def test_the_engines_components_take_their_config_parts_not_the_run_config():
+    assert whole_config_uses(PACKAGE) == []
+
+
+def test_the_parts_check_finds_imports_references_and_annotations(tmp_path):
+    pkg = tmp_path / "workbench"
+    files = {
+        "__init__.py": "",
+        "config.py": "class RunConfig: ...\n",
+        "engine/__init__.py": "",
+        "engine/train/__init__.py": "",
+        "engine/train/trainer.py": "from workbench.config import RunConfig\n",
+        "engine/train/group.py": "import workbench.config as c\n\n\ndef f(x):\n    return c.RunConfig(x)\n",
+        "engine/rollout/__init__.py": "",
+        "engine/rollout/vllm/backend.py": "def g(cfg: 'RunConfig') -> None: ...\n\n\ndef h() -> \"list[RunConfig]\": ...\n",
+        "engine/rollout/worker.py": '"""Gets parts, not the RunConfig."""\nfrom workbench.config import ModelConfig  # RunConfig\n',
+        "engine/trainer.py": "from workbench.config import RunConfig\n",  # not in a parts-only room
+        "engine/run/actors.py": "from workbench.config import RunConfig\n",  # the place that picks the parts
+    }
+    write_package(pkg, files)
+    assert whole_config_uses(pkg) == [
+        "workbench.engine.rollout.vllm.backend:1 names RunConfig",
+        "workbench.engine.rollout.vllm.backend:4 names RunConfig",
+        "workbench.engine.train.group:5 names RunConfig",
+        "workbench.engine.train.trainer:1 names RunConfig",
+    ]
 
 
 def test_every_exception_is_still_needed():

@@ -11,6 +11,7 @@ import torch
 from workbench.engine.rollout.torch_backend import Evaluator, Generator
 from workbench.engine.batch import build_batch
 from workbench.engine.train.trainer import Trainer
+from workbench.engine.run.actors import generator_parts, trainer_parts
 from workbench.engine.model.forward import causal_lm_forward
 from workbench.rl.head import token_logprobs
 
@@ -21,7 +22,7 @@ def cfg(tiny_config):
 
 
 def test_generator_logprobs_match_trainer_forward(cfg):
-    gen, tr = Generator(cfg, 0), Trainer(cfg)
+    gen, tr = Generator(**generator_parts(cfg)), Trainer(**trainer_parts(cfg))
     chunk = gen.generate(0, [0, 1, 2], 4, seed=3)
     assert [len(g.completions) for g in chunk.groups] == [4, 4, 4]
     assert all(r in (1.0, -1.0) for g in chunk.groups for r in g.rewards)
@@ -35,7 +36,7 @@ def test_generator_logprobs_match_trainer_forward(cfg):
 
 
 def test_pending_weights_are_picked_up_between_decode_steps(cfg):
-    gen, tr = Generator(cfg, 0), Trainer(cfg)
+    gen, tr = Generator(**generator_parts(cfg)), Trainer(**trainer_parts(cfg))
     new = {k: v + 0.01 for k, v in tr.get_weights().tensors().items()}
     original = gen._apply_pending
     steps = {"n": 0}
@@ -57,7 +58,7 @@ def test_pending_weights_are_picked_up_between_decode_steps(cfg):
 
 
 def test_trainer_skips_when_every_group_has_zero_variance(cfg):
-    gen, tr = Generator(cfg, 0), Trainer(cfg)
+    gen, tr = Generator(**generator_parts(cfg)), Trainer(**trainer_parts(cfg))
     chunk = gen.generate(0, [0, 1], 4, seed=0)
     for g in chunk.groups:
         g.rewards = [-1.0] * len(g.rewards)
@@ -68,7 +69,7 @@ def test_trainer_skips_when_every_group_has_zero_variance(cfg):
 
 
 def test_trainer_skips_a_nonfinite_update_and_counts_it(cfg):
-    gen, tr = Generator(cfg, 0), Trainer(cfg)
+    gen, tr = Generator(**generator_parts(cfg)), Trainer(**trainer_parts(cfg))
     chunk = gen.generate(0, [0, 1, 2, 3], 4, seed=1)
     chunk.groups[0].rewards = [1.0, -1.0, -1.0, -1.0]
     chunk.groups[0].completions[0].logprobs[0] = -math.inf  # rho = inf -> weight capped, loss stays finite
@@ -79,12 +80,12 @@ def test_trainer_skips_a_nonfinite_update_and_counts_it(cfg):
 
 
 def test_trainer_checkpoint_round_trip(cfg, tmp_path):
-    gen, tr = Generator(cfg, 0), Trainer(cfg)
+    gen, tr = Generator(**generator_parts(cfg)), Trainer(**trainer_parts(cfg))
     chunk = gen.generate(0, [0, 1, 2, 3], 4, seed=2)
     chunk.groups[0].rewards = [1.0, -1.0, -1.0, -1.0]
     tr.train_step(chunk.groups, 0)
     tr.save(str(tmp_path / "ck"))
-    tr2 = Trainer(cfg)
+    tr2 = Trainer(**trainer_parts(cfg))
     assert tr2.load(str(tmp_path / "ck")) == tr.version == 1
     for (k, a), (_, b) in zip(tr.model.state_dict().items(), tr2.model.state_dict().items()):
         assert torch.equal(a, b), k
@@ -92,7 +93,7 @@ def test_trainer_checkpoint_round_trip(cfg, tmp_path):
 
 
 def test_evaluator_reports_mean_pass_rate_over_samples(cfg):
-    ev = Evaluator(cfg, -1)
+    ev = Evaluator(**generator_parts(cfg, evaluator=True), rank=-1)
     res = ev.evaluate(None, 0, num_prompts=10, k=2, seed=0)
     assert res["val/prompts"] == 10 and res["val/samples_per_prompt"] == 2
     assert 0.0 <= res["val/pass_rate"] <= res["val/pass_at_k"] <= 1.0

@@ -1,7 +1,7 @@
 """How an error inside a Ray actor reaches the user: as that error, in one line; the noise and the
 full traceback stay in the run folder.
 
-    cls = ray.remote(held_errors(Generator))   # every actor class the engine starts goes through this
+    cls = ray.remote(held_errors(Generator, out_dir))   # every actor class the engine starts goes through this
     line = describe_error(e)                   # one line for any error, Ray's wrappers taken off
     err = user_error(e)                        # the UserError / RunFailed inside Ray's wrappers, or None
     raise RunFailed("...")                     # the run stopped on an error it cannot recover from
@@ -16,7 +16,7 @@ keeps the exception instead, and whose every public method raises it: the actor 
 call (a `ping`, `info`, ...) raises `RayTaskError(UserError)`, which is an instance of that
 UserError, and the caller kills the actor as it does for any failed start.
 
-Actor output goes to the run folder. Inside a Ray worker the held constructor first points the
+Actor output goes to the run folder (`out_dir`). Inside a Ray worker the held constructor first points the
 process's stdout and stderr (file descriptors 1 and 2, so C-level crash dumps and child processes
 such as vLLM's engine core too) at `<out_dir>/logs/<role>.log` (Generator-0, Evaluator, Trainer-0,
 Coordinator; appended across restarts). With `workbench run`'s `log_to_driver` Ray would
@@ -40,14 +40,14 @@ ERROR_LOG = "error.log"  # in the run folder: the full traceback of what stopped
 LOG_DIR = "logs"  # in the run folder: each actor's stdout and stderr
 
 
-def held_errors(cls: type) -> type:
+def held_errors(cls: type, out_dir: Optional[str | Path] = None) -> type:
     """`cls` with its constructor's exception held and raised by every public method (see the
-    module docstring); inside a Ray actor its output goes to the run folder's logs first."""
+    module docstring); inside a Ray actor its output goes to the run folder's logs first (`out_dir`;
+    None: Ray's own logs)."""
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        out = getattr(args[0], "output_dir", None) if args else None
-        if callable(out):
-            redirect_output(Path(out()) / LOG_DIR, cls.__name__)
+        if out_dir is not None:
+            redirect_output(Path(out_dir) / LOG_DIR, cls.__name__)
         try:
             cls.__init__(self, *args, **kwargs)
         except Exception as e:  # noqa: BLE001 - held, raised by the first call (see the docstring)

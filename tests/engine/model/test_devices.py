@@ -8,17 +8,20 @@ import torch
 
 from workbench.config import run_config_from_dict
 from workbench.configtools import to_dict
-from workbench.engine.model.devices import Precision, move_to, trainer_memory_fraction, trainer_precision, weights_dtype
+from workbench.engine.model.devices import (
+    Precision, cpu_has_native_bf16, move_to, trainer_memory_fraction, trainer_precision, weights_dtype,
+)
 from workbench.errors import UserError
 from workbench.engine.train.fsdp import decoder_layers
 from workbench.engine.rollout.torch_backend import Generator
 from workbench.engine.batch import PackedGroups
 from workbench.engine.train.trainer import Trainer
+from workbench.engine.run.actors import generator_parts, trainer_parts
 
 
 def mixed_groups(cfg, seed: int = 1):
     """A generated chunk with both rewards in every group (nothing filtered)."""
-    chunk = Generator(cfg, 0).generate(0, [0, 1, 2, 3], 4, seed=seed)
+    chunk = Generator(**generator_parts(cfg)).generate(0, [0, 1, 2, 3], 4, seed=seed)
     for g in chunk.groups:
         g.rewards = [1.0] + [-1.0] * (len(g.rewards) - 1)
     return chunk.groups
@@ -33,7 +36,7 @@ def test_every_tensor_the_trainer_computes_with_is_on_its_device(tiny_config):
     # left on the host. Declare another device (meta) and check what reaches the model.
     cfg = tiny_config(for_actors=True)
     groups = mixed_groups(cfg)
-    tr = Trainer(cfg)
+    tr = Trainer(**trainer_parts(cfg))
     tr.device = torch.device("meta")
     _, rows, reason = tr.plan(PackedGroups.from_groups(groups))
     assert rows is not None, reason
@@ -57,7 +60,7 @@ def test_every_tensor_the_trainer_computes_with_is_on_its_device(tiny_config):
 def test_bf16_compute_moves_fp32_master_weights_at_a_tiny_lr(tiny_config):
     cfg = tiny_config({"model.dtype": "bfloat16", "train.lr": 5e-7, "train.warmup_steps": 1}, for_actors=True)
     groups = mixed_groups(cfg)
-    tr = Trainer(cfg)
+    tr = Trainer(**trainer_parts(cfg))
     assert tr.precision == Precision(master=torch.float32, compute=torch.bfloat16)
     body_dtypes = []
     mlp = decoder_layers(tr.model)[0].mlp
@@ -93,7 +96,7 @@ def test_bf16_compute_moves_fp32_master_weights_at_a_tiny_lr(tiny_config):
 
 def test_checkpoint_holds_fp32_weights_and_optimizer_states(tiny_config, tmp_path):
     cfg = tiny_config({"model.dtype": "bfloat16"}, for_actors=True)
-    tr = Trainer(cfg)
+    tr = Trainer(**trainer_parts(cfg))
     tr.train_step(mixed_groups(cfg), 0)
     tr.save(str(tmp_path / "ck"))
     from torch.distributed.checkpoint import FileSystemReader
@@ -110,7 +113,24 @@ def test_precision_rules():
     assert trainer_precision("bfloat16", "cpu").mixed
     assert trainer_precision("float32", "cuda") == Precision(torch.float32, torch.float32)
     assert weights_dtype("auto", "cpu") == torch.float32 and weights_dtype("auto", "cuda") == "auto"
+    assert weights_dtype("bfloat16", "cpu") == (torch.bfloat16 if cpu_has_native_bf16() else torch.float32)
+
+
+def test_bf16_on_a_cpu_without_it_computes_in_fp32_for_trainer_and_generators_alike(monkeypatch, caplog):
+    """Emulated bf16 is slower than fp32: such a CPU computes in fp32, trainer and generators
+    both (their log-probs are one computation), and the user is told once."""
+    from workbench.engine.model import devices
+
+    monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda: False)
+    devices._say_bf16_emulated.cache_clear()
+    with caplog.at_level("WARNING"):
+        assert trainer_precision("bfloat16", "cpu") == Precision(torch.float32, torch.float32)
+        assert weights_dtype("bfloat16", "cpu") == torch.float32
+    assert sum("no native bf16" in r.message for r in caplog.records) == 1
+    monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda: True)
+    assert trainer_precision("bfloat16", "cpu") == Precision(torch.float32, torch.bfloat16)
     assert weights_dtype("bfloat16", "cpu") == torch.bfloat16
+    assert trainer_precision("bfloat16", "cuda").compute == torch.bfloat16  # the CPU rule only
 
 
 def test_move_to_moves_tensors_and_dataclass_fields():
@@ -119,7 +139,7 @@ def test_move_to_moves_tensors_and_dataclass_fields():
     t = torch.ones(2, 3)
     rows = StepRows(t, t.long(), t, t, t[:, 0], t, num_tokens=6)
     moved = move_to(rows, "meta")
-    tensors = [getattr(moved, f) for f in rows.__dataclass_fields__ if f not in ("num_tokens", "lengths")]
+    tensors = [getattr(moved, f) for f in rows.__dataclass_fields__ if f not in ("num_tokens", "lengths", "prompt_lengths", "groups")]
     assert {x.device.type for x in tensors} == {"meta"} and moved.num_tokens == 6
     with pytest.raises(TypeError, match="cannot move a list"):
         move_to([t], "meta")
@@ -140,8 +160,12 @@ def test_gradient_checkpointing_trains_the_same_step_with_activations_recomputed
     base = {"train.lr": 1e-3, "train.warmup_steps": 1}
     cfg, cfg_ckpt = tiny_config(base, for_actors=True), tiny_config({**base, "train.gradient_checkpointing": True}, for_actors=True)
     groups = mixed_groups(cfg)
-    plain, ckpt = Trainer(cfg), Trainer(cfg_ckpt)
+    plain, ckpt = Trainer(**trainer_parts(cfg)), Trainer(**trainer_parts(cfg_ckpt))
     assert ckpt.model.is_gradient_checkpointing and not plain.model.is_gradient_checkpointing
+    # checkpointing runs every row whole (no KV cache): so does the reference here, since Adam's
+    # first step turns rounding-level gradient differences into lr-sized ones on near-zero entries
+    assert plain.share_prompts and not ckpt.share_prompts
+    plain.share_prompts = False
     ckpt.model.load_state_dict(plain.model.state_dict())
     s_plain, _ = plain.train_step(groups, 0)
     s_ckpt, _ = ckpt.train_step(groups, 0)
@@ -202,7 +226,7 @@ def test_running_out_of_the_trainers_gpu_share_is_one_line_naming_it(tiny_config
     # On CUDA the allocator raises this once the share set by set_per_process_memory_fraction is
     # used up; here the model's first forward raises it, as the trainer would see it.
     cfg = tiny_config(for_actors=True)
-    tr = Trainer(cfg)
+    tr = Trainer(**trainer_parts(cfg))
     assert tr.memory_share is None  # CPU: no bound
     tr.memory_share = 0.5  # what Trainer.__init__ sets for resources.trainer_gpus=0.5 on CUDA
 

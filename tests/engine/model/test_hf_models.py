@@ -24,6 +24,7 @@ from workbench.engine.model.hf_dir import prompt_ids
 from workbench.engine.model.load import load_policy
 from workbench.engine.batch import build_batch
 from workbench.engine.train.trainer import Trainer
+from workbench.engine.run.actors import generator_parts, trainer_parts
 from workbench.errors import UserError
 from workbench.engine.model.forward import causal_lm_forward
 from workbench.rl.head import token_logprobs
@@ -73,7 +74,7 @@ def test_loads_with_its_own_tokenizer_eos_and_pad(model_dir):
 def test_chunk_uses_the_chat_template_forces_the_phrase_and_matches_the_trainer(model_dir, tmp_path):
     arch, d = model_dir
     cfg = make_cfg(d, tmp_path)
-    gen, tr = Generator(cfg, 0), Trainer(cfg)
+    gen, tr = Generator(**generator_parts(cfg)), Trainer(**trainer_parts(cfg))
     ex = gen.task.train[0]
     ids = gen._prompt_ids("train", 0)
     templated = gen.tokenizer.apply_chat_template([{"role": "user", "content": ex.prompt}], add_generation_prompt=True, tokenize=False)
@@ -101,7 +102,8 @@ def test_chunk_uses_the_chat_template_forces_the_phrase_and_matches_the_trainer(
 def test_trainer_step_and_evaluation_with_the_trained_weights(model_dir, tmp_path):
     arch, d = model_dir
     cfg = make_cfg(d, tmp_path)
-    gen, tr, ev = Generator(cfg, 0), Trainer(cfg), Evaluator(cfg, -1)
+    gen, tr = Generator(**generator_parts(cfg)), Trainer(**trainer_parts(cfg))
+    ev = Evaluator(**generator_parts(cfg, evaluator=True), rank=-1)
     chunk = gen.generate(0, [0, 1, 2, 3], 4, seed=1)
     chunk.groups[0].rewards = [1.0, -1.0, -1.0, -1.0]  # a random model is rarely right: give the step a signal
     before = {k: v.clone() for k, v in tr.model.state_dict().items()}

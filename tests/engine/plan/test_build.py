@@ -9,7 +9,7 @@ import pytest
 
 from workbench.config import run_config_from_dict
 from workbench.engine.model.devices import vllm_memory_kwargs
-from workbench.engine.plan.build import vllm_kv_cache_bytes
+from workbench.engine.plan.build import gpu_settings, vllm_kv_cache_bytes
 from workbench.engine.plan.memory import CONTEXT_BYTES, CUDA_GRAPHS_BYTES, ModelShape, generator_terms
 from workbench.errors import UserError
 
@@ -20,16 +20,16 @@ QWEN15 = REPO / "tests" / "data" / "model_configs" / "qwen2.5-1.5b"
 def test_the_cuda_generator_gets_an_explicit_kv_cache_with_the_fp32_head_inside_its_budget():
     cfg = run_config_from_dict({}, {"generation.backend": "vllm", "resources.generator_gpus": 0.5, "resources.trainer_gpus": 0.5,
                                     "generation.vllm_gpu_memory_utilization": 0.4, "generation.max_new_tokens": 1024})
-    kv = vllm_kv_cache_bytes(cfg, QWEN15, 24e9)
+    kv = vllm_kv_cache_bytes(gpu_settings(cfg), QWEN15, 24e9)
     shape = ModelShape.from_config(__import__("json").loads((QWEN15 / "config.json").read_text()))
     head = 4 * 151936 * 1536  # the fp32 copy vLLM's profiler never saw: ~0.93 GB
     fixed = 2 * shape.params + head + CUDA_GRAPHS_BYTES + CONTEXT_BYTES
     assert 0 < kv < 0.4 * 24e9 - fixed  # less the runtime peak too
-    assert vllm_kv_cache_bytes(cfg, QWEN15, 24e9) == kv  # no live measurement: a restarted generator sizes the same cache
+    assert vllm_kv_cache_bytes(gpu_settings(cfg), QWEN15, 24e9) == kv  # no live measurement: a restarted generator sizes the same cache
     assert vllm_memory_kwargs("cuda", 0.4, kv) == {"gpu_memory_utilization": 0.4, "kv_cache_memory_bytes": kv}
     assert "kv_cache_memory_bytes" in vllm_memory_kwargs("cpu", 0.4, kv)  # the CPU engine's own fixed cache
     with pytest.raises(UserError, match="leaves 0.00 GB for the KV cache, less than one sequence") as e:
-        vllm_kv_cache_bytes(cfg, QWEN15, 8e9)
+        vllm_kv_cache_bytes(gpu_settings(cfg), QWEN15, 8e9)
     assert "\n" not in str(e.value)
 
 

@@ -53,6 +53,7 @@ def test_vllm_cpu_sizes_its_kv_cache_as_the_plan_says(tmp_path, monkeypatch):
     from workbench.engine.plan.build import plan_for
     from workbench.engine.plan.memory import Cluster
     from workbench.engine.rollout.vllm import backend as vg
+    from workbench.engine.run.actors import generator_parts
     from workbench.tasks.base import load_task
 
     overrides = {"generation.backend": "vllm", "generation.max_new_tokens": 16, "task.difficulty": 1, "task.num_train": 60,
@@ -63,7 +64,7 @@ def test_vllm_cpu_sizes_its_kv_cache_as_the_plan_says(tmp_path, monkeypatch):
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
     monkeypatch.setattr(vg.VllmGenerator, "enforce_eager", True)
-    gen = vg.VllmGenerator(cfg, 0)
+    gen = vg.VllmGenerator(**generator_parts(cfg))
     try:
         cache = gen.llm.llm_engine.vllm_config.cache_config
         vllm_tokens = cache.num_gpu_blocks * cache.block_size

@@ -39,6 +39,7 @@ def main() -> None:
     from workbench.config import run_config_from_dict
     from workbench.engine.model.builtin import build_char_tokenizer
     from workbench.engine.train.trainer import Trainer
+    from workbench.engine.run.actors import trainer_parts
 
     d = Path(a.dir)
     tok = build_char_tokenizer("0123456789+=")
@@ -60,7 +61,7 @@ def main() -> None:
 
     gc.collect()
     base = rss()
-    tr = Trainer(cfg)
+    tr = Trainer(**trainer_parts(cfg))
     for step in range(2):
         stats, weights = tr.train_step(groups, step)
         del weights  # the actor hands it to Ray's object store: not the trainer's memory

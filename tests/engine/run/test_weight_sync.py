@@ -81,9 +81,10 @@ def test_unknown_algorithm_is_refused():
 def test_generator_takes_a_forced_older_version_and_keeps_it_forced_under_newer_pushes(tiny_config):
     from workbench.engine.rollout.torch_backend import Generator
     from workbench.engine.train.trainer import Trainer
+    from workbench.engine.run.actors import generator_parts, trainer_parts
 
     cfg = tiny_config(for_actors=True)
-    gen, weights = Generator(cfg, 0), Trainer(cfg).get_weights()
+    gen, weights = Generator(**generator_parts(cfg)), Trainer(**trainer_parts(cfg)).get_weights()
     gen.set_weights(weights, 9)
     assert gen._apply_pending() == 9
     gen.set_weights(weights, 3)  # an older version, not forced: ignored

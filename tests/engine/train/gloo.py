@@ -30,9 +30,10 @@ class Ranks:
     def trainer(self, cfg: Any) -> Any:
         from workbench.engine.train import fsdp
         from workbench.engine.train.trainer import Trainer
+        from workbench.engine.run.actors import trainer_parts
 
         fsdp.destroy()
-        tr = Trainer(cfg, self.rank, self.world_size)
+        tr = Trainer(**trainer_parts(cfg), rank=self.rank, world_size=self.world_size)
         if self.rank == 0:
             address, port = tr.rendezvous()
             for _ in range(self.world_size - 1):

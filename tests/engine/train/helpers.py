@@ -8,8 +8,9 @@ from typing import Any, Callable
 def batches(cfg: Any, n: int) -> list:
     """n steps of generated groups with both rewards in each group (nothing filtered)."""
     from workbench.engine.rollout.torch_backend import Generator
+    from workbench.engine.run.actors import generator_parts
 
-    gen = Generator(cfg, 0)
+    gen = Generator(**generator_parts(cfg))
     out = []
     for i in range(n):
         chunk = gen.generate(i, [4 * i, 4 * i + 1, 4 * i + 2], 4, seed=i)

@@ -14,6 +14,7 @@ from tests.helpers.tiny_hf import build_tiny_hf, task_texts
 from workbench.engine.model.hf_dir import WEIGHT_FILES
 from workbench.engine.train import fsdp
 from workbench.engine.train.trainer import Trainer
+from workbench.engine.run.actors import trainer_parts
 
 
 def _weights_files(model_dir: Path) -> set[str]:
@@ -50,7 +51,8 @@ def test_only_rank0_reads_the_weights_and_both_workers_start_from_them(tiny_conf
     (d / "model.safetensors").unlink()
     cfg = tiny_config({"model.path": str(d), "train.adam_eps": 1e-8})
     groups = batches(cfg, 1)[0]
-    one = Trainer(cfg)
+    one = Trainer(**trainer_parts(cfg))
+    one.share_prompts = False  # as the sharded workers run (test_trainer.py says why)
     expected = one.get_weights().tensors()
     s1, _ = one.train_step(groups, 0)
 
@@ -80,7 +82,8 @@ def test_one_and_two_workers_compute_the_head_in_fp32_under_bf16(tiny_config, mo
     groups = batches(cfg, 1)[0]
     calls: list[dict] = []
     monkeypatch.setattr(fsdp, "completion_logprobs", head_recorder(calls))
-    one = Trainer(cfg)
+    one = Trainer(**trainer_parts(cfg))
+    one.share_prompts = False  # as the sharded workers run
     master = one.model.get_output_embeddings().weight.detach().clone()
     sent_one = one.get_weights().tensors()
     one.train_step(groups, 0)
@@ -118,7 +121,9 @@ def test_one_and_two_workers_differ_under_bf16_only_by_bf16_rounding_measured(ti
     for dtype in ("float32", "bfloat16"):
         cfg = tiny_config({"model.dtype": dtype}, for_actors=True)
         groups = batches(cfg, 1)[0]
-        one, _ = Trainer(cfg).train_step(groups, 0)
+        ref = Trainer(**trainer_parts(cfg))
+        ref.share_prompts = False  # as the sharded workers run
+        one, _ = ref.train_step(groups, 0)
         two = run_ranks(_bf16_step, 2, cfg, groups)[0]
         diffs[dtype] = tuple(abs(two[k] - one[k]) / abs(one[k]) for k in ("train/entropy", "train/grad_norm"))
     print(f"relative |2 workers - 1 worker| (entropy, grad norm): fp32 {diffs['float32']}, bf16 {diffs['bfloat16']}")

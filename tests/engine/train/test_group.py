@@ -13,6 +13,7 @@ import torch
 from tests.engine.train.helpers import batches
 from workbench.engine.train.trainer import Trainer
 from workbench.engine.train.group import TrainerDied, TrainerGroup, get_all
+from workbench.engine.run.actors import trainer_parts
 
 
 @pytest.fixture
@@ -28,9 +29,10 @@ def two(tiny_config):
 def test_two_gloo_workers_match_one_worker(ray_cluster, two):
     cfg2 = two()
     steps = batches(cfg2, 2)
-    one = Trainer(cfg2)  # in-process, one worker (the trainer_workers field only matters to the group)
+    one = Trainer(**trainer_parts(cfg2))  # in-process, one worker (the trainer_workers field only matters to the group)
     one.world_size = 1
-    group = TrainerGroup(cfg2)
+    one.share_prompts = False  # as the sharded workers run (test_trainer.py says why)
+    group = TrainerGroup(trainer_parts(cfg2), cfg2.resources, name=cfg2.name)
     try:
         for step, groups in enumerate(steps):
             s1, w1 = one.train_step(groups, step)
@@ -45,7 +47,7 @@ def test_two_gloo_workers_match_one_worker(ray_cluster, two):
             assert t1.keys() == t2.keys()
             for k in t1:
                 torch.testing.assert_close(t2[k], t1[k], atol=1e-5, rtol=0, msg=k)
-        assert any(not torch.equal(v, Trainer(cfg2).model.state_dict()[k]) for k, v in w2.tensors().items())
+        assert any(not torch.equal(v, Trainer(**trainer_parts(cfg2)).model.state_dict()[k]) for k, v in w2.tensors().items())
     finally:
         group.kill()
 
@@ -53,7 +55,7 @@ def test_two_gloo_workers_match_one_worker(ray_cluster, two):
 def test_two_workers_resume_from_a_sharded_checkpoint(ray_cluster, two, tmp_path):
     cfg = two()
     steps = batches(cfg, 3)
-    group = TrainerGroup(cfg)
+    group = TrainerGroup(trainer_parts(cfg), cfg.resources, name=cfg.name)
     try:
         for step in range(2):
             ray.get(group.train(steps[step], step).stats)
@@ -70,7 +72,8 @@ def test_two_workers_resume_from_a_sharded_checkpoint(ray_cluster, two, tmp_path
 
 
 def test_a_dead_worker_is_reported_not_waited_for(ray_cluster, two):
-    group = TrainerGroup(two())
+    cfg = two()
+    group = TrainerGroup(trainer_parts(cfg), cfg.resources, name=cfg.name)
     try:
         pids = group.pids()
         assert len(set(pids)) == 2

@@ -218,16 +218,21 @@ def guard(cfg: RunConfig, task: Any = None) -> Optional[Plan]:
     return plan
 
 
-def vllm_kv_cache_bytes(cfg: RunConfig, model_dir: str | Path, gpu_bytes: float) -> int:
+def gpu_settings(cfg: RunConfig) -> Settings:
+    """The plan's figures of `cfg` for a role on a GPU (no prompt): what a vLLM generator sizes its
+    KV cache by (`vllm_kv_cache_bytes`). The driver picks them (run/actors.generator_parts)."""
+    return settings_from_config(cfg, Cluster(1, 0.0, 1, "a GPU"), prompt=0)  # only the device kind is read
+
+
+def vllm_kv_cache_bytes(s: Settings, model_dir: str | Path, gpu_bytes: float) -> int:
     """The KV cache (bytes per TP rank) a vLLM generator gets on a GPU of `gpu_bytes`: its budget
     (vllm_gpu_memory_utilization x memory) less the plan's other terms, the fp32 head copy among
-    them. Given to vLLM as `kv_cache_memory_bytes`, it skips memory profiling, so a generator Ray
-    restarts beside a live trainer sizes the same cache instead of asserting."""
+    them (`s`: the run's `gpu_settings`). Given to vLLM as `kv_cache_memory_bytes`, it skips memory
+    profiling, so a generator Ray restarts beside a live trainer sizes the same cache instead of asserting."""
     folder = Path(model_dir)
     shape = model_shape(read_config_json(folder), folder)
-    s = settings_from_config(cfg, Cluster(1, gpu_bytes, 1, "this GPU"), prompt=0)
     kv = s.vllm_util * gpu_bytes - sum(generator_terms(shape, s, False).values())
-    least = kv_bytes_per_token(shape, s) * (cfg.generation.max_new_tokens + 1)
+    least = kv_bytes_per_token(shape, s) * (s.max_new_tokens + 1)
     if kv < least:
         raise UserError(f"the vLLM generator's budget (generation.vllm_gpu_memory_utilization={s.vllm_util:g} of "
                         f"{gpu_bytes / GB:.1f} GB) leaves {max(kv, 0) / GB:.2f} GB for the KV cache, less than one sequence: "

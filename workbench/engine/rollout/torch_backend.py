@@ -6,7 +6,7 @@ lands in a slot; the decode loop picks it up between two decode steps, so sequen
 continue with the new weights and their old KV cache (PipelineRL). Each token records the
 version that produced it. They run as the Ray actors `ray::Generator` and `ray::Evaluator`.
 
-    gen = Generator(cfg, rank=0)
+    gen = Generator(**generator_parts(cfg), rank=0)      # its config parts: run/actors.generator_parts
     chunk = gen.generate(chunk_id=0, prompt_ids=[0, 1, 2], n_per_prompt=4, seed=3)
 
 The vLLM backend with the same interface lives in vllm/backend.py.
@@ -30,8 +30,8 @@ class Generator(RolloutWorker):
         from workbench.engine.model.load import load_policy
 
         self.device = resolve_device(gpus)
-        dtype = weights_dtype(self.cfg.model.dtype, self.device)
-        self.model, self.tokenizer = load_policy(self.cfg.model, self.task, device=self.device, dtype=dtype, progress=False)
+        dtype = weights_dtype(self.model_cfg.dtype, self.device)
+        self.model, self.tokenizer = load_policy(self.model_cfg, self.task, device=self.device, dtype=dtype, progress=False)
         self.model.eval()
 
     def _load_weights(self, state: dict[str, torch.Tensor]) -> None:
@@ -45,11 +45,11 @@ class Generator(RolloutWorker):
         return sample_batch(
             self.model,
             prompts,
-            max_new_tokens=self.cfg.generation.max_new_tokens,
+            max_new_tokens=self.generation.max_new_tokens,
             eos_id=self.eos_id,
             pad_id=self.pad_id,
-            temperature=self.cfg.generation.temperature,
-            fp32_head=self.cfg.recipe.fp32_head,
+            temperature=self.generation.temperature,
+            fp32_head=self.fp32_head,
             generator=gen,
             on_step=on_step,
             version=self.version,

@@ -18,7 +18,7 @@ and may override `_prompts_per_call(n)` (how many prompts one `_decode` call tak
 the vLLM one `vllm_generator.VllmGenerator`. Methods the coordinator calls over Ray: `generate`,
 `evaluate` ("compute" concurrency group), `set_weights`, `ping` ("io" group), `shutdown`.
 
-    gen = Generator(cfg, rank=0)                                  # a backend; no Ray needed
+    gen = Generator(**generator_parts(cfg), rank=0)               # a backend; no Ray needed (parts: run/actors.py)
     chunk = gen.generate(chunk_id=0, prompt_ids=[0, 1], n_per_prompt=4, seed=1)
     gen.set_weights(trainer.get_weights(), version=1)
     gen.evaluate(None, 1, num_prompts=20, k=2, seed=0)
@@ -33,13 +33,14 @@ from typing import Any, Optional
 
 import torch
 
-from workbench.config import RunConfig
+from workbench.config import GenerationConfig, ModelConfig, TaskConfig
 from workbench.engine.model.hf_dir import prompt_ids as encode_prompt
 from workbench.engine.model.logs import quiet_hf
 from workbench.engine.batch import Chunk
 from workbench.engine.rollout.scoring import validation_metrics, verdict_groups
 from workbench.engine.model.sampling import Completion
 from workbench.engine.weights import Weights, as_state_dict
+from workbench.rl.recipe import LengthControlConfig
 
 try:  # concurrency groups are a Ray feature; the classes stay usable without Ray (tests)
     import ray
@@ -63,18 +64,26 @@ def concurrency_groups(sandboxed: bool) -> dict[str, int]:
 
 
 class RolloutWorker:
-    """Sampling, scoring and validation over a backend; see the module docstring."""
+    """Sampling, scoring and validation over a backend; see the module docstring.
+
+    Its config parts (chosen by the driver, run/actors.generator_parts): the model, the task, the
+    `generation:` section, the recipe's length control and FP32 head, its GPU share (0: the CPU)
+    and torch threads. `rank`: the generator's (the evaluator is -1)."""
 
     device: str
     tokenizer: Any
 
-    def __init__(self, cfg: RunConfig, rank: int = 0, gpus: Optional[float] = None, reward_pool: Any = None):
+    def __init__(
+        self, model: ModelConfig, task: TaskConfig, generation: GenerationConfig, *, length_control: LengthControlConfig,
+        fp32_head: bool, gpus: float = 0.0, threads: int = 1, rank: int = 0, reward_pool: Any = None,
+    ):  # fmt: skip
         from workbench.tasks.base import load_task
 
         quiet_hf()
-        self.cfg, self.rank = cfg, rank
-        torch.set_num_threads(cfg.resources.torch_threads)
-        self.task = load_task(cfg.task)
+        self.model_cfg, self.generation, self.fp32_head = model, generation, fp32_head
+        self.rank = rank
+        torch.set_num_threads(threads)
+        self.task = load_task(task)
         # code checks: the run's RewardPool (actors.py), else a sandbox of our own (`_sandbox`)
         self.reward_pool = reward_pool
         self._local_sandbox: Any = None
@@ -84,15 +93,14 @@ class RolloutWorker:
         self._decode_lock = threading.Lock()  # the model / engine: one call decodes at a time
         self._swaps = 0
         self._prompt_cache: dict[tuple[str, int], list[int]] = {}
-        self._start(cfg.resources.generator_gpus if gpus is None else gpus)
+        self._start(gpus)
         self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id
         self._interruption = None
-        lc = cfg.recipe.length_control
-        if lc.type == "interrupt":
+        if length_control.type == "interrupt":
             from workbench.rl.length import ForcedInterruption
 
-            self._interruption = ForcedInterruption.from_config(lc, cfg.generation.max_new_tokens, self.tokenizer)
+            self._interruption = ForcedInterruption.from_config(length_control, generation.max_new_tokens, self.tokenizer)
 
     # -- backend hooks ---------------------------------------------------------------------
     def _start(self, gpus: float) -> None:
@@ -110,7 +118,7 @@ class RolloutWorker:
 
     def _prompts_per_call(self, n_per_prompt: int) -> int:
         """Prompts per `_decode` call (each with `n_per_prompt` samples)."""
-        return max(1, self.cfg.generation.max_batch_sequences // n_per_prompt)
+        return max(1, self.generation.max_batch_sequences // n_per_prompt)
 
     def _describe(self) -> dict[str, Any]:
         """Backend facts for `ping` and each chunk's meta."""

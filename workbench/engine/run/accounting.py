@@ -75,6 +75,45 @@ class Clock:
         self.c.device_hours += self.devices * dt / 3600.0
 
 
+class TrainerClock:
+    """The trainer's wall time (`Counters.trainer_wall_seconds`, from its first step on) and its
+    waits for rollouts (`trainer_wait_seconds`), from the events the loop announces: a step sent,
+    a step done, a pause. One per trainer timeline: a trainer restart starts a fresh one."""
+
+    def __init__(self) -> None:
+        self._start: float | None = None  # when the first step was sent
+        self._base = 0.0  # trainer wall seconds of the timeline before this clock began (a resume)
+        self._idle_since: float | None = None  # when the trainer's queue last ran empty
+
+    def step_sent(self, c: Counters, queue_was_empty: bool) -> float:
+        """A step was sent; returns the seconds the trainer had waited for it (0 unless its queue
+        was empty), added to the waits."""
+        now = time.monotonic()
+        if self._start is None:
+            self._start, self._base = now, c.trainer_wall_seconds
+            return 0.0
+        if not queue_was_empty or self._idle_since is None:
+            return 0.0
+        waited = now - self._idle_since
+        c.trainer_wait_seconds += waited
+        return waited
+
+    def step_done(self, c: Counters, queue_empty: bool) -> None:
+        """A step came back (`queue_empty`: none is queued behind it, so the trainer idles)."""
+        now = time.monotonic()
+        if queue_empty:
+            self._idle_since = now
+        if self._start is not None:  # the restored train_seconds are counted against this wall time
+            c.trainer_wall_seconds = self._base + now - self._start
+
+    def paused(self, seconds: float) -> None:
+        """A pause is neither trainer time nor waiting: both marks move past it."""
+        if self._start is not None:
+            self._start += seconds
+        if self._idle_since is not None:
+            self._idle_since += seconds
+
+
 def carry_discarded(kept: Counters, lost: Counters, lost_steps: int, restart_device_hours: float = 0.0) -> None:
     """Going back from `lost` (the counters when the fault hit) to `kept` (the checkpoint's):
     `kept` takes over what `lost` had discarded so far plus everything spent after the checkpoint."""

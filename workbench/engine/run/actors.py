@@ -9,11 +9,15 @@ last checkpoint (`load_trainer(path, restart=True)`; the generators are forced o
 weights). Start-up order (`start_order`): all actors at once, or, when vLLM engines share a GPU,
 the trainer first and then each engine in turn. Resources come from `cfg.resources`; logical
 resources let tests place "GPU" actors on a CPU machine. A task with code gets a RewardPool
-of sandboxed workers (rewards.py), handed to the generators; the evaluator checks in a sandbox of its own. The actors get `actor_config(cfg, task)`: the model folder resolved once here.
-Every actor class goes through `failures.held_errors`: a constructor error comes back from its
-first call as that error (not as a dying actor's crash dump), and its output goes to <out_dir>/logs/.
+of sandboxed workers (rewards.py), handed to the generators; the evaluator checks in a sandbox of
+its own. The actors get their config parts, not the run config: `actor_config(cfg, task)` resolves
+the model folder once, then `trainer_parts` / `generator_parts` pick each role's sections and
+values (the one place they are chosen). Every actor class goes through `failures.held_errors`: a
+constructor error comes back from its first call as that error (not as a dying actor's crash
+dump), and its output goes to <out_dir>/logs/.
 
     workers = spawn_workers(cfg, task)      # all actors up, models loaded
+    tr = Trainer(**trainer_parts(actor_config(cfg, task)))   # one in-process (tests, benchmarks)
     workers.generate(rank, chunk_id, prompts, seed); workers.train(groups, step)
     workers.sync.trained(weights_ref, version, round_done=True)   # weight_sync.py
     workers.shutdown()
@@ -26,39 +30,70 @@ from typing import Any, Callable, Optional
 
 import ray
 
-from workbench.config import RunConfig
+from workbench.config import EvalConfig, RunConfig
 from workbench.engine.rollout.torch_backend import Evaluator, Generator
 from workbench.engine.rollout.worker import concurrency_groups
 from workbench.engine.batch import PackedGroups
 from workbench.engine.cluster.common import kill_actors
 from workbench.engine.failures import held_errors
+from workbench.engine.plan.build import gpu_settings
 from workbench.engine.train.group import TrainCall, TrainerGroup
 from workbench.engine.run.rewards import start_reward_pool
 from workbench.engine.run.weight_sync import WeightSync
 
 
-def generator_class(cfg: RunConfig) -> type:
-    if cfg.generation.backend == "vllm":
+def _on_vllm(cfg: RunConfig, evaluator: bool) -> bool:
+    """Generators run vLLM with generation.backend=vllm; the evaluator too when it has GPUs."""
+    return cfg.generation.backend == "vllm" and (not evaluator or cfg.resources.evaluator_gpus > 0)
+
+
+def generator_class(cfg: RunConfig, *, evaluator: bool = False) -> type:
+    """The class of a generator, or (`evaluator`) of the evaluator: vLLM or torch (see `_on_vllm`)."""
+    if _on_vllm(cfg, evaluator):
         from workbench.engine.rollout.vllm.backend import VllmGenerator
 
         return VllmGenerator
-    return Generator
+    return Evaluator if evaluator else Generator
+
+
+# -- each role's config parts, chosen here once (the actors never see the RunConfig) -----------
+def trainer_parts(cfg: RunConfig) -> dict[str, Any]:
+    """A `Trainer`'s keywords (each worker adds its rank): the model, the `train:` section, the
+    recipe, the temperature and max_new_tokens the rollouts are sampled with, its GPU share,
+    torch threads and the seed."""
+    g, r = cfg.generation, cfg.resources
+    return dict(model=cfg.model, train=cfg.train, recipe=cfg.recipe, temperature=g.temperature, max_new_tokens=g.max_new_tokens,
+                gpus=r.trainer_gpus, threads=r.torch_threads, seed=cfg.seed)  # fmt: skip
+
+
+def generator_parts(cfg: RunConfig, *, evaluator: bool = False) -> dict[str, Any]:
+    """A generator's keywords, or (`evaluator`) the evaluator's (each adds its rank): the model, the
+    task, the `generation:` section, the recipe's length control and FP32 head, its GPU share and
+    torch threads; a vLLM engine also the run's seed and the memory plan's GPU figures (its KV cache)."""
+    r = cfg.resources
+    parts: dict[str, Any] = dict(
+        model=cfg.model, task=cfg.task, generation=cfg.generation, length_control=cfg.recipe.length_control,
+        fp32_head=cfg.recipe.fp32_head, gpus=r.evaluator_gpus if evaluator else r.generator_gpus, threads=r.torch_threads,
+    )  # fmt: skip
+    if _on_vllm(cfg, evaluator):
+        parts.update(seed=cfg.seed, plan=gpu_settings(cfg))
+    return parts
 
 
 class Workers:
     """The actors of one run and the calls the coordinator makes on them; `sync` moves the weights."""
 
     def __init__(
-        self, cfg: RunConfig, generators: list, trainer: Optional[TrainerGroup], evaluator, n_params: int,
-        reward_pool: Any = None,
+        self, generators: list, trainer: Optional[TrainerGroup], evaluator, n_params: int, *, n_per_prompt: int,
+        evaluation: EvalConfig, algorithm: str, reward_pool: Any = None,
     ):  # fmt: skip
-        self.cfg = cfg
         self.reward_pool = reward_pool  # sandboxed code checks (rewards.py), None without code
         self.generators = generators
         self.trainer = trainer
         self.evaluator = evaluator
         self.n_params = n_params
-        self.sync = WeightSync(generators, cfg.recipe.off_policy.algorithm)
+        self.n_per_prompt, self.evaluation = n_per_prompt, evaluation  # generations per prompt; the `eval:` section
+        self.sync = WeightSync(generators, algorithm)
 
     @property
     def num_generators(self) -> int:
@@ -76,15 +111,14 @@ class Workers:
         return min(range(self.num_generators), key=lambda r: load[r])
 
     def generate(self, rank: int, chunk_id: int, prompts: list[int], seed: int):
-        n = self.cfg.train.generations_per_prompt
-        return self.generators[rank].generate.remote(chunk_id, prompts, n, seed, self.sync.in_flight)
+        return self.generators[rank].generate.remote(chunk_id, prompts, self.n_per_prompt, seed, self.sync.in_flight)
 
     def train(self, groups: PackedGroups, step: int) -> TrainCall:
         return self.trainer.train(groups, step)
 
     def evaluate(self, seed: int, *, initial: bool = False):
         """Validate the newest weights (`initial`: the weights the run starts from)."""
-        e = self.cfg.eval
+        e = self.evaluation
         weights, version = (None, 0) if initial else (self.sync.latest, self.sync.version)
         return self.evaluator.evaluate.remote(weights, version, e.num_prompts, e.samples_per_prompt, seed)
 
@@ -148,27 +182,31 @@ def spawn_workers(cfg: RunConfig, task: Any) -> Workers:
     # code checks: the generators score through the pool; the evaluator through a sandbox of its own,
     # so validation's checks never queue ahead of training's (engine/run/rewards.py)
     pool = start_reward_pool(cfg, task)
-    groups = concurrency_groups(task.sandboxed)
-    gen_cls = ray.remote(concurrency_groups=groups)(held_errors(generator_class(cfg)))
+    groups, out = concurrency_groups(task.sandboxed), cfg.output_dir()
+    gen_cls = ray.remote(concurrency_groups=groups)(held_errors(generator_class(cfg), out))
+    gen_parts = generator_parts(cfg)
     generator_opts = dict(num_cpus=r.generator_cpus, num_gpus=r.generator_gpus, max_restarts=3, max_task_retries=0)
     makers: list[Callable[[], Any]] = [
-        lambda rank=rank: gen_cls.options(**generator_opts, name=f"{cfg.name}/Generator/{rank}").remote(cfg, rank, None, pool)
+        lambda rank=rank: gen_cls.options(**generator_opts, name=f"{cfg.name}/Generator/{rank}").remote(
+            **gen_parts, rank=rank, reward_pool=pool
+        )
         for rank in range(cfg.generation.num_generators)
     ]
-    # On GPUs with the vLLM backend, validation runs on vLLM too (it has the same `evaluate`).
-    eval_cls = generator_class(cfg) if cfg.generation.backend == "vllm" and r.evaluator_gpus > 0 else Evaluator
-    eval_remote = ray.remote(concurrency_groups=groups)(held_errors(eval_cls))
-    makers.append(lambda: eval_remote.options(num_cpus=r.evaluator_cpus, num_gpus=r.evaluator_gpus).remote(cfg, -1, r.evaluator_gpus))
+    # On GPUs with the vLLM backend, validation runs on vLLM too (it has the same `evaluate`); rank -1.
+    eval_remote = ray.remote(concurrency_groups=groups)(held_errors(generator_class(cfg, evaluator=True), out))
+    eval_parts = generator_parts(cfg, evaluator=True)
+    makers.append(lambda: eval_remote.options(num_cpus=r.evaluator_cpus, num_gpus=r.evaluator_gpus).remote(**eval_parts, rank=-1))
     sequential = start_order(cfg) == "sequential"
     trainer: Optional[TrainerGroup] = None
     handles: list = []  # filled as the actors are created, so a failure kills every one
     try:
         if sequential:
-            trainer = TrainerGroup(cfg, shared_dir=cfg.output_dir())  # loaded, out_dir checked shared on every node
+            # loaded, and the run folder checked shared on every node, before the engines start
+            trainer = TrainerGroup(trainer_parts(cfg), r, name=cfg.name, shared_dir=out)
             start_one_by_one(makers, handles)
         else:
             handles.extend(make() for make in makers)
-            trainer = TrainerGroup(cfg, shared_dir=cfg.output_dir())
+            trainer = TrainerGroup(trainer_parts(cfg), r, name=cfg.name, shared_dir=out)
             ray.get([h.ping.remote() for h in handles])
     except Exception:
         kill_actors(handles)
@@ -177,4 +215,8 @@ def spawn_workers(cfg: RunConfig, task: Any) -> Workers:
         if pool is not None:
             pool.shutdown()
         raise
-    return Workers(cfg, handles[:-1], trainer, handles[-1], n_params=int(trainer.info["num_params"]), reward_pool=pool)
+    return Workers(
+        handles[:-1], trainer, handles[-1], n_params=int(trainer.info["num_params"]),
+        n_per_prompt=cfg.train.generations_per_prompt, evaluation=cfg.eval, algorithm=cfg.recipe.off_policy.algorithm,
+        reward_pool=pool,
+    )  # fmt: skip

@@ -61,9 +61,7 @@ class LoopState:
     gen_refs: dict = field(default_factory=dict)  # ref -> (generator rank, prompts, chunk id)
     eval_refs: dict = field(default_factory=dict)  # ref -> (step, compute stamp)
     train_q: collections.deque = field(default_factory=collections.deque)  # (TrainCall, meta)
-    idle_since: Optional[float] = None
-    t_trainer_start: Optional[float] = None
-    trainer_wall_base: float = 0.0  # trainer wall seconds of the timeline before this loop began
+    trainer_clock: acc.TrainerClock = field(default_factory=acc.TrainerClock)  # trainer wall and wait time
     gen_stats: dict = field(default_factory=_fresh_gen_stats)
 
 
@@ -238,11 +236,7 @@ class RunCoordinator:
         t0 = time.monotonic()
         while self._paused.is_set() and not self._stop.is_set():
             time.sleep(0.05)
-        held = time.monotonic() - t0  # a pause is neither trainer time nor trainer waiting: shift both clocks past it
-        if self.loop.t_trainer_start is not None:
-            self.loop.t_trainer_start += held
-        if self.loop.idle_since is not None:
-            self.loop.idle_since += held
+        self.loop.trainer_clock.paused(time.monotonic() - t0)
         self.clock.start()
 
     def _in_flight_groups(self) -> int:
@@ -296,14 +290,7 @@ class RunCoordinator:
             and (not lp.train_q or (len(lp.train_q) < 2 and (self.step + 1) % self.cfg.checkpoint.every_steps != 0))
         ):
             batch = lp.groups.take(per_step)
-            now = time.monotonic()
-            waited = 0.0
-            if lp.t_trainer_start is None:
-                lp.t_trainer_start = now
-                lp.trainer_wall_base = self.counters.trainer_wall_seconds
-            elif not lp.train_q and lp.idle_since is not None:
-                waited = now - lp.idle_since
-                self.counters.trainer_wait_seconds += waited
+            waited = lp.trainer_clock.step_sent(self.counters, queue_was_empty=not lp.train_q)
             reward_row = rewards.step_reward_row(self.task, batch, lp.gen_stats["rewards"], waited)
             lp.train_q.append((w.train(batch, self.step + len(lp.train_q)), {"gen": dict(lp.gen_stats), "rewards": reward_row}))
             lp.gen_stats = _fresh_gen_stats()
@@ -365,11 +352,7 @@ class RunCoordinator:
         cfg, lp = self.cfg, self.loop
         call, meta = lp.train_q.popleft()
         stats = ray.get(call.stats)
-        if not lp.train_q:
-            lp.idle_since = time.monotonic()
-        if lp.t_trainer_start is not None:
-            # added to the restored wall time: the restored train_seconds are counted against it
-            self.counters.trainer_wall_seconds = lp.trainer_wall_base + time.monotonic() - lp.t_trainer_start
+        lp.trainer_clock.step_done(self.counters, queue_empty=not lp.train_q)
         round_done = not lp.gen_refs and not lp.groups and not lp.train_q
         self._finish_step(w, stats, None if stats.get("train/skipped") else call.weights, meta, round_done)
         stamp = self._snapshot()

@@ -75,7 +75,7 @@ def start_coordinator(cfg: RunConfig, *, detached: bool, resume: bool) -> "RunHa
             pass
         opts.update(name=actor_name(cfg.name), namespace=NAMESPACE, lifetime="detached")
     try:
-        actor = ray.remote(held_errors(Coordinator)).options(**opts).remote(cfg, resume)
+        actor = ray.remote(held_errors(Coordinator, cfg.output_dir())).options(**opts).remote(cfg, resume)
     except ray.exceptions.ActorAlreadyExistsError:  # starting or shutting down: get_actor did not see it yet
         raise UserError(f"a run named '{cfg.name}' is still registered with Ray (starting, or ending); attach to it "
                         "(Session.attach) or wait for it to end, then try again") from None

@@ -9,12 +9,15 @@ joins the torch.distributed group (gloo on CPU, NCCL on GPU) and shards the mode
 Each step the whole batch goes to every worker (one object in Ray's store); each plans it
 identically (filter, advantages, aggregation weights over the whole batch) and trains its share
 of the rows; the gradients are summed over the ranks. Rank 0 returns the stats and the gathered
-full weights. With `shared_dir` (the run folder), every start first checks that each worker
-reads the file the coordinator writes there (runs/checkpoint.require_shared): checkpoints are
-written into it from both sides. A worker that dies raises `TrainerDied` from any call here; the coordinator then
-`restart()`s the group and reloads the last checkpoint.
+full weights. Each worker is a `Trainer(**parts, rank=r, world_size=N)`: `parts` are its config
+parts, chosen once by the driver (run/actors.trainer_parts). With `shared_dir` (the run folder),
+every start first checks that each worker reads the file the coordinator writes there
+(runs/checkpoint.require_shared): checkpoints are written into it from both sides. A worker that
+dies raises `TrainerDied` from any call here; the coordinator then `restart()`s the group and
+reloads the last checkpoint.
 
-    group = TrainerGroup(cfg, shared_dir=cfg.output_dir()); call = group.train(packed_groups, step); ray.get(call.stats)
+    group = TrainerGroup(trainer_parts(cfg), cfg.resources, name=cfg.name, shared_dir=cfg.output_dir())
+    call = group.train(packed_groups, step); ray.get(call.stats)
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any, Optional
 
 import ray
 
-from workbench.config import RunConfig
+from workbench.config import ResourcesConfig
 from workbench.engine.cluster.common import kill_actors
 from workbench.engine.failures import held_errors
 from workbench.engine.train.trainer import Trainer
@@ -63,10 +66,14 @@ def get_all(refs: list) -> list:
 
 
 class TrainerGroup:
-    def __init__(self, cfg: RunConfig, shared_dir: Optional[str | Path] = None):
-        self.cfg = cfg
+    """`parts`: each worker's `Trainer` keywords; `resources`: the workers' count, CPU/GPU share and
+    placement (trainer_*); `name`: the run's (the actors' Ray names); `shared_dir`: the run folder,
+    which every worker must read (checked at each start) and where it writes its output (logs/)."""
+
+    def __init__(self, parts: dict[str, Any], resources: ResourcesConfig, *, name: str, shared_dir: Optional[str | Path] = None):
+        self.parts, self.resources, self.name = parts, resources, name
         self.shared_dir = shared_dir
-        self.num_workers = cfg.resources.trainer_workers
+        self.num_workers = resources.trainer_workers
         self.actors: list = []
         self.pg: Any = None
         self.info: dict[str, Any] = {}  # rank 0's
@@ -75,15 +82,16 @@ class TrainerGroup:
 
     # -- lifecycle -----------------------------------------------------------------------
     def actor_name(self, rank: int) -> str:
-        return f"{self.cfg.name}/Trainer/{rank}"
+        return f"{self.name}/Trainer/{rank}"
 
     def start(self) -> None:
-        r = self.cfg.resources
-        cls = ray.remote(held_errors(Trainer))  # a constructor error comes back from the first call (failures.py)
+        r = self.resources
+        # a constructor error comes back from the first call; output to the run folder's logs/ (failures.py)
+        cls = ray.remote(held_errors(Trainer, self.shared_dir))
         opts: dict[str, Any] = dict(num_cpus=r.trainer_cpus, num_gpus=r.trainer_gpus, max_restarts=0)
         try:
             if self.num_workers == 1:
-                self.actors = [cls.options(**opts, name=self.actor_name(0)).remote(self.cfg)]
+                self.actors = [cls.options(**opts, name=self.actor_name(0)).remote(**self.parts)]
             else:
                 self.pg = self._placement_group()
                 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -93,7 +101,7 @@ class TrainerGroup:
                         **opts,
                         name=self.actor_name(rank),
                         scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=rank),
-                    ).remote(self.cfg, rank, self.num_workers)
+                    ).remote(**self.parts, rank=rank, world_size=self.num_workers)
                     for rank in range(self.num_workers)
                 ]
             self._check_shared()  # before rank 0 sends the weights: a wrong setup fails in seconds
@@ -116,7 +124,7 @@ class TrainerGroup:
     def _placement_group(self) -> Any:
         from ray.util.placement_group import placement_group
 
-        r = self.cfg.resources
+        r = self.resources
         bundle = {"CPU": r.trainer_cpus, **({"GPU": r.trainer_gpus} if r.trainer_gpus > 0 else {})}
         pg = placement_group([dict(bundle) for _ in range(self.num_workers)], strategy=r.trainer_placement.upper())
         ready, _ = ray.wait([pg.ready()], timeout=PLACEMENT_TIMEOUT_S)

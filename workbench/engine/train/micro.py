@@ -12,12 +12,15 @@ rank in every forward), so a rank with fewer gets empty ones: it takes part and 
 
     plan = micro_batches(lengths, rank=0, world_size=2, max_rows=64, max_tokens=16384)
     for rows in plan: ...   # row indices into the batch, longest first; [] = an empty turn
+
+Each micro-batch's statistics come back as partial sums: `add_partial` folds one into the step's
+(max/min statistics take the max/min, the rest add up) and `merge_ranks` folds the workers'.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 
 def rank_rows(n: int, rank: int, world_size: int) -> range:
@@ -48,3 +51,27 @@ def micro_batches(lengths: Sequence[int], rank: int, world_size: int, max_rows: 
     mine = plans[rank]
     return mine + [[] for _ in range(count - len(mine))]
 
+
+def is_extreme(key: str) -> bool:
+    """A max/min statistic (folded by max/min, not added up)."""
+    return key.endswith("_max") or key.endswith("_min")
+
+
+def add_partial(sums: dict[str, float], part: dict[str, float]) -> None:
+    """Fold one partial result into `sums` (micro-batches, ranks): extremes take max/min, the rest add."""
+    for key, val in part.items():
+        if key.endswith("_max"):
+            sums[key] = max(sums.get(key, -math.inf), val)
+        elif key.endswith("_min"):
+            sums[key] = min(sums.get(key, math.inf), val)
+        else:
+            sums[key] = sums.get(key, 0.0) + val
+
+
+def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Add up the ranks' partial sums (loss, entropy, token counts); extremes take max/min."""
+    sums: dict[str, float] = {}
+    for p in parts:
+        add_partial(sums, p["sums"])
+    total = {k: sum(p[k] for p in parts) for k in ("loss", "ent", "tok")}
+    return {**total, "sums": sums}

@@ -20,18 +20,21 @@ from typing import Any, Optional
 
 import torch
 
-from workbench.config import RunConfig
+from workbench.config import ModelConfig, TrainConfig
 from workbench.engine.cluster.common import free_port
 from workbench.engine.failures import answers_when_broken
 from workbench.engine.train import fsdp as distributed
 from workbench.engine.model.devices import move_to, resolve_device, trainer_memory_fraction, trainer_precision, within_share
+from workbench.engine.model.forward import PromptShare
 from workbench.engine.train.fsdp import PolicyForward
 from workbench.engine.model.logs import quiet_hf
 from workbench.errors import UserError
 from workbench.engine.weights import FlatWeights
 from workbench.engine.batch import Group, PackedGroups, build_batch
-from workbench.engine.train.micro import micro_batches
+from workbench.engine.train.micro import add_partial, is_extreme, merge_ranks, micro_batches
+from workbench.engine.train.optim import build_optimizer, build_scheduler
 from workbench.rl.losses import policy_loss
+from workbench.rl.recipe import RecipeConfig
 from workbench.rl.step import StepRows, plan_step
 
 
@@ -39,66 +42,53 @@ def count_params(model: Any) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def _extreme(key: str) -> bool:
-    return key.endswith("_max") or key.endswith("_min")
-
-
-def add_partial(sums: dict[str, float], part: dict[str, float]) -> None:
-    """Fold one partial result into `sums` (micro-batches, ranks): extremes take max/min, the rest add."""
-    for key, val in part.items():
-        if key.endswith("_max"):
-            sums[key] = max(sums.get(key, -math.inf), val)
-        elif key.endswith("_min"):
-            sums[key] = min(sums.get(key, math.inf), val)
-        else:
-            sums[key] = sums.get(key, 0.0) + val
-
-
-def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Add up the ranks' partial sums (loss, entropy, token counts); extremes take max/min."""
-    sums: dict[str, float] = {}
-    for p in parts:
-        add_partial(sums, p["sums"])
-    total = {k: sum(p[k] for p in parts) for k in ("loss", "ent", "tok")}
-    return {**total, "sums": sums}
-
-
 class Trainer:
     """Holds the policy being optimised, its optimizer and the policy version counter.
 
+    Takes its config parts, chosen by the driver (run/actors.trainer_parts): the model, the
+    `train:` section (optimizer, micro-batches), the recipe, the sampling temperature and
+    max_new_tokens the rollouts were drawn with, its GPU share (0: the CPU), torch threads, seed.
     `rank`/`world_size` > 1: one of several workers; the model is sharded with FSDP2 once
     `connect(address, port)` has joined the process group (trainer_group.py drives this).
     """
 
-    def __init__(self, cfg: RunConfig, rank: int = 0, world_size: int = 1):
+    def __init__(
+        self, model: ModelConfig, train: TrainConfig, recipe: RecipeConfig, *, temperature: float, max_new_tokens: int,
+        gpus: float = 0.0, threads: int = 1, seed: int = 0, rank: int = 0, world_size: int = 1,
+    ):  # fmt: skip
         from workbench.engine.model.load import load_policy
 
-        self.cfg = cfg
+        self.train_cfg, self.recipe = train, recipe
+        self.temperature, self.max_new_tokens = temperature, max_new_tokens
         self.rank, self.world_size = rank, world_size
         quiet_hf()
-        torch.set_num_threads(cfg.resources.torch_threads)
-        torch.manual_seed(cfg.seed)
-        self.device = torch.device(resolve_device(cfg.resources.trainer_gpus))
+        torch.set_num_threads(threads)
+        torch.manual_seed(seed)
+        self.device = torch.device(resolve_device(gpus))
         if self.device.type == "cuda":
             self.device = torch.device("cuda", torch.cuda.current_device())
-        self.memory_share = trainer_memory_fraction(cfg.resources.trainer_gpus, self.device)
+        self.memory_share = trainer_memory_fraction(gpus, self.device)
         if self.memory_share is not None:  # held to its share: an overrun fails here, not in vLLM beside it
             torch.cuda.set_per_process_memory_fraction(self.memory_share, self.device)
         # fp32 master weights always (a bf16 weight does not move at lr 5e-7); see devices.py
-        self.precision = trainer_precision(cfg.model.dtype, self.device)
-        # cfg.model.path is the model folder the driver resolved (run/actors.actor_config)
+        self.precision = trainer_precision(model.dtype, self.device)
+        # model.path is the model folder the driver resolved (run/actors.actor_config)
         load = load_policy if world_size == 1 else distributed.load_skeleton  # N > 1: weights from rank 0 at connect
         with within_share(self.memory_share):
-            self.model, self.tokenizer = load(cfg.model, device=str(self.device), dtype=self.precision.master, progress=False)
+            self.model, self.tokenizer = load(model, device=str(self.device), dtype=self.precision.master,
+                                             compute=self.precision.compute, progress=False)
         self.model.train()
-        if cfg.train.gradient_checkpointing:
+        if train.gradient_checkpointing:
             # recompute each layer's activations in the backward: memory for compute
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.version = 0  # optimizer updates applied so far
         self.nonfinite_in_a_row = 0
+        # a group's rows run their shared prompt once (engine/model/forward.py); FSDP and HF's
+        # gradient checkpointing (no KV cache) run every row whole
+        self.share_prompts = world_size == 1 and not train.gradient_checkpointing
         self.num_params = count_params(self.model)
         self.pad_id = self.tokenizer.pad_token_id
-        self.policy = PolicyForward(self.model, self.cfg.recipe.fp32_head)
+        self.policy = PolicyForward(self.model, recipe.fp32_head)
         if world_size == 1:
             self._build_optimizer()
 
@@ -109,24 +99,15 @@ class Trainer:
     def connect(self, address: str, port: int, timeout_s: float = 600.0) -> int:
         """Join the process group and shard the model (every rank at once)."""
         distributed.init_group(self.device, address, port, self.rank, self.world_size, timeout_s)
-        self.policy = distributed.shard(self.model, self.device, self.precision, self.cfg.recipe.fp32_head)
+        self.policy = distributed.shard(self.model, self.device, self.precision, self.recipe.fp32_head)
         distributed.load_from_rank0(self.policy, self.device, self.model.workbench_info["dir"])
         self._build_optimizer()
         return self.rank
 
     def _build_optimizer(self) -> None:
-        t = self.cfg.train
-        self.optimizer = torch.optim.AdamW(
-            self.policy.parameters(),
-            lr=t.lr,
-            betas=tuple(t.adam_betas),
-            eps=t.adam_eps,
-            weight_decay=t.weight_decay,
-        )
-        warmup = max(0, t.warmup_steps)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0
-        )
+        # over the policy's parameters as they will train: after FSDP2 sharding when there are several workers
+        self.optimizer = build_optimizer(self.policy.parameters(), self.train_cfg)
+        self.scheduler = build_scheduler(self.optimizer, self.train_cfg)
 
     @property
     def sharded(self) -> bool:
@@ -145,7 +126,7 @@ class Trainer:
 
         With several workers every rank must call this (it all-gathers the shards one by one)."""
         head = self.model.get_output_embeddings()
-        keep = (head.weight, getattr(head, "bias", None)) if self.cfg.recipe.fp32_head and head is not None else ()
+        keep = (head.weight, getattr(head, "bias", None)) if self.recipe.fp32_head and head is not None else ()
         flat = FlatWeights.from_state_dict(
             self.model.state_dict(), dtype=self.precision.compute, keep=keep,
             gather=distributed.to_local if self.sharded else None, write=self.rank == 0,
@@ -165,7 +146,7 @@ class Trainer:
         host; the rows come back on the trainer's device (or None with the reason to skip)."""
         stats: dict[str, float] = {"train/groups": float(len(pg))}
         # Staleness in policy versions, per token; groups beyond k are dropped (PipelineRL-k's bound).
-        fresh = self.version - pg.min_version_per_group(default=self.version) <= self.cfg.recipe.off_policy.k
+        fresh = self.version - pg.min_version_per_group(default=self.version) <= self.recipe.off_policy.k
         stats["train/dropped_stale_groups"] = float((~fresh).sum())
         has_seq = pg.num_sequences > 0
         stats["train/reward_mean"] = float(pg.rewards.mean()) if has_seq else float("nan")
@@ -176,8 +157,7 @@ class Trainer:
         kept = pg if bool(fresh.all()) else pg.select(fresh)
         if not kept.num_sequences:
             return stats, None, "no groups within the staleness bound"
-        planned, rows, reason = plan_step(build_batch(kept, self.pad_id), self.version, self.cfg.recipe,
-                                          self.cfg.generation.max_new_tokens)  # fmt: skip
+        planned, rows, reason = plan_step(build_batch(kept, self.pad_id), self.version, self.recipe, self.max_new_tokens)
         stats.update(planned)
         return stats, (move_to(rows, self.device) if rows is not None else None), reason
 
@@ -199,15 +179,15 @@ class Trainer:
         t_fwd = time.perf_counter()
         part = self._accumulate(rows)
         if self.sharded:
-            part = _merge([p for p in distributed.gather_objects(part)])
+            part = merge_ranks(distributed.gather_objects(part))
         loss_total, sums, ent_sum, tok_sum = part["loss"], part["sums"], part["ent"], part["tok"]
-        norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.train.grad_clip)
+        norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.train_cfg.grad_clip)
         grad_norm = float(distributed.to_local(norm)) if self.sharded else float(norm)
         stats["train/loss"] = loss_total
         stats["train/grad_norm"] = grad_norm
         stats["train/entropy"] = ent_sum / max(tok_sum, 1.0)
         for key, val in sums.items():
-            stats[f"train/{key}"] = val if _extreme(key) else val / max(tok_sum, 1.0)
+            stats[f"train/{key}"] = val if is_extreme(key) else val / max(tok_sum, 1.0)
         if not (math.isfinite(loss_total) and math.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
             self.nonfinite_in_a_row += 1
@@ -238,8 +218,8 @@ class Trainer:
     def _accumulate(self, rows: StepRows) -> dict[str, Any]:
         """Forward/backward over this rank's micro-batches (by tokens, see micro.py); gradients
         add up in the parameters. The head runs only at the positions trained on."""
-        recipe, t = self.cfg.recipe, self.cfg.train
-        temp = self.cfg.generation.temperature
+        recipe, t = self.recipe, self.train_cfg
+        temp = self.temperature
         loss_total, sums, ent_sum, tok_sum = 0.0, {}, 0.0, 0.0
         lengths = rows.lengths
         for part in micro_batches(lengths, self.rank, self.world_size, t.micro_batch_size, t.micro_batch_tokens):
@@ -250,8 +230,10 @@ class Trainer:
             ids, attn = rows.input_ids[pick, :width], rows.attention_mask[pick, :width]
             mask = rows.loss_mask[pick, : width - 1]
             pos = mask > 0
+            share = None if empty or not self.share_prompts else PromptShare(
+                [rows.prompt_lengths[i] for i in part], [lengths[i] for i in part], [rows.groups[i] for i in part])
             with self._autocast():
-                logp_at, ent_at = self.policy(ids, attn, pos, temp)
+                logp_at, ent_at = self.policy(ids, attn, pos, temp, share)
             finite = empty or bool(torch.isfinite(logp_at).all())
             if empty or not finite:
                 if not finite:
@@ -272,7 +254,7 @@ class Trainer:
             ntok = float(pos.sum())
             ent_sum += float(ent_at.detach().sum())
             tok_sum += ntok
-            add_partial(sums, {k: float(v) * (1.0 if _extreme(k) else ntok) for k, v in st.items() if k not in ("tokens", "loss")})
+            add_partial(sums, {k: float(v) * (1.0 if is_extreme(k) else ntok) for k, v in st.items() if k not in ("tokens", "loss")})
         return {"loss": loss_total, "sums": sums, "ent": ent_sum, "tok": tok_sum}
 
     def _skip(self, stats: dict, t0: float, reason: str, fwd_start: float | None = None):

