@@ -1,4 +1,5 @@
-"""The RL core on CUDA: same results as on CPU, and the FP32 head under a bf16 body on the GPU."""
+"""The RL core on CUDA: same results as on CPU, the FP32 head under a bf16 body on the GPU, and
+the trainer's shared-prompt forward with the fast kernels in bf16 (issue 23) matching whole rows."""
 
 from __future__ import annotations
 
@@ -60,3 +61,44 @@ def test_fp32_head_on_gpu_bf16_body():
     logits, _ = causal_lm_forward(model, ids, torch.ones_like(ids), fp32_head=True)
     assert logits.dtype == torch.float32 and logits.device.type == "cuda"
     assert model.get_input_embeddings().weight.dtype == torch.bfloat16
+
+
+def shared_prompt_matches_whole_rows(device: str) -> None:
+    """Issue 23's step on `device`: the fused GELU and the attention per dtype (kernels.py), bf16
+    autocast over fp32 weights, and a group's prompt run once give the whole rows' hidden states
+    (bf16 tolerance) and gradients in every body parameter."""
+    transformers = pytest.importorskip("transformers")
+    from workbench.engine.model.forward import PromptShare, body_hidden, shared_prompt_hidden
+    from workbench.engine.model.kernels import fast_kernels
+
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=37, n_positions=32, n_embd=64, n_layer=2, n_head=2, activation_function="gelu_new",
+                                  bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # fmt: skip
+    model = fast_kernels(transformers.GPT2LMHeadModel(cfg).to(device), torch.bfloat16, device).train()
+    prompts, comps = [[5, 9, 2, 30], [7, 3, 12, 8, 21, 6]], [[11, 4, 1], [13], [2, 1], [9, 8, 7, 6]]
+    rows = [(prompts[0], comps[0]), (prompts[0], comps[1]), (prompts[1], comps[2]), (prompts[1], comps[3])]
+    width = max(len(p) + len(c) for p, c in rows)
+    ids = torch.zeros(len(rows), width, dtype=torch.long)
+    attn, pos = torch.zeros_like(ids), torch.zeros(len(rows), width - 1, dtype=torch.bool)
+    for r, (p, c) in enumerate(rows):
+        ids[r, : len(p) + len(c)], attn[r, : len(p) + len(c)] = torch.tensor(p + c), 1
+        pos[r, len(p) - 1 : len(p) + len(c) - 1] = True
+    ids, attn, pos = ids.to(device), attn.to(device), pos.to(device)
+    share = PromptShare([len(p) for p, _ in rows], [len(p) + len(c) for p, c in rows], [0, 0, 1, 1])
+    outs = []
+    for run in (lambda: body_hidden(model, ids, attn)[:, :-1][pos], lambda: shared_prompt_hidden(model, ids, attn, pos, share)):
+        model.zero_grad()
+        with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16):
+            h = run()
+        h.float().square().mean().backward()
+        assert h.device.type == torch.device(device).type
+        outs.append((h.float(), {n: p.grad.float().clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (h_whole, g_whole), (h_shared, g_shared) = outs
+    torch.testing.assert_close(h_shared, h_whole, atol=5e-2, rtol=5e-2)
+    assert g_shared.keys() == g_whole.keys() and g_whole
+    for n in g_whole:
+        assert torch.allclose(g_shared[n], g_whole[n], atol=5e-2, rtol=1e-1), n
+
+
+def test_shared_prompt_forward_in_bf16_on_the_gpu():
+    shared_prompt_matches_whole_rows("cuda")
