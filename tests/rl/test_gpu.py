@@ -63,10 +63,10 @@ def test_fp32_head_on_gpu_bf16_body():
     assert model.get_input_embeddings().weight.dtype == torch.bfloat16
 
 
-def shared_prompt_matches_whole_rows(device: str) -> None:
-    """Issue 23's step on `device`: the fused GELU and the attention per dtype (kernels.py), bf16
-    autocast over fp32 weights, and a group's prompt run once give the whole rows' hidden states
-    (bf16 tolerance) and gradients in every body parameter."""
+def whole_and_shared(device: str) -> list[tuple[torch.Tensor, dict[str, torch.Tensor]]]:
+    """Issue 23's step on `device` (the fused GELU and the attention per dtype of kernels.py, bf16
+    autocast over fp32 weights): [(hidden states, body gradients)] with rows whole, then with a
+    group's prompt run once. Its body also runs on the CPU: `whole_and_shared("cpu")`."""
     transformers = pytest.importorskip("transformers")
     from workbench.engine.model.forward import PromptShare, body_hidden, shared_prompt_hidden
     from workbench.engine.model.kernels import fast_kernels
@@ -91,14 +91,14 @@ def shared_prompt_matches_whole_rows(device: str) -> None:
         with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16):
             h = run()
         h.float().square().mean().backward()
-        assert h.device.type == torch.device(device).type
         outs.append((h.float(), {n: p.grad.float().clone() for n, p in model.named_parameters() if p.grad is not None}))
-    (h_whole, g_whole), (h_shared, g_shared) = outs
-    torch.testing.assert_close(h_shared, h_whole, atol=5e-2, rtol=5e-2)
-    assert g_shared.keys() == g_whole.keys() and g_whole
-    for n in g_whole:
-        assert torch.allclose(g_shared[n], g_whole[n], atol=5e-2, rtol=1e-1), n
+    return outs
 
 
 def test_shared_prompt_forward_in_bf16_on_the_gpu():
-    shared_prompt_matches_whole_rows("cuda")
+    (h_whole, g_whole), (h_shared, g_shared) = whole_and_shared("cuda")
+    assert h_shared.device.type == "cuda"
+    torch.testing.assert_close(h_shared, h_whole, atol=5e-2, rtol=5e-2)  # bf16 tolerance
+    assert g_shared.keys() == g_whole.keys() and g_whole
+    for n in g_whole:
+        assert torch.allclose(g_shared[n], g_whole[n], atol=5e-2, rtol=1e-1), n

@@ -83,6 +83,7 @@ def plan_step(
     if float(mask.sum()) == 0:
         return stats, None, "no sampled tokens to train on"
     attn = batch.attention_mask[idx]
+    lengths = attn.sum(1)  # prompt + completion per row
     rows = StepRows(
         input_ids=batch.input_ids[idx],
         attention_mask=attn,
@@ -91,8 +92,8 @@ def plan_step(
         advantages=group_advantages(rewards[idx], prompt_index, recipe.advantage_norm),
         weights=aggregation_weights(mask, prompt_index, recipe.aggregation),
         num_tokens=int(attn.sum()),
-        lengths=attn.sum(1).tolist(),
-        prompt_lengths=(attn.sum(1) - batch.lengths[idx]).tolist(),
+        lengths=lengths.tolist(),
+        prompt_lengths=(lengths - batch.lengths[idx]).tolist(),
         groups=prompt_index.tolist(),
     )
     return stats, rows, ""

@@ -87,3 +87,15 @@ def test_a_groups_prompt_run_once_gives_the_same_hidden_states_and_gradients(bui
     for n, p in model.named_parameters():
         if n in grads:
             torch.testing.assert_close(p.grad, grads[n], atol=1e-5, rtol=1e-4, msg=n)
+
+
+def test_a_cache_that_cannot_be_repeated_runs_the_rows_whole(monkeypatch):
+    """A model whose KV cache has no `batch_select_indices` still trains: the rows run whole."""
+    model = gpt2()
+    a = [5, 9, 2, 30]
+    spec = [(a, [11, 4, 1], 0), (a, [13], 0)]
+    ids, attn, pos = _rows(model, spec)
+    share = PromptShare([len(a)] * 2, attn.sum(1).tolist(), [0, 0])
+    owner = next(c for c in transformers.DynamicCache.__mro__ if "batch_select_indices" in vars(c))
+    monkeypatch.delattr(owner, "batch_select_indices")
+    torch.testing.assert_close(shared_prompt_hidden(model, ids, attn, pos, share), body_hidden(model, ids, attn)[:, :-1][pos])

@@ -10,7 +10,7 @@ Three rules, each owned here and imported everywhere else:
   `auto` is bf16 on a CUDA device that supports it, else fp32. Generators receive bf16 copies
   when they compute in bf16 (`FlatWeights.from_module(model, dtype=...)`).
 - `on_device(dtype, device)`: `model.dtype: bfloat16` on a CPU computes in bf16 where the CPU has
-  it natively (AVX512-BF16, AMX: ~2.6x fp32's matmul speed) and in fp32 where torch would emulate
+  it natively (AVX512-BF16, AMX: the quickstart's trainer step 230 -> 154 ms) and in fp32 where torch would emulate
   it (slower than fp32); both rules above pass through it, so trainer and generators agree.
 
 vLLM rules (`generation.backend: vllm`), owned here too:
@@ -107,8 +107,8 @@ def weights_dtype(name: Any, device: str) -> torch.dtype | str:
 
 
 def cpu_has_native_bf16() -> bool:
-    """AVX512-BF16 or AMX: bf16 matmuls run ~2.6x fp32's on one such core; without them torch
-    emulates bf16, slower than fp32."""
+    """AVX512-BF16 or AMX: native bf16 matmuls (benchmarks/bench_trainer_step.py: the quickstart's
+    step 230 -> 154 ms); without them torch emulates bf16, slower than fp32."""
     try:
         return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
     except AttributeError:  # a torch without the probes: assume emulation

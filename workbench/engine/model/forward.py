@@ -76,6 +76,19 @@ def _gather_cols(x: torch.Tensor, cols: torch.Tensor, valid: torch.Tensor, fill:
     return x.gather(1, cols.clamp(0, x.shape[1] - 1)).masked_fill(~valid, fill)
 
 
+def distinct_rows(keys: list[Any]) -> tuple[list[int], list[int]]:
+    """(the first row of each distinct key, each row's index into those): the rows that run a shared
+    prompt once, and where each row finds its result."""
+    first: dict[Any, int] = {}
+    rows, inverse = [], []
+    for r, key in enumerate(keys):
+        u = first.setdefault(key, len(first))
+        if u == len(rows):
+            rows.append(r)
+        inverse.append(u)
+    return rows, inverse
+
+
 @dataclass(frozen=True)
 class PromptShare:
     """Host facts about right-padded rows [prompt | completion | pad]: each row's prompt length,
@@ -87,14 +100,7 @@ class PromptShare:
 
     def distinct(self) -> tuple[list[int], list[int]]:
         """(one row per distinct prompt, each row's index into those)."""
-        first: dict[int, int] = {}
-        rows, inverse = [], []
-        for r, g in enumerate(self.groups):
-            u = first.setdefault(g, len(first))
-            if u == len(rows):
-                rows.append(r)
-            inverse.append(u)
-        return rows, inverse
+        return distinct_rows(self.groups)
 
 
 def shared_prompt_hidden(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor,
@@ -116,6 +122,8 @@ def shared_prompt_hidden(model: Any, input_ids: torch.Tensor, attention_mask: to
     pre_ids = _gather_cols(input_ids[pick], src, src >= 0, 0)
     out = model.base_model(input_ids=pre_ids, attention_mask=pre_mask, position_ids=position_ids_from_mask(pre_mask), use_cache=True)
     past = out.past_key_values
+    if not hasattr(past, "batch_select_indices"):  # a cache type that cannot be repeated: rows whole
+        return body_hidden(model, input_ids, attention_mask)[:, :-1][positions]
     past.batch_select_indices(spread)  # each row gets its prompt's cache (a differentiable index)
     # the completions, right-padded to C, attending to their prompt's cache
     k = torch.arange(C, device=dev).unsqueeze(0)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from workbench.engine.model.forward import causal_lm_forward
+from workbench.engine.model.forward import causal_lm_forward, distinct_rows
 
 
 @dataclass
@@ -137,13 +137,7 @@ def _prefill(model: Any, prompts: list[list[int]], ids: torch.Tensor, mask: torc
     """The last position's logits and the KV cache of the left-padded batch. A group's samples
     share their prompt (`generations_per_prompt` copies): each distinct prompt is run once and its
     cache rows repeated, which cuts the prefill's compute by that factor."""
-    first: dict[tuple[int, ...], int] = {}  # prompt -> its distinct index
-    inverse, rows = [], []
-    for i, p in enumerate(prompts):
-        u = first.setdefault(tuple(p), len(first))
-        if u == len(rows):
-            rows.append(i)  # the row that runs this prompt
-        inverse.append(u)
+    rows, inverse = distinct_rows([tuple(p) for p in prompts])
     if len(rows) == len(prompts):
         logits, past = causal_lm_forward(model, ids, mask, fp32_head=fp32_head, use_cache=True)
         return logits[:, -1], past
