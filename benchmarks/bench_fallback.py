@@ -16,12 +16,17 @@ samples, where the binomial SE over all 1,600 samples would be ~0.012) among the
 evaluations after the first 10% of the steps, No-Positive-Resampling's retired share at the end,
 and PASS/FAIL against the rule of issue 24: after the first 10% of steps, no evaluation is more
 than 3 standard errors below the best earlier one. Then each arm's mean final pass rate.
+The column "binomial" gives the same worst drop in binomial standard errors, sqrt(p (1 - p) / n)
+over all n = prompts x samples of the evaluation (the figure the issue quotes): it counts only the
+evaluation's sampling noise, not the policy's own step-to-step jitter, so a run whose policy
+wobbles by 0.03 fails it whatever the resampling rule (README, "No-Positive-Resampling, bounded").
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -64,8 +69,12 @@ def read_run(out: Path) -> dict[str, Any]:
     rows = eval_rows(read_jsonl(out / "metrics.jsonl"))
     evals = [(int(r["step"]), float(r["val/pass_rate"]), float(r.get("val/pass_rate_se") or 0.0)) for r in rows]
     max_steps = int(((cfg.get("train") or {}).get("max_steps")) or summary["steps"])
+    ev = cfg.get("eval") or {}
+    n = int(ev.get("num_prompts") or 0) * int(ev.get("samples_per_prompt") or 0)
+    binomial = fallback([(s, y, math.sqrt(y * (1 - y) / n) if n else 0.0) for s, y, _ in evals], max_steps)
     ret = summary.get("retirement") or {}
-    return {**fallback(evals, max_steps), "steps": summary["steps"], "status": summary["status"],
+    return {**fallback(evals, max_steps), "worst_drop_binomial_se": binomial["worst_drop_se"],
+            "steps": summary["steps"], "status": summary["status"],
             "retired_share": ret.get("retired_share", float("nan")), "returned": ret.get("returned", 0),
             "wall_s": summary.get("wall_seconds", float("nan"))}  # fmt: skip
 
@@ -107,7 +116,7 @@ def main() -> None:
     print(f"{args.config}: after the first {WARMUP_SHARE:.0%} of steps, no evaluation more than {MAX_DROP_SE:g} "
           "standard errors below the best earlier one")  # fmt: skip
     print(f"{'arm':<14}{'seed':>5}{'final':>8}{'best':>8}{'@step':>7}{'worst drop':>20}{'@step':>7}{'retired':>9}"
-          f"{'returned':>10}{'wall s':>8}  verdict")  # fmt: skip
+          f"{'returned':>10}{'wall s':>8}{'binomial':>10}  verdict")  # fmt: skip
     means = []
     for label, sets in arms:
         results = []
@@ -116,7 +125,7 @@ def main() -> None:
             results.append(r)
             print(f"{label:<14}{seed:>5}{r['final']:>8.3f}{r['best']:>8.3f}{r['best_step']!s:>7}"
                   f"{r['worst_drop']:>9.3f} = {r['worst_drop_se']:>4.1f} SE{r['worst_step']!s:>7}{r['retired_share']:>9.1%}{r['returned']:>10}"
-                  f"{r['wall_s']:>8.0f}  {'PASS' if r['passed'] else 'FAIL'}{' (reused)' if r['reused'] else ''}",
+                  f"{r['wall_s']:>8.0f}{r['worst_drop_binomial_se']:>7.1f} SE  {'PASS' if r['passed'] else 'FAIL'}{' (reused)' if r['reused'] else ''}",
                   flush=True)  # fmt: skip
         n_pass = sum(r["passed"] for r in results)
         mean_final = sum(r["final"] for r in results) / len(results)

@@ -12,6 +12,7 @@ from workbench.errors import UserError
 from workbench.scaling import fit_sigmoid
 from workbench.sweep.grid import Grid
 from workbench.sweep.ladder import LadderGate, check_ladder, run_ladder
+from tests.test_sweep import workbench_kernel  # noqa: F401  (the fixture: the project kernel in a temporary Jupyter path)
 
 
 def climb(flat: bool, tmp_path, min_gain: float = 0.02):
@@ -118,3 +119,38 @@ def test_the_cli_refuses_a_grid_that_is_not_a_ladder_in_one_line_and_writes_noth
     assert not (tmp_path / "out").exists() and not (tmp_path / "mlflow.db").exists()
     assert main(["sweep", str(CURVE_NB), "--grid", str(grid), "--min-gain", "0.05"]) == 2
     assert "--min-gain only applies with --ladder" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # real papermill executions (the workbench kernel) of a synthetic rung notebook, real MLflow
+def test_the_cli_climbs_a_ladder_through_papermill_and_stops_where_the_next_rung_does_not_pay(tmp_path, workbench_kernel, capsys):
+    from tests.test_sweep import DATA
+    from workbench.cli import main
+
+    grid = tmp_path / "ladder.yaml"
+    grid.write_text("name: ladder\nexperiment: ladder\npoints:\n" + "".join(f"  - {{overrides: {{model.n_embd: {w}}}}}\n" for w in WIDTHS))
+    out, uri = tmp_path / "out", f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code = main(["sweep", str(DATA / "ladder_notebook.ipynb"), "--grid", str(grid), "--kernel", workbench_kernel, "--out", str(out),
+                 "--tracking-uri", uri, "--ladder", "model.n_embd", "--x", "compute/flops", "--min-gain", "0.02",
+                 "--no-progress", "--no-chart"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    points = json.loads((out / "manifest.json").read_text())["points"].values()
+    status = {p["params"]["overrides"]["model.n_embd"]: p["status"] for p in points}
+    assert status == {32: "FINISHED", 64: "FINISHED", 128: "FINISHED", 256: "STOPPED", 512: "STOPPED"}
+    executed = sorted(f.name.split("-")[0] for f in (out / "points").glob("*.ipynb"))  # papermill's output notebooks
+    assert executed == ["model.n_embd=128", "model.n_embd=32", "model.n_embd=64"]
+    saved = json.loads((out / "ladder.json").read_text())
+    assert [d["rung"] for d in saved["decisions"]][-1] == 256 and saved["decisions"][-1]["run"] is False
+    assert "not worth it" in printed
+
+
+def test_the_shipped_ladders_are_ladders_the_ablation_notebook_runs():
+    from tests.test_sweep import ROOT
+    from workbench.sweep.grid import load_grid, notebook_parameters, validate_grid
+
+    declared = notebook_parameters(ROOT / "notebooks" / "ablation.ipynb")
+    for name, key in (("ladder.yaml", "train.prompts_per_step"), ("ladder_generations.yaml", "train.generations_per_prompt")):
+        grid = load_grid(ROOT / "sweeps" / name)
+        validate_grid(grid, declared, ROOT / "notebooks" / "ablation.ipynb")
+        check_ladder(grid, key, stop_early=False, seeds=1)
+        assert len(grid.points) >= 5  # 3 to predict from, then rungs to predict

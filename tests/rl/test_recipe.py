@@ -135,6 +135,9 @@ def test_overrides_and_cross_field_validation():
         load_recipe("scalerl", {"length_control.budget_min": 0.9})
     with pytest.raises(ConfigError, match="not one of"):
         load_recipe("scalerl", {"aggregation": "group"})
+    with pytest.raises(ConfigError, match=r"recipe.npr_max_epochs must be > 0 or null, got 0"):
+        load_recipe("scalerl", {"npr_max_epochs": 0})
+    assert load_recipe("scalerl", {"npr_max_epochs": None}).npr_max_epochs is None
 
 
 def test_importing_the_recipe_module_does_not_import_torch():

@@ -193,10 +193,22 @@ def test_share_warning_says_what_the_rule_removed_past_the_threshold_only():
     msg = s.share_warning()
     assert msg.startswith("No-Positive-Resampling has retired 26 of 100 training prompts (26%): the run now trains only "
                           "on the prompts it still fails sometimes, while validation measures all of them")
-    assert "recipe.npr_max_retired_share=0.25 (now none)" in msg and "recipe.no_positive_resampling=false" in msg
+    assert "recipe.npr_max_retired_share=0.1 (the default; now none)" in msg and "recipe.no_positive_resampling=false" in msg
     off = CurriculumSampler(4, seed=0, enabled=False)
     _retire(off, range(4))
     assert off.share_warning() is None
     capped = CurriculumSampler(100, seed=0, max_retired_share=RETIRED_SHARE_WARNING)
     _retire(capped, range(60))
     assert capped.share_warning() is None and capped.retired_share() == RETIRED_SHARE_WARNING
+
+
+def test_the_rule_is_off_for_a_set_drawn_more_epochs_than_the_recipe_allows():
+    from workbench.rl.sampler import NPR_MAX_EPOCHS, npr_off_reason
+
+    quickstart, demo = (4000, 800 * 64), (20000, 1400 * 64)  # 12.8 and 4.5 epochs
+    why = npr_off_reason(*quickstart, NPR_MAX_EPOCHS)
+    assert why.startswith("No-Positive-Resampling is off for this run: its steps draw 12.8 epochs of the 4000 training prompts")
+    assert "recipe.npr_max_epochs = 8" in why and "task.num_train" in why
+    assert npr_off_reason(*demo, NPR_MAX_EPOCHS) is None
+    assert npr_off_reason(4000, 8 * 4000, 8.0) is None  # exactly at the limit: the rule runs
+    assert npr_off_reason(*quickstart, None) is None  # null: the paper's rule, always on

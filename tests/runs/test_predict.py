@@ -65,6 +65,30 @@ def test_folders_that_differ_in_another_key_or_lack_the_key_or_a_fit_are_refused
     assert len(runs_from_folders(folders, "model.n_embd").fits) == 3
 
 
+def params_of(w: float) -> int:
+    return int(12 * w * w + 100 * w)  # a one-layer GPT's count: it grows with the width
+
+
+def test_folders_predict_along_the_parameter_count_whatever_model_keys_set_it(tmp_path, folders):
+    for f, w in zip(folders, WIDTHS):
+        (f / "summary.json").write_text(json.dumps({"status": "finished", "model/params": params_of(w)}))
+    try:
+        runs = runs_from_folders(folders, "model.params")  # the runs differ in model.n_embd: that sets the count
+        assert sorted(runs.fits) == [params_of(w) for w in WIDTHS]
+        p = predict_runs(runs, params_of(AT), n_draws=200)
+        assert p.A_ci[0] <= law(AT)["A"] <= p.A_ci[1]
+        odd = run_folder(tmp_path, 256, seed=5, train={"max_steps": 30, "lr": 1e-3})
+        (odd / "summary.json").write_text(json.dumps({"status": "finished", "model/params": params_of(256)}))
+        with pytest.raises(UserError, match="differ in train.lr as well as model.params"):
+            runs_from_folders([*folders, odd], "model.params")
+        (folders[0] / "summary.json").unlink()
+        with pytest.raises(UserError, match=r"w32 has no parameter count \(model/params in its summary.json\)"):
+            runs_from_folders(folders, "model.params")
+    finally:
+        for f in folders:
+            (f / "summary.json").unlink(missing_ok=True)
+
+
 @pytest.mark.slow  # a real SQLite MLflow store with 4 runs
 def test_mlflow_runs_by_experiment_and_filter(tmp_path):
     from workbench.tracking.mlflow_sink import MlflowSink
@@ -75,6 +99,7 @@ def test_mlflow_runs_by_experiment_and_filter(tmp_path):
         rid = create_run("ladder", f"w{w}", tracking_uri=uri)
         sink = MlflowSink(rid, uri)
         sink.log_config({"model": {"n_embd": w}, "task": {"name": "addition" if w < 512 else "countdown"}})
+        sink.set_tags({"model.params": str(params_of(w))})  # as the coordinator tags a run
         for r in rows(w, i):
             sink.log_metrics({k: v for k, v in r.items() if k != "step"}, step=r["step"])
         sink.close("FINISHED")
@@ -86,6 +111,8 @@ def test_mlflow_runs_by_experiment_and_filter(tmp_path):
         runs_from_mlflow("ladder", "train.prompts_per_step", where={"task.name": "addition"}, tracking_uri=uri)
     p = predict_runs(runs, AT, n_draws=200)
     assert p.A_ci[0] <= law(AT)["A"] <= p.A_ci[1]
+    by_count = runs_from_mlflow("ladder", "model.params", where={"task.name": "addition"}, tracking_uri=uri)
+    assert sorted(by_count.fits) == [params_of(w) for w in WIDTHS]
 
 
 def write_csv(path, w, seed, column=None):

@@ -3,6 +3,7 @@
     workbench predict runs/ladder/b32 runs/ladder/b48 runs/ladder/b64 --by train.prompts_per_step --at 96 --x compute/flops
     workbench predict curves/*.csv --by model.n_embd --at 256 --target 0.5 --json
     workbench predict --experiment ladder --where task.name=addition --by model.n_embd --at 256 --plot ladder.png
+    workbench predict runs/w32 runs/w48 runs/w64 --by model.params --at 2e6   # along the parameter count the runs recorded
 
 The runs are read and checked by `workbench.runs.predict` (load_runs), the prediction is
 `workbench.scaling.predict_config`; this module only parses and prints. --json prints one object:
@@ -23,7 +24,7 @@ def add_parser(subparsers: Any, name: str) -> Any:
     p = subparsers.add_parser(name, help="predict an unseen configuration's curve from smaller runs",
                               description="Fit how A, B, C_mid and R0 move with one setting across runs, and predict the curve at a new value.")
     p.add_argument("runs", nargs="*", help="run folders, or CSV files (value: a column KEY or KEY=VALUE in the file name)")
-    p.add_argument("--by", required=True, metavar="KEY", help="the setting the runs differ in, e.g. model.n_embd")
+    p.add_argument("--by", required=True, metavar="KEY", help="the setting the runs differ in, e.g. model.n_embd, or model.params (the parameter count the trainer counted)")
     p.add_argument("--at", required=True, type=float, metavar="VALUE", help="the value of the setting to predict")
     p.add_argument("--target", type=float, help="a score: the compute to reach it, with an interval")
     p.add_argument("--budget", type=float, help="compute at which 'worth it?' compares with the largest run (default: its last compute)")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 from workbench.configtools import ConfigError, apply_overrides, from_dict, load_yaml
-from workbench.rl.sampler import RETIRED_SHARE_WARNING
+from workbench.rl.sampler import NPR_MAX_EPOCHS, NPR_MAX_RETIRED_SHARE
 
 RECIPE_DIR = Path(__file__).parent / "recipes"
 
@@ -67,7 +67,10 @@ class RecipeConfig:
     resample_threshold: float = 0.9
     # At most this share of the training prompts retired at once (the longest-retired goes back to
     # the pool); null: unbounded, as in the paper (workbench/rl/sampler.py says why it is bounded).
-    npr_max_retired_share: Optional[float] = RETIRED_SHARE_WARNING
+    npr_max_retired_share: Optional[float] = NPR_MAX_RETIRED_SHARE
+    # The rule is off for a run that draws its training set more than this many times (the run says
+    # so when it starts); null: always on (workbench/rl/sampler.py, NPR_MAX_EPOCHS, says why).
+    npr_max_epochs: Optional[float] = NPR_MAX_EPOCHS
     fp32_head: bool = True
     length_control: LengthControlConfig = field(default_factory=LengthControlConfig)
     off_policy: OffPolicyConfig = field(default_factory=OffPolicyConfig)
@@ -117,6 +120,8 @@ def validate_recipe(recipe: RecipeConfig) -> RecipeConfig:
     cap = recipe.npr_max_retired_share
     if cap is not None and not 0 < cap <= 1:
         raise ConfigError(f"recipe.npr_max_retired_share must be in (0, 1] or null, got {cap}")
+    if recipe.npr_max_epochs is not None and not recipe.npr_max_epochs > 0:
+        raise ConfigError(f"recipe.npr_max_epochs must be > 0 or null, got {recipe.npr_max_epochs}")
     if recipe.off_policy.k < 1:
         raise ConfigError(f"recipe.off_policy.k must be >= 1, got {recipe.off_policy.k}")
     lc = recipe.length_control

@@ -142,6 +142,11 @@ def has_checkpoint(out_dir: Path) -> bool:
 
 
 # Config keys that say how a run executes, not what it trains (prefixes): a resume may change them.
+# The policy's parameter count, counted by the trainer: summary.json's PARAMS_SUMMARY_KEY and the MLflow
+# tag PARAMS_KEY; `workbench predict --by model.params` predicts along it (runs/predict.py).
+PARAMS_KEY = "model.params"
+PARAMS_SUMMARY_KEY = "model/params"
+
 EXECUTION_KEYS = (
     "name", "out_dir", "tracking.", "resources.", "checkpoint.", "model.cache_dir", "train.max_steps", "train.micro_batch_",
     "train.gradient_checkpointing", "train.max_nonfinite_in_a_row", "generation.backend", "generation.num_generators",

@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 from workbench.configtools import flatten, to_dict
 from workbench.config import RunConfig
 from workbench.errors import UserError
-from workbench.runs.folder import EXECUTION_KEYS
+from workbench.runs.folder import EXECUTION_KEYS, PARAMS_KEY, PARAMS_SUMMARY_KEY
 from workbench.runs.report import SCORE_KEY, fit_curves
 from workbench.scaling.data import Curve
 from workbench.scaling.predict import ConfigPrediction, predict_config
@@ -64,11 +64,18 @@ def _no_key(by: str, known: Sequence[str], what: str) -> UserError:
     return UserError(f"no {what} has the key {by!r}{hint}: name a config key such as model.n_embd or train.prompts_per_step")
 
 
+def _free_keys(by: str) -> tuple[str, ...]:
+    """Keys the runs may differ in besides `by`: how a run executes, its seed, and, along the
+    parameter count, the model's shape (widths, depths, the checkpoint) that sets it."""
+    return FREE_KEYS + (("model.",) if by == PARAMS_KEY else ())
+
+
 def check_one_setting(configs: Mapping[str, Mapping[str, Any]], by: str) -> None:
     """UserError when the runs (name -> flattened config) differ in a key other than `by` (and the free ones)."""
     keys = sorted(set().union(*configs.values()))
+    free = _free_keys(by)
     for k in keys:
-        if k == by or k.startswith(FREE_KEYS):
+        if k == by or k.startswith(free):
             continue
         seen = {n: c.get(k) for n, c in configs.items()}
         if len({repr(v) for v in seen.values()}) > 1:
@@ -97,6 +104,12 @@ def runs_from_folders(paths: Sequence[str | Path], by: str, *, x: str = "compute
 
     views = {str(p): RunView.open(p, x=x) for p in paths}
     configs = {n: flatten(to_dict(v.cfg)) for n, v in views.items()}
+    if by == PARAMS_KEY:
+        for n, v in views.items():
+            if (v.summary or {}).get(PARAMS_SUMMARY_KEY) is None:
+                raise UserError(f"{n} has no parameter count ({PARAMS_SUMMARY_KEY} in its summary.json): "
+                                f"it has not ended, or ran before the workbench recorded it; predict by a model.* key instead")
+            configs[n][by] = v.summary[PARAMS_SUMMARY_KEY]
     if not any(by in c for c in configs.values()):
         raise _no_key(by, sorted(set().union(*configs.values())), "run's config")
     check_one_setting(configs, by)
@@ -125,6 +138,8 @@ def runs_from_mlflow(experiment: str | list[str], by: str, *, where: Mapping[str
         rows = rows[rows[key].astype(str) == str(value)]
     if rows.empty:
         raise UserError(f"experiment {experiment!r} has no finished run{' matching ' + str(dict(where)) if where else ''}")
+    if by == PARAMS_KEY and f"tags.{by}" in rows.columns:
+        rows = rows.assign(**{by: rows[f"tags.{by}"]})  # the trainer's count, tagged by the run
     if by not in rows.columns or rows[by].isna().all():
         raise _no_key(by, list(frame.columns), "run of the experiment")
     params = [c for c in rows.columns if c in CONFIG_KEYS]

@@ -58,9 +58,10 @@ def test_each_off_policy_algorithm_runs_and_bounds_staleness(ray_cluster, tiny_c
     rows = train_rows(cfg.out_dir)
     assert [r["step"] for r in rows] == list(range(1, steps + 1))
     assert max(r["train/staleness_max"] for r in rows) <= k
+    assert isinstance(summary["model/params"], int) and summary["model/params"] > 10_000  # `predict --by model.params`
     ret = summary["retirement"]  # No-Positive-Resampling's share, also on every step row
-    assert ret["prompts"] == 80 and 0 <= ret["retired_share"] <= ret["max_retired_share"] == 0.25
-    assert all(0 <= r["sampler/retired_share"] <= 0.25 for r in rows)
+    assert ret["prompts"] == 80 and 0 <= ret["retired_share"] <= ret["max_retired_share"] == 0.1
+    assert all(0 <= r["sampler/retired_share"] <= 0.1 for r in rows)
     if algorithm == "sync":
         assert all(r["train/staleness_max"] == 0 for r in rows)
     if algorithm == "ppo-off-policy":
@@ -181,6 +182,20 @@ def test_drained_prompt_pool_is_reported_once(tiny_config):
     assert len(pool) == 1 and "retired 30 of 80 training prompts" in pool[0]
     assert "about 10 solvable ones remain" in (cfg.output_dir() / "events.log").read_text()
     assert coord.status_dict()["events"] == coord.log.events
+
+
+def test_no_positive_resampling_is_off_with_the_reason_for_a_set_drawn_many_times_over(tiny_config):
+    from workbench.engine.run.coordinator import RunCoordinator
+
+    many = tiny_config({"task.num_train": 8, "train.prompts_per_step": 4, "train.max_steps": 20}, name="npr-epochs")
+    coord = RunCoordinator(many, resume=False)  # 80 draws of 8 prompts: 10 epochs, over the default 8
+    assert not coord.sampler.enabled and coord.sampler.retirement()["retired_share"] == 0
+    said = [e for e in coord.log.events if e.startswith("No-Positive-Resampling is off for this run")]
+    assert len(said) == 1 and "10.0 epochs of the 8 training prompts" in said[0] and "recipe.npr_max_epochs=null" in said[0]
+    for over in ({"recipe.npr_max_epochs": None}, {"train.max_steps": 16}):  # kept on: asked for, or 8 epochs
+        coord = RunCoordinator(tiny_config({"task.num_train": 8, "train.prompts_per_step": 4, "train.max_steps": 20, **over},
+                                           name="npr-kept"), resume=False)  # fmt: skip
+        assert coord.sampler.enabled and not any("No-Positive-Resampling is off" in e for e in coord.log.events)
 
 
 def test_the_retired_share_is_warned_about_once_and_capped_by_default(tiny_config):

@@ -44,6 +44,7 @@ from workbench.engine.run.learning import LearningWatch
 from workbench.engine.run.metrics import RunLog, run_summary, step_row
 from workbench.engine.train.group import TrainerDied
 from workbench.runs.checkpoint import CheckpointStore
+from workbench.runs.folder import PARAMS_KEY
 from workbench.runs.liveness import Heartbeat
 from workbench.tracking.sink import MetricSink
 
@@ -68,6 +69,7 @@ class LoopState:
 class RunCoordinator:
     def __init__(self, cfg: RunConfig, *, resume: bool = True, sinks: Optional[list[MetricSink]] = None):
         from workbench.rl.mixture import make_sampler
+        from workbench.rl.sampler import npr_off_reason
         from workbench.tasks.base import load_task
 
         self.cfg = cfg
@@ -75,9 +77,12 @@ class RunCoordinator:
         self.out.mkdir(parents=True, exist_ok=True)
         self.task = load_task(cfg.task)
         r = cfg.recipe
+        # the rule is for a set drawn a few times over: off, with the reason, for one drawn more often
+        self.npr_off = npr_off_reason(len(self.task.train), cfg.train.max_steps * cfg.train.prompts_per_step,
+                                      r.npr_max_epochs) if r.no_positive_resampling else None
         self.sampler = make_sampler(  # one curriculum, or one per domain of a task mix
-            self.task, seed=cfg.seed, retire_threshold=r.resample_threshold, enabled=r.no_positive_resampling,
-            max_retired_share=r.npr_max_retired_share,
+            self.task, seed=cfg.seed, retire_threshold=r.resample_threshold,
+            enabled=r.no_positive_resampling and self.npr_off is None, max_retired_share=r.npr_max_retired_share,
         )
         self.ckpt = CheckpointStore(self.out / "checkpoints", keep=cfg.checkpoint.keep)
         self.max_steps = cfg.train.max_steps  # the one owner of the target is the config
@@ -101,6 +106,8 @@ class RunCoordinator:
         self.log = RunLog(self.out, sinks)
         if state is not None:
             self.log.back_to(self.step)  # steps logged after the checkpoint are redone: logged once
+        if self.npr_off:
+            self.log.event(self.npr_off)  # told live by `workbench run`, kept in summary.json and the dashboard
         self._stop = threading.Event()
         self._paused = threading.Event()
         self.status = "created"
@@ -175,6 +182,7 @@ class RunCoordinator:
             workers = spawn_workers(self.cfg, self.task)
             self.workers = workers
             self.n_params = workers.n_params
+            self.log.tag(PARAMS_KEY, str(self.n_params))  # `workbench predict --by model.params` reads it
             self.trainer_nodes = workers.trainer.num_nodes
             if self.resumed_from is not None:
                 workers.load_trainer(str(self.ckpt.path_for(self.step)))

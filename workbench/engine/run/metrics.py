@@ -28,6 +28,7 @@ from typing import Any, Optional
 from workbench.config import RunConfig
 from workbench.engine.failures import ERROR_LOG
 from workbench.engine.run import accounting as acc
+from workbench.runs.folder import PARAMS_SUMMARY_KEY
 from workbench.tracking.sink import JsonlSink, MetricSink, rewindable
 
 
@@ -144,6 +145,7 @@ def run_summary(
         "staleness_max": max((r.get("train/staleness_max", 0.0) for r in rows), default=0.0),
         "events": list(events),
         "generation": {"backend": cfg.generation.backend, **(generation or {})},
+        PARAMS_SUMMARY_KEY: n_params,
         **acc.compute_metrics(c, n_params),
         **acc.discarded_metrics(c),
     }
