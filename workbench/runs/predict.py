@@ -120,7 +120,7 @@ def runs_from_folders(paths: Sequence[str | Path], by: str, *, x: str = "compute
             fit = v.fit(x, fit_from)
         except UserError as e:
             raise UserError(f"run {name} was not fitted: {e}") from None
-        _add(out, value, fit, v.name)
+        _add(out, value, fit, Path(name).name)  # the folder: runs of one config share their config name
     return out
 
 

@@ -154,8 +154,8 @@ def chart_overlay(
         if points:
             pts += [p for p in _points(f, name) if p["status"] != "excluded"]
         asym.append({"recipe": name, "A": f.A})
-    x = alt.X("compute:Q", scale=_x_scale(grid), title=x_title)
-    color = alt.Color("recipe:N", title=legend)
+    x = alt.X("compute:Q", scale=_x_scale(grid), title=x_title, axis=alt.Axis(format=".2~g"))  # 2e+11, not 200,000,000,000
+    color = alt.Color("recipe:N", title=legend, sort=list(fits))  # in the caller's order (a ladder's: by value)
     ys = alt.Scale(zero=False)
     data = alt.Data(values=rows)
     layers = []
