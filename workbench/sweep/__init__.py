@@ -3,7 +3,7 @@
     workbench sweep notebooks/ablation.ipynb --grid sweeps/scalerl_loo.yaml --parallel 2
     workbench sweep notebooks/ablation.ipynb --grid sweeps/lr.yaml --stop-early [--rung-evals 4] [--budget C]
     workbench sweep notebooks/ablation.ipynb --grid sweeps/smoke.yaml --seeds 3
-    workbench sweep notebooks/ablation.ipynb --grid sweeps/ladder.yaml --ladder model.n_embd [--min-gain 0.01]
+    workbench sweep notebooks/ablation.ipynb --grid sweeps/ladder.yaml --ladder train.prompts_per_step [--min-gain 0.01]
 
 Grid file (YAML):
 

@@ -1,6 +1,6 @@
 """`workbench sweep ... --ladder KEY`: run a ladder of one setting small to large, predicting each next rung first.
 
-    workbench sweep notebooks/ablation.ipynb --grid sweeps/ladder.yaml --ladder model.n_embd [--min-gain 0.01]
+    workbench sweep notebooks/ablation.ipynb --grid sweeps/ladder.yaml --ladder train.prompts_per_step [--min-gain 0.01]
 
 The grid's points are the rungs: each sets KEY (a notebook parameter, or a key of its `overrides`)
 to a different number, and nothing else may differ (the seed aside). They run one at a time, the
