@@ -57,13 +57,15 @@ def test_each_off_policy_algorithm_runs_and_bounds_staleness(ray_cluster, tiny_c
     assert summary["status"] == "finished" and summary["steps"] == steps
     rows = train_rows(cfg.out_dir)
     assert [r["step"] for r in rows] == list(range(1, steps + 1))
-    assert max(r["train/staleness_max"] for r in rows) <= k
+    # a skipped step trains nothing (every group had zero variance, or all were beyond the staleness bound: no staleness then)
+    trained = [r for r in rows if not r.get("train/skipped")]
+    assert trained and max(r["train/staleness_max"] for r in trained) <= k
     assert isinstance(summary["model/params"], int) and summary["model/params"] > 10_000  # `predict --by model.params`
     ret = summary["retirement"]  # No-Positive-Resampling's share, also on every step row
     assert ret["prompts"] == 80 and 0 <= ret["retired_share"] <= ret["max_retired_share"] == 0.1
     assert all(0 <= r["sampler/retired_share"] <= 0.1 for r in rows)
     if algorithm == "sync":
-        assert all(r["train/staleness_max"] == 0 for r in rows)
+        assert all(r["train/staleness_max"] == 0 for r in trained)
     if algorithm == "ppo-off-policy":
         # one policy generates k steps' worth: within a round, staleness = updates applied so far
         for start in range(0, steps, k):
