@@ -113,6 +113,14 @@ def test_mlflow_runs_by_experiment_and_filter(tmp_path):
     assert p.A_ci[0] <= law(AT)["A"] <= p.A_ci[1]
     by_count = runs_from_mlflow("ladder", "model.params", where={"task.name": "addition"}, tracking_uri=uri)
     assert sorted(by_count.fits) == [params_of(w) for w in WIDTHS]
+    untagged = create_run("ladder", "w16-before-counts", tracking_uri=uri)  # a run from before the count was tagged
+    sink = MlflowSink(untagged, uri)
+    sink.log_config({"model": {"n_embd": 16}, "task": {"name": "addition"}})
+    for r in rows(16, 9):
+        sink.log_metrics({k: v for k, v in r.items() if k != "step"}, step=r["step"])
+    sink.close("FINISHED")
+    with pytest.raises(UserError, match=r"run w16-before-counts: model.params = nan is not a number"):
+        runs_from_mlflow("ladder", "model.params", where={"task.name": "addition"}, tracking_uri=uri)
 
 
 def write_csv(path, w, seed, column=None):

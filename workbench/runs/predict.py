@@ -23,6 +23,7 @@ may differ), two runs at one value, a run whose curve cannot be fitted; fewer th
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +55,9 @@ def _value(raw: Any, by: str, where: str) -> float:
     try:
         v = float(raw)
     except (TypeError, ValueError):
-        raise UserError(f"{where}: {by} = {raw!r} is not a number; predict along a numeric setting") from None
+        v = math.nan
+    if not math.isfinite(v):  # also a run that lacks the key among runs that have it (MLflow: NaN)
+        raise UserError(f"{where}: {by} = {raw!r} is not a number; predict along a numeric setting every run records")
     return v
 
 
