@@ -171,6 +171,18 @@ def test_state_round_trip_carries_the_retirement_order_and_returned_count():
     assert lower.retired == {0, 11} and lower.returned == a.returned + 3
 
 
+def test_a_run_resumed_with_the_rule_off_returns_the_prompts_retired_before():
+    """A run resumed past recipe.npr_max_epochs (a larger train.max_steps) builds its sampler
+    disabled: the prompts the rule retired before the checkpoint must be drawn again."""
+    on = CurriculumSampler(6, seed=0, max_retired_share=0.5)
+    _retire(on, [3, 1])
+    off = CurriculumSampler(6, seed=0, enabled=False)
+    off.load_state_dict(json.loads(json.dumps(on.state_dict())))
+    assert off.retired == set() and off.returned == 2 and off.retirement()["retired"] == 0
+    assert sorted(off.next_prompts(6)) == list(range(6)), "every prompt is in the pool again"
+    assert off.stats()["prompts_seen"] == on.stats()["prompts_seen"], "the history is kept"
+
+
 def test_a_checkpoint_from_before_the_cap_still_loads():
     old = CurriculumSampler(6, seed=0)
     _retire(old, [3, 1])

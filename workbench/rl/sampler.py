@@ -264,7 +264,9 @@ class CurriculumSampler:
 
         The seed comes from the state (the current epoch's order depends on it); the threshold,
         `enabled`, `pass_rate` and the cap stay as constructed, so a resumed run may change its policy
-        (a lowered cap returns the longest-retired prompts down to it at the next retirement).
+        (a lowered cap returns the longest-retired prompts down to it at the next retirement; a
+        sampler built disabled, e.g. a run resumed past recipe.npr_max_epochs, returns every prompt
+        retired before the checkpoint to the pool, counted in `returned`).
         """
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise UserError(f"sampler state: expected a dict with version {STATE_VERSION}, got {str(state)[:80]}")
@@ -276,8 +278,10 @@ class CurriculumSampler:
         self.epoch = int(state["epoch"])
         self.position = int(state["position"])
         self.drawn = int(state["drawn"])
-        self.retired = {int(p) for p in state["retired"]}
-        self._retire_order = collections.deque(int(p) for p in state["retired"])
-        self.returned = int(state.get("returned", 0))  # a checkpoint from before the cap has none
+        retired = [int(p) for p in state["retired"]] if self.enabled else []
+        self.retired = set(retired)
+        self._retire_order = collections.deque(retired)
+        # a checkpoint from before the cap has no count; a disabled sampler gives back what was retired
+        self.returned = int(state.get("returned", 0)) + len(state["retired"]) - len(retired)
         self.history = {int(h[0]): [float(h[1]), float(h[2]), float(h[3])] for h in state["history"]}
         self._order = self._epoch_order(self.epoch)
