@@ -10,7 +10,8 @@ bounds (0, 1) and R^2 >= 0.95; the fit on the first 40% of the run's compute for
 evaluations with RMSE <= 0.03, and its 95% prediction band covers >= 80% of them; the whole
 command (Ray start, run, report) takes under 5 minutes. With --ceiling (the demo's: 0.512, the share
 of its validation prompts whose sum has at most 3 digits), issue 24's: A's 95% interval at most
-0.25 wide and containing the ceiling. Each run is also judged by bench_fallback's rule (after the
+0.25 wide and containing the ceiling, and the run report's ceiling check (the range it allows
+holds the ceiling or not). Each run is also judged by bench_fallback's rule (after the
 first 10% of steps no evaluation more than 3 of its standard errors below the best earlier one). The wall time is this machine's, under
 whatever else is running on it: say so when quoting it.
 """
@@ -70,6 +71,7 @@ def run_seed(config: str, seed: int, out: Path, overrides: list[str]) -> dict:
         "fallback": read_run(out),
         "events": summary.get("events", []),
         "line": line,
+        "ceiling_check": fit.ceiling_check,  # the run report's (workbench.scaling.ceiling)
     }
 
 
@@ -97,6 +99,11 @@ def main() -> None:
         pinned = "" if args.ceiling is None else (
             f"    A interval {hi - lo:.3f} wide, {'holds' if lo <= args.ceiling <= hi else 'misses'} the ceiling {args.ceiling:g}: "
             f"{'OK' if hi - lo <= TARGETS['A_ci_width'] and lo <= args.ceiling <= hi else 'MISSED'}\n")
+        check = r["ceiling_check"]
+        if check:
+            c_lo, c_hi = check["ceiling_range"]
+            held = "" if args.ceiling is None else f" ({'holds' if c_lo <= args.ceiling <= c_hi else 'misses'} {args.ceiling:g})"
+            pinned += f"    {check['line']}{held}\n"
         print(f"{pinned}    fall-back: worst drop {fb['worst_drop']:.3f} = {fb['worst_drop_se']:.1f} SE "
               f"({fb['worst_drop_binomial_se']:.1f} binomial SE) at step {fb['worst_step']}: {'PASS' if fb['passed'] else 'FAIL'}")
         if not r["converged"]:

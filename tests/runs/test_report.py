@@ -17,6 +17,7 @@ from workbench.runs.report import (
     BACKTEST_FRACTION, FIT_FILES, backtest_run, eval_curve, fit_curves, fit_run, print_report, report_run_end, write_report,
 )  # fmt: skip
 from workbench.errors import UserError
+from workbench.scaling import SigmoidFit
 from workbench.tracking.sink import read_jsonl
 
 X = "compute/device_hours"
@@ -219,3 +220,19 @@ def test_the_end_report_tells_the_retired_share_per_domain_and_nothing_with_the_
                     "recipe.npr_max_retired_share = 0.25, 1 retired prompts returned to the pool by it; "
                     "per domain: math 2/8 (25.0%), code 1/4 (25.0%)")
     assert retirement_line({"retirement": {**s.retirement(), "enabled": False}}) == retirement_line({}) == ""
+
+
+def test_the_report_says_when_the_run_does_not_pin_its_ceiling(tmp_path):
+    """The CPU demo's own curve (examples/curves/demo/seed0.csv): the sigmoid's A interval sits
+    above the task's true 0.512; the report prints the ceiling check with the range that holds it."""
+    import csv
+
+    with (Path(__file__).resolve().parents[2] / "examples" / "curves" / "demo" / "seed0.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    compute = np.array([float(r["compute"]) for r in rows])
+    run = _write_run(tmp_path / "run", compute, np.array([float(r["val_pass_rate"]) for r in rows]))
+    rep = write_report(run, charts=False)
+    check = rep["ceiling_check"]
+    assert check["family_dependent"] and check["ceiling_range"][0] <= 0.512 < rep["A_ci"][0]
+    assert check["line"] in print_report(rep).splitlines()
+    assert SigmoidFit.from_json((run / "fit.json").read_text()).ceiling_check == check

@@ -20,6 +20,8 @@ writes them at the end of a run, and so does `workbench.Session` (which also log
 The backtest is the run checking its own forecast: the sigmoid fitted to the evaluations within
 the first `BACKTEST_FRACTION` of the run's compute forecasts the later ones; the report gives the
 held-out RMSE and the share of them inside the 95% prediction band (the paper's way to trust a fit).
+The ceiling check (workbench.scaling.ceiling, kept in fit.json as `ceiling_check`) says whether a
+stretched exponential fits as well with another plateau, i.e. whether the run pins its ceiling.
 `workbench run` prints the report at the end of a run.
 
 A run on a task mixture logs one curve per domain (`val/pass_rate/<domain>` beside the overall
@@ -37,6 +39,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from workbench.errors import UserError
+from workbench.scaling.ceiling import ceiling_check
 from workbench.scaling.data import r0_rule
 from workbench.scaling.sigmoid import MIN_POINTS
 from workbench.tracking.sink import read_jsonl
@@ -226,13 +229,15 @@ def _curve_report(rows: list[dict[str, Any]], x: str, metric: str,
     """(summary, backtest prefix fit) of one validation curve: the fit, its intervals, the gain
     over the run and the backtest."""
     fit = fit_run(rows, x, metric=metric)
+    check = ceiling_check(fit)
+    fit.ceiling_check = check.to_dict() if check else None  # kept in fit.json
     bt, prefix = (None, None) if backtest_fraction is None else backtest_run(rows, x, fraction=backtest_fraction, metric=metric)
     compute, score = eval_curve(rows, x, metric)
     summary = {
         "metric": metric, "A": fit.A, "A_ci": list(fit.A_ci), "B": fit.B, "B_ci": list(fit.B_ci),
         "C_mid": fit.C_mid, "C_mid_ci": list(fit.C_mid_ci), "R0": fit.R0, "r2": fit.r2,
         "converged": fit.converged, "reason": fit.reason, "gain": float(score[-1] - score[0]),
-        "backtest": bt,
+        "backtest": bt, "ceiling_check": fit.ceiling_check,
         "fit": fit,  # the SigmoidFit itself (not printed)
     }
     return summary, prefix
@@ -290,6 +295,8 @@ def print_report(report: dict[str, Any]) -> str:
     lines = [_fit_line(report, "sigmoid fit"), f"validation pass rate gain over the run: {report['gain']:+.3f}"]
     if not report["converged"]:
         lines.append(f"warning: the fit did not converge cleanly: {report['reason']}")
+    if report.get("ceiling_check"):
+        lines.append(report["ceiling_check"]["line"])
     if report.get("backtest"):
         lines.append(backtest_line(report["backtest"]))
     for domain, rep in (report.get("domains") or {}).items():
@@ -298,6 +305,8 @@ def print_report(report: dict[str, Any]) -> str:
             continue
         lines.append(_fit_line(rep, f"domain {domain}") + f"  gain {rep['gain']:+.3f}"
                      + ("" if rep["converged"] else f"  (not converged: {rep['reason']})"))
+        if (rep.get("ceiling_check") or {}).get("family_dependent"):
+            lines.append(f"domain {domain} " + rep["ceiling_check"]["line"])
         if rep.get("backtest"):
             lines.append(f"domain {domain} " + backtest_line(rep["backtest"]))
     lines += [f"wrote {f}" for f in report["files"]]

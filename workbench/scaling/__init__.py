@@ -9,6 +9,7 @@
     scaling_gain(fit, factor=10).verdict                      # is 10x worth it?
     predict_config({32: f32, 64: f64, 128: f128}, at=256, key="model.n_embd")   # a run not yet paid for
     compare({"cispo": f1, "dapo": f2})                        # ranked, with the +-0.02 A tie rule
+    ceiling_check(fit).line()                                 # does the curve pin its ceiling?
     from workbench.scaling import chart_fit, save_chart       # Altair, imported on first use
 
 numpy/scipy only: no torch, Ray or notebooks here. Altair is loaded lazily by the chart functions.
@@ -27,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.scaling.backtest import BacktestResult, BacktestRow, backtest
+from workbench.scaling.ceiling import CeilingCheck, ceiling_check
 from workbench.scaling.compare import Comparison, CompareRow, compare
 from workbench.scaling.data import Curve, check_curve
 from workbench.scaling.decision import ScalingGain, scaling_gain
@@ -47,6 +49,7 @@ __all__ = [
     "SigmoidPrior",
     "BacktestResult",
     "BacktestRow",
+    "CeilingCheck",
     "Comparison",
     "ConfigPrediction",
     "CompareRow",
@@ -58,6 +61,7 @@ __all__ = [
     "SigmoidFit",
     "Worth",
     "backtest",
+    "ceiling_check",
     "check_curve",
     "compare",
     "fit_power_law",

@@ -10,7 +10,8 @@
     workbench fit examples/curves examples/curves/more --until-fraction 0.25 0.5   # batch backtest table
     workbench fit reward.csv --y-range -1 4                  # a score not bounded to [0, 1], scaled
 
-Prints A, B, C_mid with intervals, R^2, which forecast was used and why (method "auto": the
+Prints A, B, C_mid with intervals, R^2, the ceiling check (ceiling.py: does a stretched
+exponential fit as well with another plateau?), which forecast was used and why (method "auto": the
 sigmoid, the paper's sigmoid and a log-linear trend weighted by their rolling-origin backtest
 inside the fitted prefix, see forecast.py), and the forecast at 2x and 10x the last fitted
 compute. With --until / --until-fraction the rest of the curve scores the forecast, beside the
@@ -34,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench.scaling.backtest import naive_rmse, score_holdout
+from workbench.scaling.ceiling import ceiling_check
 from workbench.scaling.data import Curve
 from workbench.scaling.scoreboard import COLUMNS, PrefixScore, curve_files, format_table, score_prefix, summary
 from workbench.scaling.sigmoid import METHODS, fit_sigmoid
@@ -98,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         curve.compute, curve.score, r0=args.r0, fit_from=args.fit_from, fit_until=args.until, n_boot=args.n_boot, level=args.level, seed=args.seed,
         method=args.method,
     )
+    check = ceiling_check(fit)
+    fit.ceiling_check = check.to_dict() if check else None
     last = float(curve.compute[fit.used].max())
     forecast = {}
     for k in (2, 10):
@@ -130,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         "forecast_weights": fit.forecast.weights if fit.forecast is not None else None,
         "last_compute": last,
         "forecast": forecast,
+        "ceiling_check": fit.ceiling_check,
     }
     if args.until is not None:
         test = curve.compute > args.until

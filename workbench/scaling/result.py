@@ -116,6 +116,9 @@ class SigmoidFit:
     # (last fitted compute), level (the rising points' mean), span (their ln C), z, k, rise.
     # Beyond the origin the band's upper edge opens to 1 (see _takeoff_edge); None otherwise.
     takeoff: dict[str, float] | None = None
+    # ceiling.ceiling_check(fit).to_dict(), set by the run report and `workbench fit`: the sigmoid's A
+    # beside a stretched exponential's plateau; its "line" is printed by summary(). None: not checked.
+    ceiling_check: dict[str, Any] | None = None
 
     @property
     def forecast_used(self) -> str:
@@ -312,6 +315,8 @@ class SigmoidFit:
         lines.append(f"  forecast: {self.forecast_used}")
         if self.prior_note:
             lines.append(f"  {self.prior_note}")
+        if self.ceiling_check:
+            lines.append(f"  {self.ceiling_check['line']}")
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 

@@ -1,0 +1,78 @@
+"""The ceiling check: does a curve pin its ceiling, or does a stretched exponential fit as well lower?"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from workbench.scaling import CeilingCheck, SigmoidFit, ceiling_check, fit_sigmoid
+from tests.scaling.synthetic import EXAMPLE_CURVES, PAPER_8B, synth
+
+DEMO = EXAMPLE_CURVES / "demo"
+DEMO_CEILING = 0.512  # configs/demo.yaml: the share of validation sums with at most 3 digits
+
+
+def _demo(name: str, until_step: float = 1400) -> tuple[np.ndarray, np.ndarray]:
+    with (DEMO / f"{name}.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if float(r["step"]) <= until_step]
+    return np.array([float(r["compute"]) for r in rows]), np.array([float(r["val_pass_rate"]) for r in rows])
+
+
+def test_the_demo_does_not_pin_its_ceiling_and_the_check_says_so():
+    fit = fit_sigmoid(*_demo("seed0"))
+    assert not fit.A_ci[0] <= DEMO_CEILING <= fit.A_ci[1], "the sigmoid's interval alone misses the true ceiling"
+    check = ceiling_check(fit)
+    assert isinstance(check, CeilingCheck) and check.fits_as_well and check.family_dependent
+    assert check.P < fit.A and check.P_ci[0] < fit.A_ci[0] - 0.02
+    lo, hi = check.ceiling_range
+    assert lo == check.P_ci[0] and hi == fit.A_ci[1] and lo <= DEMO_CEILING <= hi
+    assert "does not pin its ceiling" in check.line() and f"[{lo:.3f}, {hi:.3f}]" in check.line()
+
+
+def test_the_range_holds_where_a_longer_run_went():
+    """The 2,800-step demo run, cut at its default 1,400 steps: the curve went on to level off
+    below the sigmoid's whole interval; the stretched exponential's plateau interval holds it."""
+    full_c, full_y = _demo("long2800_seed0", until_step=2800)
+    reached = float(full_y[-10:].mean())
+    fit = fit_sigmoid(*_demo("long2800_seed0"))
+    check = ceiling_check(fit)
+    assert reached < fit.A_ci[0]
+    assert check.family_dependent and check.P_ci[0] <= reached <= check.P_ci[1]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_sigmoid_run_well_past_its_midpoint_pins_its_ceiling(seed):
+    fit = fit_sigmoid(*synth(n=40, hi=200000.0, seed=seed))
+    check = ceiling_check(fit)
+    assert check is not None and not check.family_dependent, check.line()
+    assert check.ceiling_range == tuple(fit.A_ci)
+    assert "inside A's interval" in check.line() or "a worse fit" in check.line()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 4, 5])
+def test_a_sigmoid_run_stopped_early_may_widen_but_keeps_the_true_ceiling(seed):
+    fit = fit_sigmoid(*synth(n=40, hi=20000.0, seed=seed))  # under 2x C_mid: the approach is not seen yet
+    check = ceiling_check(fit)
+    lo, hi = check.ceiling_range
+    assert lo <= fit.A_ci[0] and hi >= fit.A_ci[1] and lo <= PAPER_8B["A"] <= hi
+
+
+def test_no_check_without_a_rising_converged_fit_with_an_interval():
+    rng = np.random.default_rng(0)
+    c = np.r_[0.0, np.geomspace(1, 100, 30)]
+    flat = fit_sigmoid(c, 0.3 + rng.normal(0, 0.01, 31))
+    assert flat.no_gain and ceiling_check(flat) is None
+    c, y = synth(n=40, hi=200000.0)
+    assert ceiling_check(fit_sigmoid(c, y, n_boot=0)) is None, "no bootstrap: no interval to check against"
+    assert ceiling_check(fit_sigmoid(c, y, fixed_A=0.64)) is None
+
+
+def test_the_check_travels_in_fit_json_and_prints_in_the_summary():
+    fit = fit_sigmoid(*_demo("seed0"))
+    fit.ceiling_check = ceiling_check(fit).to_dict()
+    back = SigmoidFit.from_json(json.dumps(json.loads(fit.to_json())))
+    assert back.ceiling_check == fit.ceiling_check and back.ceiling_check["family_dependent"] is True
+    assert fit.ceiling_check["line"] in back.summary()
