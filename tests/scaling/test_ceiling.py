@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from workbench.scaling import CeilingCheck, SigmoidFit, ceiling_check, fit_sigmoid
+from workbench.scaling import CeilingCheck, Curve, SigmoidFit, ceiling_check, fit_sigmoid
 from tests.scaling.synthetic import EXAMPLE_CURVES, PAPER_8B, synth
 
 DEMO = EXAMPLE_CURVES / "demo"
@@ -47,17 +47,27 @@ def test_the_range_holds_where_a_longer_run_went():
 def test_a_sigmoid_run_well_past_its_midpoint_pins_its_ceiling(seed):
     fit = fit_sigmoid(*synth(n=40, hi=200000.0, seed=seed))
     check = ceiling_check(fit)
-    assert check is not None and not check.family_dependent, check.line()
-    assert check.ceiling_range == tuple(fit.A_ci)
-    assert "inside A's interval" in check.line() or "a worse fit" in check.line()
+    assert check is not None and not check.family_dependent and check.ceiling_range == tuple(fit.A_ci), check.line()
 
 
-@pytest.mark.parametrize("seed", [0, 1, 4, 5])
-def test_a_sigmoid_run_stopped_early_may_widen_but_keeps_the_true_ceiling(seed):
-    fit = fit_sigmoid(*synth(n=40, hi=20000.0, seed=seed))  # under 2x C_mid: the approach is not seen yet
+def test_a_sigmoid_run_stopped_before_twice_c_mid_is_said_not_to_pin_its_ceiling():
+    """Under 2x C_mid the approach is not seen yet: a lower plateau fits as well, and the check
+    says so on most seeds, with a range that still holds the true A."""
+    checks = [ceiling_check(fit_sigmoid(*synth(n=40, hi=20000.0, seed=s))) for s in range(8)]
+    assert sum(c.family_dependent for c in checks) >= 6
+    assert all(c.ceiling_range[0] <= PAPER_8B["A"] <= c.ceiling_range[1] for c in checks)
+
+
+def test_the_plateau_is_searched_from_r0_not_from_near_the_data():
+    """A noisy real run whose best points stand far above its level (Unsloth's Mistral GRPO reward):
+    the plateau and its interval lie more than 0.25 below the highest score and are found there."""
+    curve = Curve.from_csv(EXAMPLE_CURVES / "more" / "unslothai__mistral-7b-v0.3-grpo__reward.csv")
+    fit = fit_sigmoid(curve.compute, curve.score, r0="first" if curve.compute.min() > 0 else None)
     check = ceiling_check(fit)
-    lo, hi = check.ceiling_range
-    assert lo <= fit.A_ci[0] and hi >= fit.A_ci[1] and lo <= PAPER_8B["A"] <= hi
+    assert check.P_ci[0] < float(curve.score.max()) - 0.25
+    assert fit.A_ci[0] - 0.02 <= check.P_ci[0] <= check.P <= check.P_ci[1] <= fit.A_ci[1] + 0.02
+    assert not check.family_dependent and "does not depend on the curve family" in check.line()
+    assert all(round(v, 6) == v for v in check.P_ci), "grid values, without float noise"
 
 
 def test_no_check_without_a_rising_converged_fit_with_an_interval():

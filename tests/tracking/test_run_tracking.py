@@ -64,6 +64,10 @@ def test_fit_metrics_hold_estimates_and_intervals(run_folder):
     m = fit_metrics(fit)
     assert m["fit/A"] == fit.A and (m["fit/A_lo"], m["fit/A_hi"]) == fit.A_ci
     assert {"fit/B", "fit/B_lo", "fit/B_hi", "fit/C_mid", "fit/C_mid_lo", "fit/C_mid_hi", "fit/r2", "fit/n"} <= set(m)
+    assert not any(k.startswith("fit/ceiling") for k in m), "no ceiling check was run on this fit"
+    fit.ceiling_check = {"ceiling_range": [0.48, 0.93], "family_dependent": True}
+    m = fit_metrics(fit)
+    assert (m["fit/ceiling_lo"], m["fit/ceiling_hi"], m["fit/ceiling_family_dependent"]) == (0.48, 0.93, 1.0)
 
 
 def test_log_fit_writes_metrics_tags_and_the_report_files(run_folder, uri, experiment):

@@ -8,13 +8,13 @@ The sigmoid R0 + (A - R0) / (1 + (C_mid/C)^B) approaches A as a power law, (C_mi
 whose gains stop faster (a small model mastering a synthetic task: the CPU demo's 3-digit sums) is
 fitted just as well by a stretched exponential R0 + (P - R0) * (1 - exp(-(C/tau)^k)), same fixed
 R0, three parameters too, whose plateau P sits lower. Then the data do not choose the ceiling, and
-the sigmoid's interval alone overstates what is known: on the demo at 1,400 steps A = 0.66
-[0.56, 0.93] while P = 0.53 [0.49, 0.67], and the same run taken to 2,800 steps levels off at 0.48
-(benchmarks/bench_ceiling.py). Real runs that keep climbing slowly are fitted worse by the
+the sigmoid's interval alone overstates what is known: on a demo run cut at 1,400 steps A = 0.563
+[0.498, 0.700] while P = 0.475 [0.445, 0.550], and the same run taken to 2,800 steps levels off at
+0.48 (benchmarks/bench_ceiling.py). Real runs that keep climbing slowly are fitted worse by the
 stretched exponential, and the check stays silent there.
 
-How: P's interval is its profile likelihood (every P on a 0.005 grid, from 0.25 below the highest
-fitted score, or R0, up to 1, whose best (tau, k) fit is
+How: P's interval is its profile likelihood (every P on a 0.005 grid from just above R0 to 1,
+whose best (tau, k) fit is
 within the F-test threshold SSE_min * (1 + F(level; 1, n - 3) / (n - 3)) of the best); "fits as
 well" means the stretched exponential's SSE is within that same threshold of the sigmoid's. When
 it does and P's interval reaches outside A's by more than the paper's A margin (0.02,
@@ -86,8 +86,7 @@ def ceiling_check(fit: SigmoidFit) -> CeilingCheck | None:
     n = len(c)
     if n < MIN_POINTS:
         return None
-    grid = np.arange(math.ceil(max(fit.R0, float(y.max()) - 0.25) / GRID_STEP) * GRID_STEP, 1.0 + 1e-9, GRID_STEP)
-    grid = grid[grid > fit.R0]
+    grid = np.round(np.arange(math.floor(fit.R0 / GRID_STEP + 1) * GRID_STEP, 1.0 + 1e-9, GRID_STEP), 6)
     sse = profile_sse(c, y, fit.R0, grid)
     inside = grid[sse <= profile_threshold(float(sse.min()), n, fit.level)]
     p_ci = (float(inside.min()), float(inside.max()))

@@ -89,12 +89,17 @@ def failed_if_raises(cfg: RunConfig, created: bool) -> Iterator[None]:
 def fit_metrics(fit: Any, prefix: str = "fit") -> dict[str, float]:
     """fit/A, fit/B, fit/C_mid with fit/*_lo and fit/*_hi, fit/r2, fit/n, fit/converged, fit/no_gain
     (finite only: a no-gain fit has no B or C_mid, its A is the flat level); `prefix` replaces
-    "fit" (a domain's fit: "fit/code")."""
+    "fit" (a domain's fit: "fit/code"). With the run report's ceiling check on the fit, also
+    fit/ceiling_lo, fit/ceiling_hi (the range it allows) and fit/ceiling_family_dependent (1 or 0)."""
     m = {f"{prefix}/A": fit.A, f"{prefix}/B": fit.B, f"{prefix}/C_mid": fit.C_mid, f"{prefix}/r2": fit.r2,
          f"{prefix}/n": float(fit.n), f"{prefix}/converged": float(fit.converged),
          f"{prefix}/no_gain": float(getattr(fit, "no_gain", False))}
     for k, ci in (("A", fit.A_ci), ("B", fit.B_ci), ("C_mid", fit.C_mid_ci)):
         m[f"{prefix}/{k}_lo"], m[f"{prefix}/{k}_hi"] = ci
+    check = getattr(fit, "ceiling_check", None)  # the run report's (workbench.scaling.ceiling)
+    if check:
+        m[f"{prefix}/ceiling_lo"], m[f"{prefix}/ceiling_hi"] = check["ceiling_range"]
+        m[f"{prefix}/ceiling_family_dependent"] = float(check["family_dependent"])
     return {k: float(v) for k, v in m.items() if v is not None and math.isfinite(v)}
 
 
