@@ -99,3 +99,23 @@ def test_no_gain_fit_draws_its_flat_forecast_not_a_collapse(tmp_path):
     overlay = charts.chart_overlay({"flat": flat, "rising": fit_sigmoid(*synth(n=30, noise=0.01), n_boot=50)})
     assert "NaN" not in overlay.to_json()
     charts.save_chart(chart, tmp_path / "flat.html")
+
+
+def test_a_ceiling_not_pinned_is_shaded_with_its_range():
+    import csv
+    from pathlib import Path
+
+    from workbench.scaling import ceiling_check
+
+    with (Path(__file__).resolve().parents[2] / "examples" / "curves" / "demo" / "seed0.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    fit = fit_sigmoid([float(r["compute"]) for r in rows], [float(r["val_pass_rate"]) for r in rows])
+    assert "ceiling not pinned" not in str(charts.chart_fit(fit).to_dict()), "unchecked: no shade"
+    fit.ceiling_check = ceiling_check(fit).to_dict()
+    spec = charts.chart_fit(fit).to_dict()
+    lo, hi = fit.ceiling_check["ceiling_range"]
+    shade = spec["layer"][0]
+    assert _marks(spec)[0] == "rect" and shade["data"]["values"][0]["lo"] == lo and shade["data"]["values"][0]["hi"] == hi
+    assert f"ceiling not pinned: [{lo:.3f}, {hi:.3f}]" in str(spec)
+    fit.ceiling_check = dict(fit.ceiling_check, family_dependent=False)
+    assert "ceiling not pinned" not in str(charts.chart_fit(fit).to_dict())

@@ -6,7 +6,8 @@
     save_chart(chart, "fit.png")                           # rendered by vl-convert
 
 Compute is on a log axis (the sigmoid is symmetric in log C), so compute-0 points are not drawn;
-R0 appears as a dotted line instead. Point colours: fitted points, excluded early points (grey,
+R0 appears as a dotted line instead. A fit whose ceiling check (ceiling.py, set by the run report)
+says the ceiling is not pinned shows the range of ceilings the data allow as a red shade. Point colours: fitted points, excluded early points (grey,
 inside the greyed `fit_from` region), and held-out points past `fit_until` (a backtest).
 A no-gain fit (`fit.no_gain`) is drawn as what it forecasts: a flat line at its level with the
 level's band, labelled "no gain detected", and no C_mid marker (there is no sigmoid).
@@ -76,7 +77,8 @@ def chart_fit(
     height: int = 360,
 ) -> alt.LayerChart:
     """One fit: measured points, fitted curve to `extend` x the last compute, shaded band
-    (band="mean" | "prediction" | None), asymptote A, C_mid marker, R0, greyed early region."""
+    (band="mean" | "prediction" | None), asymptote A, C_mid marker, R0, greyed early region, and
+    the ceiling check's range (shaded red, labelled) when it says the ceiling is not pinned."""
     grid = _grid([fit], extend)
     xs = _x_scale(grid)
     x = alt.X("compute:Q", scale=xs, title=x_title)
@@ -113,6 +115,14 @@ def chart_fit(
         alt.Chart(rules).mark_rule(strokeDash=[6, 4], color="#d62728").encode(y="y:Q", opacity=alt.condition("datum.dash == 'R0'", alt.value(0.4), alt.value(0.9)))
     )
     layers.append(alt.Chart(rules).mark_text(align="left", dx=4, dy=-6, color="#d62728").encode(x=alt.value(4), y="y:Q", text="label:N"))
+    check = fit.ceiling_check or {}
+    if check.get("family_dependent"):  # the ceiling check's range: the ceilings the data allow
+        lo, hi = check["ceiling_range"]
+        span = {"x0": float(grid[0]), "x1": float(grid[-1]), "lo": lo, "hi": hi, "label": f"ceiling not pinned: [{lo:.3f}, {hi:.3f}]"}
+        layers.insert(0, alt.Chart(alt.Data(values=[span])).mark_rect(color="#d62728", opacity=0.08)
+                      .encode(x=alt.X("x0:Q", scale=xs, title=x_title), x2="x1:Q", y=alt.Y("lo:Q", scale=y_scale, title=y_title), y2="hi:Q"))
+        layers.append(alt.Chart(alt.Data(values=[span])).mark_text(align="right", dx=-4, dy=12, color="#d62728")
+                      .encode(x=alt.value(width), y="hi:Q", text="label:N"))
     if not fit.no_gain:  # a flat forecast has no C_mid (and NaN is not valid chart JSON)
         mid = {"compute": fit.C_mid, "score": (fit.A + fit.R0) / 2, "label": f"C_mid = {fit.C_mid:.3g}"}
         cm = alt.Data(values=[mid])
