@@ -52,9 +52,13 @@ def sigmoid_profile(c: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(ok.min()), float(ok.max())
 
 
+def _holds(lo: float, hi: float, ceiling: float) -> bool:
+    """Issue 24's test of an interval: at most 0.25 wide, and containing the ceiling."""
+    return lo <= ceiling <= hi and hi - lo <= 0.25
+
+
 def _cell(a: float, lo: float, hi: float, ceiling: float) -> str:
-    mark = "holds" if lo <= ceiling <= hi and hi - lo <= 0.25 else "misses"
-    return f"{a:.3f} [{lo:.3f}, {hi:.3f}] {mark}"
+    return f"{a:.3f} [{lo:.3f}, {hi:.3f}] {'holds' if _holds(lo, hi, ceiling) else 'misses'}"
 
 
 def main() -> int:
@@ -87,8 +91,8 @@ def main() -> int:
                   f"[{r_lo:.3f}, {r_hi:.3f}]{' (family-dependent)' if check.family_dependent else ''}")
             if cut == 1400:
                 held["curves"] += 1
-                held["sigmoid"] += "holds" in _cell(fit.A, *fit.A_ci, args.ceiling)
-                held["stretched"] += "holds" in _cell(p, plo, phi, args.ceiling)
+                held["sigmoid"] += _holds(*fit.A_ci, args.ceiling)
+                held["stretched"] += _holds(plo, phi, args.ceiling)
                 held["range"] += r_lo <= args.ceiling <= r_hi
     print("end = the mean of the cut-off's last 3 evaluations")
     print(f"at 1,400 steps, of {held['curves']} curves: the sigmoid's A interval holds (<= 0.25 wide, contains the ceiling) on "

@@ -86,3 +86,19 @@ def test_the_check_travels_in_fit_json_and_prints_in_the_summary():
     back = SigmoidFit.from_json(json.dumps(json.loads(fit.to_json())))
     assert back.ceiling_check == fit.ceiling_check and back.ceiling_check["family_dependent"] is True
     assert fit.ceiling_check["line"] in back.summary()
+
+
+def test_a_check_that_fails_numerically_leaves_the_fit_whole(monkeypatch):
+    import workbench.scaling.ceiling as ceiling
+
+    from workbench.scaling.ceiling import attach_ceiling_check
+
+    fit = fit_sigmoid(*_demo("seed0"))
+    assert attach_ceiling_check(fit).family_dependent and fit.ceiling_check["family_dependent"]
+
+    def broken(*a, **k):
+        raise ValueError("x0 is infeasible")
+
+    monkeypatch.setattr(ceiling, "profile_sse", broken)
+    assert attach_ceiling_check(fit) is None and fit.ceiling_check is None
+    assert fit.warnings[-1] == "ceiling check skipped: ValueError: x0 is infeasible" and fit.A_ci[0] > 0

@@ -39,7 +39,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from workbench.errors import UserError
-from workbench.scaling.ceiling import ceiling_check
+from workbench.scaling.ceiling import attach_ceiling_check
 from workbench.scaling.data import r0_rule
 from workbench.scaling.sigmoid import MIN_POINTS
 from workbench.tracking.sink import read_jsonl
@@ -229,11 +229,7 @@ def _curve_report(rows: list[dict[str, Any]], x: str, metric: str,
     """(summary, backtest prefix fit) of one validation curve: the fit, its intervals, the gain
     over the run and the backtest."""
     fit = fit_run(rows, x, metric=metric)
-    try:  # an optional check: whatever goes wrong in it must not lose the fit
-        check = ceiling_check(fit)
-    except (ValueError, ArithmeticError) as e:
-        check, fit.warnings = None, fit.warnings + [f"ceiling check skipped: {type(e).__name__}: {e}"]
-    fit.ceiling_check = check.to_dict() if check else None  # kept in fit.json
+    attach_ceiling_check(fit)  # kept in fit.json
     bt, prefix = (None, None) if backtest_fraction is None else backtest_run(rows, x, fraction=backtest_fraction, metric=metric)
     compute, score = eval_curve(rows, x, metric)
     summary = {

@@ -3,6 +3,7 @@
     check = ceiling_check(fit)          # a SigmoidFit (converged, rising)
     if check and check.family_dependent:
         print(check.line())             # "ceiling check: a stretched exponential fits as well ..."
+    attach_ceiling_check(fit)           # the same, kept on the fit (fit.json, summary, chart, MLflow)
 
 The sigmoid R0 + (A - R0) / (1 + (C_mid/C)^B) approaches A as a power law, (C_mid/C)^B. A curve
 whose gains stop faster (a small model mastering a synthetic task: the CPU demo's 3-digit sums) is
@@ -100,3 +101,16 @@ def ceiling_check(fit: SigmoidFit) -> CeilingCheck | None:
         rmse_stretched=math.sqrt(float(sse.min()) / n), fits_as_well=fits_as_well,
         family_dependent=family_dependent, ceiling_range=(float(lo), float(hi)),
     )
+
+
+def attach_ceiling_check(fit: SigmoidFit) -> CeilingCheck | None:
+    """Run the check and keep it on the fit (`fit.ceiling_check`: what fit.json, the summary, the
+    chart and MLflow read), as the run report and `workbench fit` do. The check is optional, so a
+    numerical failure in it leaves the fit unchecked, with a warning, and never loses the fit."""
+    try:
+        check = ceiling_check(fit)
+    except (ValueError, ArithmeticError) as e:
+        check = None
+        fit.warnings = fit.warnings + [f"ceiling check skipped: {type(e).__name__}: {e}"]
+    fit.ceiling_check = check.to_dict() if check else None
+    return check

@@ -7,8 +7,9 @@
 
 Compute is on a log axis (the sigmoid is symmetric in log C), so compute-0 points are not drawn;
 R0 appears as a dotted line instead. A fit whose ceiling check (ceiling.py, set by the run report)
-says the ceiling is not pinned shows the range of ceilings the data allow as a red shade. Point colours: fitted points, excluded early points (grey,
-inside the greyed `fit_from` region), and held-out points past `fit_until` (a backtest).
+says the ceiling is not pinned shows the range of ceilings the data allow as a red shade. Point
+colours: fitted points, excluded early points (grey, inside the greyed `fit_from` region), and
+held-out points past `fit_until` (a backtest).
 A no-gain fit (`fit.no_gain`) is drawn as what it forecasts: a flat line at its level with the
 level's band, labelled "no gain detected", and no C_mid marker (there is no sigmoid).
 Altair is imported here only, and `workbench.scaling` imports this module lazily.

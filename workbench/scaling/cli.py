@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench.scaling.backtest import naive_rmse, score_holdout
-from workbench.scaling.ceiling import ceiling_check
+from workbench.scaling.ceiling import attach_ceiling_check
 from workbench.scaling.data import Curve
 from workbench.scaling.scoreboard import COLUMNS, PrefixScore, curve_files, format_table, score_prefix, summary
 from workbench.scaling.sigmoid import METHODS, fit_sigmoid
@@ -100,8 +100,7 @@ def run(args: argparse.Namespace) -> int:
         curve.compute, curve.score, r0=args.r0, fit_from=args.fit_from, fit_until=args.until, n_boot=args.n_boot, level=args.level, seed=args.seed,
         method=args.method,
     )
-    check = ceiling_check(fit)
-    fit.ceiling_check = check.to_dict() if check else None
+    attach_ceiling_check(fit)
     last = float(curve.compute[fit.used].max())
     forecast = {}
     for k in (2, 10):

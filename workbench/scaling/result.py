@@ -116,8 +116,9 @@ class SigmoidFit:
     # (last fitted compute), level (the rising points' mean), span (their ln C), z, k, rise.
     # Beyond the origin the band's upper edge opens to 1 (see _takeoff_edge); None otherwise.
     takeoff: dict[str, float] | None = None
-    # ceiling.ceiling_check(fit).to_dict(), set by the run report and `workbench fit`: the sigmoid's A
-    # beside a stretched exponential's plateau; its "line" is printed by summary(). None: not checked.
+    # ceiling.ceiling_check(fit).to_dict(), set by ceiling.attach_ceiling_check (the run report,
+    # `workbench fit`): the sigmoid's A beside a stretched exponential's plateau; its "line" is
+    # printed by summary(). None: not checked.
     ceiling_check: dict[str, Any] | None = None
 
     @property

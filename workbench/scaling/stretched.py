@@ -6,8 +6,9 @@
 
 The sigmoid approaches its ceiling A as a power law, (C_mid/C)^B; this family approaches P
 exponentially in (C/tau)^k, as the gains of a small model mastering a narrow task stop. Same
-number of parameters (R0 is measured), so their fits compare directly. ceiling.py uses it to ask
-whether a curve pins its ceiling; forecast.py weighs it as one candidate of the blend.
+number of parameters (R0 is measured), so their fits compare directly. ceiling.py uses its
+profile to ask whether a curve pins its ceiling. As a forecast candidate it was measured and
+rejected (forecast.py's list of variants); fit_stretched is the free fit that measurement used.
 """
 
 from __future__ import annotations
