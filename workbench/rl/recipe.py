@@ -25,55 +25,86 @@ RECIPE_DIR = Path(__file__).parent / "recipes"
 @dataclass
 class LossConfig:
     type: Literal["cispo", "ppo_clip", "gspo"] = "cispo"
+    """The policy loss: cispo (ScaleRL), ppo_clip (GRPO, DAPO) or gspo (sequence-level ratio)."""
     eps_max: float = 4.0  # CISPO: weight = sg(min(rho, eps_max))
+    """CISPO: the importance weight is sg(min(rho, eps_max))."""
     clip_low: float = 0.2  # PPO-clip: ratio kept in [1 - clip_low, 1 + clip_high]
+    """PPO-clip: the ratio is kept in [1 - clip_low, 1 + clip_high]."""
     clip_high: float = 0.28
+    """PPO-clip: the upper clip (DAPO's clip-higher: 0.28; GRPO: 0.2)."""
     gspo_clip_low: float = 3e-3  # GSPO: sequence ratio kept in [1 - low, 1 + high]
+    """GSPO: the sequence ratio is kept in [1 - gspo_clip_low, 1 + gspo_clip_high]."""
     gspo_clip_high: float = 5e-3  # the ScaleRL paper's GSPO runs: ~3e-3 / 5e-3
+    """GSPO: the upper clip of the sequence ratio."""
     tis_cap: Optional[float] = None  # truncated importance sampling cap c; None = off
+    """Truncated importance sampling: cap c on each token's weight pi_old / pi_gen (generator/trainer mismatch); null: off."""
     kl_coef: float = 0.0
+    """Weight of a KL penalty (k3 estimator) to a reference policy (0: off)."""
     entropy_coef: float = 0.0
+    """Weight of an entropy bonus (0: off)."""
 
 
 @dataclass
 class LengthControlConfig:
     type: Literal["interrupt", "penalty", "none"] = "interrupt"
+    """Length control: interrupt (forced interruption), penalty (DAPO overlong penalty) or none."""
     # Forced interruption: after a thinking budget drawn from [budget_min, budget_max] tokens
     # (fractions of max_new_tokens when <= 1.0), append `phrase` and continue into the answer.
     budget_min: float = 0.625  # paper: 10k of 16k
+    """Interrupt: the thinking budget is drawn from [budget_min, budget_max] tokens (fractions of max_new_tokens when <= 1)."""
     budget_max: float = 0.75  # paper: 12k of 16k
+    """Interrupt: the largest thinking budget (a fraction of max_new_tokens when <= 1)."""
     answer_budget: float = 0.125  # paper: 2k of 16k
+    """Interrupt: tokens left for the answer after the phrase (a fraction of max_new_tokens when <= 1)."""
     phrase: str = "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>"
+    """Interrupt: the text appended when the thinking budget runs out (left out of the loss)."""
     end_think: str = "</think>"  # marker that closes thinking; no interruption once it appeared
+    """The marker that closes thinking; no interruption once it appeared."""
     # DAPO overlong penalty: linear from 0 at (l_max - l_cache) to -1 at l_max (fractions allowed).
     l_max: float = 0.875  # paper: 14k of 16k
+    """Penalty: the reward falls linearly to -1 at l_max tokens (a fraction of max_new_tokens when <= 1)."""
     l_cache: float = 0.125  # paper: 2k
+    """Penalty: the penalty starts at l_max - l_cache tokens."""
 
 
 @dataclass
 class OffPolicyConfig:
     algorithm: Literal["pipeline", "ppo-off-policy", "sync"] = "pipeline"
+    """pipeline (PipelineRL-k: weights pushed to generators mid-generation), ppo-off-policy (k steps per round) or sync."""
     k: int = 8
+    """Staleness bound: the most policy versions a trained sample may lag (pipeline), or steps per round (ppo-off-policy)."""
 
 
 @dataclass
 class RecipeConfig:
     name: str = "scalerl"
+    """The recipe's name (a preset's file name by default); logged as the MLflow param recipe.name."""
     loss: LossConfig = field(default_factory=LossConfig)
+    """The policy loss and its terms."""
     aggregation: Literal["prompt", "sample", "token"] = "prompt"
+    """How token losses are averaged: per prompt (ScaleRL), per sample or per token, over the whole step."""
     advantage_norm: Literal["batch", "prompt", "none"] = "batch"
+    """Group-centred advantages divided by the batch's std (ScaleRL), the prompt's (GRPO), or not at all."""
     zero_variance_filter: bool = True
+    """Drop groups whose completions all passed or all failed (no learning signal)."""
     no_positive_resampling: bool = True
+    """No-Positive-Resampling: retire a prompt once a group's pass rate reaches resample_threshold."""
     resample_threshold: float = 0.9
+    """No-Positive-Resampling: the group pass rate at which a prompt retires."""
     # At most this share of the training prompts retired at once (the longest-retired goes back to
     # the pool); null: unbounded, as in the paper (workbench/rl/sampler.py says why it is bounded).
     npr_max_retired_share: Optional[float] = NPR_MAX_RETIRED_SHARE
+    """No-Positive-Resampling: the most of the training set retired at once; null: unbounded, as in the paper."""
     # The rule is off for a run that draws its training set more than this many times (the run says
     # so when it starts); null: always on (workbench/rl/sampler.py, NPR_MAX_EPOCHS, says why).
     npr_max_epochs: Optional[float] = NPR_MAX_EPOCHS
+    """No-Positive-Resampling is off for a run that draws its training set more than this many times; null: always on."""
     fp32_head: bool = True
+    """Compute the LM head in fp32 on generators and trainer."""
     length_control: LengthControlConfig = field(default_factory=LengthControlConfig)
+    """Forced interruption or the overlong penalty."""
     off_policy: OffPolicyConfig = field(default_factory=OffPolicyConfig)
+    """The off-policy algorithm and its staleness bound k."""
 
 
 def available_recipes() -> list[str]:
