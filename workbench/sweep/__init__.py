@@ -1,7 +1,7 @@
 """`workbench sweep`: run a notebook once per grid point with papermill, tracked in MLflow.
 
     workbench sweep notebooks/ablation.ipynb --grid sweeps/scalerl_loo.yaml --parallel 2
-    workbench sweep notebooks/ablation.ipynb --grid sweeps/lr.yaml --stop-early [--rung-evals 4] [--budget C]
+    workbench sweep notebooks/ablation.ipynb --grid sweeps/lr_stop_early.yaml --stop-early [--rung-evals 4] [--budget C]
     workbench sweep notebooks/ablation.ipynb --grid sweeps/smoke.yaml --seeds 3
     workbench sweep notebooks/ablation.ipynb --grid sweeps/ladder.yaml --ladder train.prompts_per_step [--min-gain 0.01]
 
