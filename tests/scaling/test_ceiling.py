@@ -89,16 +89,18 @@ def test_the_check_travels_in_fit_json_and_prints_in_the_summary():
 
 
 def test_a_check_that_fails_numerically_leaves_the_fit_whole(monkeypatch):
-    import workbench.scaling.ceiling as ceiling
+    import workbench.scaling.families as families
 
     from workbench.scaling.ceiling import attach_ceiling_check
 
-    fit = fit_sigmoid(*_demo("seed0"))
-    assert attach_ceiling_check(fit).family_dependent and fit.ceiling_check["family_dependent"]
+    assert attach_ceiling_check(fit_sigmoid(*_demo("seed0"))).family_dependent
 
     def broken(*a, **k):
         raise ValueError("x0 is infeasible")
 
-    monkeypatch.setattr(ceiling, "profile_sse", broken)
+    monkeypatch.setattr(families, "profile", broken)
+    fit = fit_sigmoid(*_demo("seed0"))
     assert attach_ceiling_check(fit) is None and fit.ceiling_check is None
-    assert fit.warnings[-1] == "ceiling check skipped: ValueError: x0 is infeasible" and fit.A_ci[0] > 0
+    assert fit.warnings[-1] == "second curve family skipped: ValueError: x0 is infeasible" and fit.A_ci[0] > 0
+    lo, hi = fit.band(10 * fit.compute.max())  # the forecast stands on the sigmoid alone
+    assert 0 < lo[0] < hi[0] <= 1

@@ -1,6 +1,6 @@
 """Does the curve pin its ceiling? The sigmoid's A checked against a second saturating family.
 
-    check = ceiling_check(fit)          # a SigmoidFit (converged, rising)
+    check = ceiling_check(fit)          # a SigmoidFit (rising, one run, with A's interval)
     if check and check.family_dependent:
         print(check.line())             # "ceiling check: a stretched exponential fits as well ..."
     attach_ceiling_check(fit)           # the same, kept on the fit (fit.json, summary, chart, MLflow)
@@ -14,13 +14,15 @@ the sigmoid's interval alone overstates what is known: on a demo run cut at 1,40
 0.48 (benchmarks/bench_ceiling.py). Real runs that keep climbing slowly are fitted worse by the
 stretched exponential, and the check stays silent there.
 
-How: P's interval is its profile likelihood (every P on a 0.005 grid from just above R0 to 1,
-whose best (tau, k) fit is
+How (families.py, which SigmoidFit.families runs on the fitted points): P's interval is its
+profile likelihood (every P on a 0.005 grid from just above R0 to 1, whose best (tau, k) fit is
 within the F-test threshold SSE_min * (1 + F(level; 1, n - 3) / (n - 3)) of the best); "fits as
 well" means the stretched exponential's SSE is within that same threshold of the sigmoid's. When
 it does and P's interval reaches outside A's by more than the paper's A margin (0.02,
-compare.A_MARGIN: closer ceilings count as one), the check is family-dependent and
-`ceiling_range` is the union of both intervals: the ceilings the data allow.
+families.A_MARGIN: closer ceilings count as one), the check is family-dependent and
+`ceiling_range` is the union of both intervals: the ceilings the data allow. Then the forecast
+past the data spans both families too (SigmoidFit.band, scaling_gain). A fit whose A did not
+converge is checked too: a stretched exponential that fits as well is what it has to go on.
 """
 
 from __future__ import annotations
@@ -29,15 +31,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-from scipy.stats import f as f_dist
-
-from workbench.scaling.compare import A_MARGIN
+from workbench.scaling.families import A_MARGIN
 from workbench.scaling.result import SigmoidFit
-from workbench.scaling.stretched import profile_sse
-
-GRID_STEP = 0.005  # the plateau grid of the profile likelihood
-MIN_POINTS = 6  # fewer fitted points than this: no check (three parameters, and a threshold to set)
 
 
 @dataclass(frozen=True)
@@ -70,47 +65,27 @@ class CeilingCheck:
         return d | {"line": self.line()}
 
 
-def profile_threshold(sse: float, n: int, level: float = 0.95) -> float:
-    """The largest SSE a profile-likelihood interval admits, from the least SSE of n points (3 parameters)."""
-    return sse * (1.0 + float(f_dist.ppf(level, 1, n - 3)) / (n - 3))
-
-
 def ceiling_check(fit: SigmoidFit) -> CeilingCheck | None:
-    """The check for a converged, rising sigmoid fit of one run with A's interval (None otherwise,
-    or with fewer than MIN_POINTS fitted points)."""
-    if not fit.converged or fit.no_gain or fit.fixed_A or not fit.A > fit.R0 or len(fit.run_names) != 1:
-        return None
+    """The check for a rising sigmoid fit of one run with A's interval (None otherwise, or with
+    fewer than families.MIN_POINTS fitted points, or when the second family failed numerically)."""
     if not all(math.isfinite(v) for v in fit.A_ci):  # fitted without bootstrap: no interval to check against
         return None
-    used = np.asarray(fit.used, bool) & (np.asarray(fit.compute, float) > 0)
-    c, y = np.asarray(fit.compute, float)[used], np.asarray(fit.score, float)[used]
-    n = len(c)
-    if n < MIN_POINTS:
+    fam = fit.families
+    if fam is None:
         return None
-    grid = np.round(np.arange(math.floor(fit.R0 / GRID_STEP + 1) * GRID_STEP, 1.0 + 1e-9, GRID_STEP), 6)
-    sse = profile_sse(c, y, fit.R0, grid)
-    inside = grid[sse <= profile_threshold(float(sse.min()), n, fit.level)]
-    p_ci = (float(inside.min()), float(inside.max()))
-    sse_sigmoid = n * fit.rmse**2
-    fits_as_well = float(sse.min()) <= profile_threshold(sse_sigmoid, n, fit.level)
     a_lo, a_hi = fit.A_ci
-    family_dependent = fits_as_well and (p_ci[0] < a_lo - A_MARGIN or p_ci[1] > a_hi + A_MARGIN)
-    lo, hi = (min(a_lo, p_ci[0]), max(a_hi, p_ci[1])) if family_dependent else (a_lo, a_hi)
+    family_dependent = fam.disagrees(fit.A_ci)
+    lo, hi = (min(a_lo, fam.P_ci[0]), max(a_hi, fam.P_ci[1])) if family_dependent else (a_lo, a_hi)
     return CeilingCheck(
-        A=fit.A, A_ci=(a_lo, a_hi), P=float(grid[sse.argmin()]), P_ci=p_ci, rmse_sigmoid=fit.rmse,
-        rmse_stretched=math.sqrt(float(sse.min()) / n), fits_as_well=fits_as_well,
-        family_dependent=family_dependent, ceiling_range=(float(lo), float(hi)),
+        A=fit.A, A_ci=(a_lo, a_hi), P=fam.P, P_ci=fam.P_ci, rmse_sigmoid=fam.rmse_sigmoid, rmse_stretched=fam.rmse_stretched,
+        fits_as_well=fam.fits_as_well, family_dependent=family_dependent, ceiling_range=(float(lo), float(hi)),
     )
 
 
 def attach_ceiling_check(fit: SigmoidFit) -> CeilingCheck | None:
     """Run the check and keep it on the fit (`fit.ceiling_check`: what fit.json, the summary, the
-    chart and MLflow read), as the run report and `workbench fit` do. The check is optional, so a
-    numerical failure in it leaves the fit unchecked, with a warning, and never loses the fit."""
-    try:
-        check = ceiling_check(fit)
-    except (ValueError, ArithmeticError) as e:
-        check = None
-        fit.warnings = fit.warnings + [f"ceiling check skipped: {type(e).__name__}: {e}"]
+    chart and MLflow read), as the run report and `workbench fit` do. A numerical failure of the
+    second family leaves the fit unchecked, with a warning (SigmoidFit.families), never loses it."""
+    check = ceiling_check(fit)
     fit.ceiling_check = check.to_dict() if check else None
     return check

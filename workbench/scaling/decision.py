@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from workbench.errors import UserError, as_number
+from workbench.scaling.families import APART_SDS
 from workbench.scaling.result import SigmoidFit, _ci
 
 
@@ -32,10 +33,10 @@ class ScalingGain:
     budget: float  # compute after scaling
     score_now: float  # fitted score at `current`
     score_at_budget: float
-    lo: float  # interval of score_at_budget (mean band)
+    lo: float  # interval of score_at_budget (mean band; over both families where they fit alike)
     hi: float
     gain: float  # score_at_budget - score_now
-    gain_lo: float
+    gain_lo: float  # the gain's interval: over both families where a stretched exponential fits as well
     gain_hi: float
     headroom: float  # A - score_now: what is left to gain at all
     share_of_headroom: float  # gain / headroom
@@ -43,6 +44,10 @@ class ScalingGain:
     min_gain: float
     worth: bool | None  # True / False, None = uncertain
     verdict: str
+    horizon: str = ""  # how far past the data the budget is, against how far the forecast was backtested
+    sigmoid_gain_ci: tuple[float, float] = (math.nan, math.nan)  # the fit's own forecast's interval, before joining
+    stretched_gain: float = math.nan  # the stretched exponential's best-fit gain (nan: it does not fit as well)
+    settle_factor: float = math.nan  # where the families' forecasts part: a multiple of the last fitted compute
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,7 +66,8 @@ def scaling_gain(
     level: float | None = None,
 ) -> ScalingGain:
     """Expected score gain from scaling from `current` (default: the last fitted compute) to
-    `budget` (or `factor` x current), with a bootstrap interval and a verdict against min_gain."""
+    `budget` (or `factor` x current), with a bootstrap interval and a verdict against min_gain.
+    Where a stretched exponential fits as well (fit.families), the interval spans both families."""
     if (budget is None) == (factor is None):
         raise UserError("give exactly one of budget= or factor=")
     if not isinstance(fit, SigmoidFit):
@@ -82,42 +88,75 @@ def scaling_gain(
     if not (math.isfinite(budget) and budget > current):
         raise UserError(f"budget ({budget:g}) must be above the current compute ({current:g})")
     now, then = fit.predict(current), fit.predict(budget)
-    gain = then - now
     if len(fit.samples):
         curves = fit.sample_curves(np.array([current, budget]))
         lo, hi = _ci(curves[:, 1], level)
         g_lo, g_hi = _ci(curves[:, 1] - curves[:, 0], level)
     else:
         lo = hi = g_lo = g_hi = math.nan
-    headroom = fit.A - now
-    share = gain / headroom if headroom != 0 else math.nan
-    if not math.isfinite(g_lo):
-        worth, word = None, "no interval (fit has no bootstrap samples)"
-    elif g_lo >= min_gain:
-        worth, word = True, "worth it"
-    elif g_hi < min_gain:
-        worth, word = False, "not worth it"
-    else:
-        worth, word = None, "uncertain"
+    horizon = fit.horizon(budget).line()
     pct = f"{level:.0%}"
     if fit.no_gain:
         # a flat forecast: nothing to gain at any budget (the level's interval says where it sits)
         verdict = (
-            f"no gain detected: the data show no rise that stands out from their noise, so scaling {current:.4g} -> {budget:.4g} ({budget / current:.3g}x) "
+            f"no gain detected: the data show no rise that stands out from their noise, so scaling {current:.4g} -> {budget:.4g} ({horizon}) "
             f"is forecast to leave the score at its level {now:.4f} ({pct} CI [{lo:.4f}, {hi:.4f}]); not worth it"
         )
-        return ScalingGain(current, float(budget), now, then, lo, hi, 0.0, 0.0, 0.0, 0.0, math.nan, level, min_gain, False, verdict)
-    verdict = (
-        f"{word}: scaling {current:.4g} -> {budget:.4g} ({budget / current:.3g}x) is expected to move the score "
-        f"{now:.4f} -> {then:.4f}, gain {gain:+.4f} ({pct} CI [{g_lo:+.4f}, {g_hi:+.4f}]) against a minimum of {min_gain:g}; "
-        + (
-            f"the forecast is already above the sigmoid's A = {fit.A:.4f}: the blended forecast's log-compute trend carries it"
-            if headroom < 0
-            else f"the blended forecast passes the sigmoid's A = {fit.A:.4f}: its log-compute trend carries it past the ceiling"
-            if math.isfinite(share) and share > 1
-            else f"{share:.0%} of the remaining headroom to A = {fit.A:.4f}"
-            if math.isfinite(share)
-            else f"the curve is already at its fitted asymptote A = {fit.A:.4f}"
-        )
-    )
-    return ScalingGain(current, float(budget), now, then, lo, hi, gain, g_lo, g_hi, headroom, share, level, min_gain, worth, verdict)
+        return ScalingGain(current, float(budget), now, then, lo, hi, 0.0, 0.0, 0.0, 0.0, math.nan, level, min_gain, False, verdict,
+                           horizon=horizon, sigmoid_gain_ci=(0.0, 0.0))
+    fam, past = fit._joined(np.array([budget]))
+    joined = fam is not None and past[0] and math.isfinite(g_lo)
+    own = (g_lo, g_hi)  # the fit's own forecast's interval
+    s_gain = settle = math.nan
+    if joined:
+        # the other family's gain is read from its band at the budget against the score now, so a
+        # verdict never claims more than the joined band allows
+        f_lo, f_hi = (float(v[0]) for v in fam.band(np.array([budget]), level))
+        lo, hi, g_lo, g_hi = min(lo, f_lo), max(hi, f_hi), min(g_lo, f_lo - now), max(g_hi, f_hi - now)
+        s_gain = float(fam.best(np.array([budget]))[0]) - now
+        settle = fam.settle_factor(fit.predict) or math.nan
+    worth, word = _word(g_lo, g_hi, min_gain)
+    gain = then - now
+    headroom = fit.A - now
+    share = gain / headroom if headroom != 0 else math.nan
+    move = f"scaling {current:.4g} -> {budget:.4g} ({horizon})"
+    if joined:
+        verdict = (f"{word}{', by how much the data cannot tell' if worth else ''}: {move} "
+                   + (f"gains at least {g_lo:+.4f}" if worth else f"gains at most {g_hi:+.4f}" if worth is False
+                      else f"may gain as little as {g_lo:+.4f} or as much as {g_hi:+.4f}")
+                   + f" over both curve families ({pct}), against a minimum of {min_gain:g}. "
+                   + _families(fam, now, then, gain, own, s_gain, settle, pct))
+    else:
+        verdict = (f"{word}: {move} is expected to move the score {now:.4f} -> {then:.4f}, gain {gain:+.4f} "
+                   f"({pct} CI [{g_lo:+.4f}, {g_hi:+.4f}]) against a minimum of {min_gain:g}; " + _headroom(fit.A, headroom, share))
+    return ScalingGain(current, float(budget), now, then, lo, hi, gain, g_lo, g_hi, headroom, share, level, min_gain, worth, verdict,
+                       horizon=horizon, sigmoid_gain_ci=own, stretched_gain=s_gain, settle_factor=settle)
+
+
+def _word(g_lo: float, g_hi: float, min_gain: float) -> tuple[bool | None, str]:
+    if not math.isfinite(g_lo):
+        return None, "no interval (fit has no bootstrap samples)"
+    if g_lo >= min_gain:
+        return True, "worth it"
+    if g_hi < min_gain:
+        return False, "not worth it"
+    return None, "uncertain"
+
+
+def _families(fam: Any, now: float, then: float, gain: float, own: tuple[float, float], s_gain: float, settle: float, pct: str) -> str:
+    """What each family forecasts when the data cannot tell them apart, and what would settle it."""
+    return (f"The sigmoid's forecast goes {now:.4f} -> {then:.4f} (gain {gain:+.4f}, {pct} CI [{own[0]:+.4f}, {own[1]:+.4f}]); "
+            f"a stretched exponential fits these points as well (RMSE {fam.rmse_stretched:.4f} vs {fam.rmse_sigmoid:.4f}) and levels off "
+            f"at {fam.P:.3f} ({pct} {fam.P_ci[0]:.3f}-{fam.P_ci[1]:.3f}), a gain of {s_gain:+.4f}: "
+            + (f"run to {settle:.2g}x the compute seen to tell them apart (their forecasts part by {APART_SDS:g} noise sds there)"
+               if math.isfinite(settle) else "they do not part by 1000x the compute seen"))
+
+
+def _headroom(A: float, headroom: float, share: float) -> str:
+    if headroom < 0:
+        return f"the forecast is already above the sigmoid's A = {A:.4f}: the blended forecast's log-compute trend carries it"
+    if math.isfinite(share) and share > 1:
+        return f"the blended forecast passes the sigmoid's A = {A:.4f}: its log-compute trend carries it past the ceiling"
+    if math.isfinite(share):
+        return f"{share:.0%} of the remaining headroom to A = {A:.4f}"
+    return f"the curve is already at its fitted asymptote A = {A:.4f}"

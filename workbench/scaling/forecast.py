@@ -179,6 +179,7 @@ class Blend:
     lo: float = 0.0  # score range the trend is clipped to
     hi: float = 1.0
     why: str = ""
+    reach: float = math.nan  # the farthest the rolling-origin backtest scored, as a multiple of its origin's compute (nan: saved before it was kept)
 
     def covers(self, c: np.ndarray) -> np.ndarray:
         """Where the blend applies: at and beyond the origin (within rounding: origin is exp(ln C))."""
@@ -278,7 +279,7 @@ def blend(x: np.ndarray, y: np.ndarray, r0: float, sigmoid_theta: np.ndarray, lo
         return None
     names = SIGMOIDS + tuple(LINES)
     errs: dict[str, list[np.ndarray]] = {k: [] for k in names}
-    horizons = []
+    horizons, reach = [], 0.0
     for o in ORIGINS:
         m = int(round(o * n))
         if m < 4 or n - m < 2:
@@ -287,6 +288,7 @@ def blend(x: np.ndarray, y: np.ndarray, r0: float, sigmoid_theta: np.ndarray, lo
         for k in names:
             errs[k].append(preds[k](x[m:]) - y[m:])
         horizons.append(float(np.mean(x[m:] - x[m - 1])))
+        reach = max(reach, float(x[-1] - x[m - 1]))
     mse = {k: float(np.mean(np.concatenate(v) ** 2)) for k, v in errs.items()}
     noise_var = _noise_var(y)
     weights = _weights(mse, noise_var)
@@ -307,5 +309,32 @@ def blend(x: np.ndarray, y: np.ndarray, r0: float, sigmoid_theta: np.ndarray, lo
     return Blend(
         origin=float(math.exp(x[-1])), weights=weights, inner_rmse=rmse, blend_rmse=blend_rmse,
         horizon=float(np.mean(horizons)), R0=float(r0), sigmoids=sigmoids, lines=dict(LINES), level=level, level_se=level_se,
-        slope=slope, slope_se=slope_se, noise_sd=noise, lo=lo, hi=hi, why=why,
+        slope=slope, slope_se=slope_se, noise_sd=noise, lo=lo, hi=hi, why=why, reach=float(math.exp(reach)),
     )
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """How far past the data a forecast reaches, against how far its backtest reached (SigmoidFit.horizon)."""
+
+    factor: float  # the forecast's compute / the last fitted compute
+    backed_to: float  # Blend.reach: the farthest multiple the rolling-origin backtest scored (nan: no backtest)
+    method: str = "auto"  # the fit's forecast method (says why there is no backtest)
+
+    @property
+    def backed(self) -> bool:
+        """Inside the range the forecast's backtest covered."""
+        return self.factor <= self.backed_to
+
+    def line(self) -> str:
+        """E.g. "10x the compute seen; backtested only to 1.7x: past that the forecast is not backed by one"."""
+        if self.factor <= 1:
+            return "inside the compute seen"
+        head = f"{self.factor:.3g}x the compute seen"
+        if not math.isfinite(self.backed_to):
+            why = (f"fewer than {MIN_POINTS_BLEND} fitted points" if self.method == "auto"
+                   else f"method {self.method!r} has no rolling-origin backtest")
+            return f"{head}; not backtested ({why})"
+        if self.backed:
+            return f"{head}, within the {self.backed_to:.2g}x its backtest reached"
+        return f"{head}; backtested only to {self.backed_to:.2g}x: past that the forecast is not backed by one"

@@ -11,6 +11,10 @@ at and beyond the last fitted compute, predict / band / sample_curves use it ins
 sigmoid alone; `forecast_used` says which forecast and why. compute_to_reach stays the sigmoid's
 (A, B, C_mid are what recipes are compared by).
 
+Two families past the data: where a stretched exponential fits as well with a plateau outside
+A's interval (`families`, families.py), band and compute_to_reach past the last fitted compute
+span what both allow; `horizon(c)` says how far past the data c is, against the backtest's reach.
+
 No gain: when the data show no rise (see sigmoid.py), `no_gain` is True and the fit is a flat
 forecast. A is then the level (with its bootstrap interval in A_ci and the level replicates in
 samples[:, 0]), B and C_mid are NaN (not identified), converged is False and `reason` starts with
@@ -28,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import MISSING, dataclass, field, fields
+from functools import cached_property
 from typing import Any, Literal, Mapping
 
 import numpy as np
@@ -35,7 +40,8 @@ from scipy.special import expit
 from scipy.stats import norm
 
 from workbench.errors import UserError, as_number
-from workbench.scaling.forecast import MIN_POINTS_BLEND, Blend
+from workbench.scaling.families import Families
+from workbench.scaling.forecast import MIN_POINTS_BLEND, Blend, Horizon
 
 Interval = tuple[float, float]
 
@@ -124,10 +130,12 @@ class SigmoidFit:
     @property
     def forecast_used(self) -> str:
         """Which forecast `predict` and `band` use beyond the data, and why (one line)."""
+        fam, _ = self._joined(np.zeros(0))
+        both = "; " + fam.line() if fam else ""
         if self.forecast is not None:
             w = self.forecast.weights
             mix = ", ".join(f"{k} {w[k]:.0%}" for k in sorted(w, key=lambda k: -w[k]))
-            return f"blend ({mix}): {self.forecast.why}"
+            return f"blend ({mix}): {self.forecast.why}" + both
         if self.method == "paper":
             return "sigmoid (the paper's procedure: A x C_mid grid, B fitted, sigmoid always kept)"
         if self.no_gain and self.takeoff:
@@ -138,8 +146,35 @@ class SigmoidFit:
         if self.no_gain:
             return "flat level (no gain detected)"
         if self.method == "auto":
-            return f"sigmoid alone (fewer than {MIN_POINTS_BLEND} fitted points: too few for a rolling-origin backtest)"
-        return "sigmoid"
+            return f"sigmoid alone (fewer than {MIN_POINTS_BLEND} fitted points: too few for a rolling-origin backtest)" + both
+        return "sigmoid" + both
+
+    @cached_property
+    def families(self) -> Families | None:
+        """The stretched exponential beside the sigmoid on the fitted points (families.py): for a
+        rising fit of one run (A not held fixed); None otherwise, or with too few points."""
+        if self.no_gain or self.fixed_A or not self.A > self.R0 or len(self.run_names) != 1:
+            return None
+        c, y = self.compute[self.used], self.score[self.used]
+        try:
+            return Families.of_points(c, y, self.R0, sse_sigmoid=self.n * self.rmse**2, origin=float(c.max()), level=self.level)
+        except (ValueError, ArithmeticError) as e:  # the second family is optional: a numerical failure never loses the fit
+            self.warnings = self.warnings + [f"second curve family skipped: {type(e).__name__}: {e}"]
+            return None
+
+    def _joined(self, c: np.ndarray) -> tuple[Families | None, np.ndarray]:
+        """(families, where c is past the data) when the families disagree on the ceiling (a
+        stretched exponential fits as well with a plateau outside A's interval); else (None, all False)."""
+        fam = self.families
+        if fam is None or not fam.disagrees(self.A_ci):
+            return None, np.zeros(np.shape(c), bool)
+        return fam, np.asarray(c, dtype=float) > fam.origin * (1 + 1e-9)
+
+    def horizon(self, c: float) -> Horizon:
+        """How far past the data compute c is (a multiple of the last fitted compute), against how
+        far the forecast's rolling-origin backtest reached (forecast.Horizon; none without a blend)."""
+        origin = float(self.compute[self.used].max())
+        return Horizon(float(c) / origin, self.forecast.reach if self.forecast is not None else math.nan, self.method)
 
     # ---------------------------------------------------------------- predictions
     def predict(self, c: Any) -> Any:
@@ -203,6 +238,12 @@ class SigmoidFit:
             hi = np.where(widen, mid + np.hypot(np.maximum(hi - mid, 0), z * extra), hi)
         if self.no_gain and self.takeoff:
             hi = np.maximum(hi, self._takeoff_edge(arr, z if kind == "prediction" else 0.0))
+        fam, past = self._joined(arr)
+        if fam is not None and past.any():
+            # past the data the families part and the blend's weights were learned where they agree:
+            # the band spans what either allows
+            f_lo, f_hi = fam.band(arr, level, kind)
+            lo, hi = np.where(past, np.minimum(lo, f_lo), lo), np.where(past, np.maximum(hi, f_hi), hi)
         return np.clip(lo, 0, 1), np.clip(hi, 0, 1)
 
     def _takeoff_edge(self, c: np.ndarray, z: float) -> np.ndarray:
@@ -231,7 +272,13 @@ class SigmoidFit:
         else:
             lo = hi = math.nan
             p = float(np.isfinite(point))
-        return Reach(float(target), float(point), lo, hi, bool(np.isfinite(point)), p, self._reach_note(target, point))
+        note = self._reach_note(target, point)
+        fam, past = self._joined(np.array([point if math.isfinite(point) else math.inf]))
+        if fam is not None and past[0] and len(self.samples):  # a target past the data: both families' computes
+            f_lo, f_hi = fam.reach(float(target), level)
+            lo, hi = min(lo, f_lo), max(hi, f_hi)
+            note = "; ".join(x for x in (note, fam.reach_note(float(target), f_hi, self.predict)) if x)
+        return Reach(float(target), float(point), lo, hi, bool(np.isfinite(point)), p, note)
 
     def _reach_note(self, target: float, point: float) -> str:
         """Reach is read off the sigmoid (A, B, C_mid); say so when the blended forecast (predict)
