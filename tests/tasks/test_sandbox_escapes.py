@@ -4,7 +4,8 @@ no process behind, and stays within its limits.
 Every attack defines the right `add` only IF its escape worked, so a broken sandbox shows up as a
 pass. After each attack: the verdict is not a pass, the canary file (outside the sandbox) is
 intact, no process carrying the attack's unique marker is left in the host's process table, and
-the check took no longer than the limits allow. These run in CI (the Makefile installs bubblewrap):
+the check took no longer than the limits allow. No attack may yield `sandbox_error` either: that
+verdict drops its group, so it would dodge the -1. These run in CI (the Makefile installs bubblewrap):
 they must pass, never skip.
 """
 
@@ -71,7 +72,7 @@ def attack(sandbox: LocalSandbox, canary: Path, code: str, marker: str, spec: st
     verdict = sandbox.run([CodeCheck(code, spec)])[0]
     wall = time.monotonic() - start
     time.sleep(0.2)
-    assert not verdict.passed, verdict
+    assert verdict.verdict in ("fail", "error", "timeout"), verdict  # never a pass, never a sandbox_error
     assert canary.read_text() == "intact"
     assert marked_processes(marker) == [], f"processes left behind: {marked_processes(marker)}"
     assert wall <= LIMITS.wall_seconds + SLACK_S, wall

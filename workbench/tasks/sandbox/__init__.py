@@ -5,7 +5,8 @@
         verdicts = sb.run([CodeCheck(completion, example.answer)])   # list[Verdict], in order
 
     bwrap   the worker's bubblewrap command line and the fail-closed probe `require_sandbox`
-    server  the fork server that runs inside bwrap (stdlib only; one namespaced child per check)
+    server  the fork server that runs inside bwrap (stdlib only): a clean zygote clones one namespaced child per check
+    harness assert-style tests: the test in a process of its own, the completion behind a plain-data proxy
     spec    code specs (`code_spec`), completion -> program, and judging outputs in OUR process
     limits  `Limits` (CPU seconds, memory, processes, files, output) and `CodeCheck`
     local   `LocalSandbox`: the workers, pipelined; the engine's Ray pool hosts one per actor

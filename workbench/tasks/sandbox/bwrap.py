@@ -26,7 +26,7 @@ from pathlib import Path
 
 from workbench.errors import UserError
 
-SERVER_SOURCE = Path(__file__).with_name("server.py")
+SERVER_SOURCES = [Path(__file__).with_name(name) for name in ("harness.py", "server.py")]  # sent as one -c text
 PYTHON_ENV = "WORKBENCH_SANDBOX_PYTHON"  # the interpreter checks run with (default: the system python3)
 NOBODY = "65534"
 FIX = "install it: `apt-get install bubblewrap` (root) or `make sandbox`"
@@ -72,8 +72,13 @@ def worker_argv(wire_limits: dict, python: str | None = None) -> list[str]:
         "--die-with-parent", "--new-session", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
         *_interpreter_binds(python),
         "--dev", "/dev", "--proc", "/proc", "--size", str(wire_limits["tmp_kb"] * 1024), "--tmpfs", "/tmp", "--chdir", "/tmp",
-        python, "-I", "-S", "-B", "-c", SERVER_SOURCE.read_text(), json.dumps(wire_limits),
+        python, "-I", "-S", "-B", "-c", server_source(), json.dumps(wire_limits),
     ]
+
+
+def server_source() -> str:
+    """The fork server's program: harness.py's functions, then server.py (both stdlib only)."""
+    return "\n".join(path.read_text() for path in SERVER_SOURCES)
 
 
 def drop_root() -> dict:
@@ -107,8 +112,8 @@ def _probe() -> str:
         argv = worker_argv(Limits().wire())
     except UserError as e:
         return str(e)
-    req = {"id": 0, "nonce": "probe", "mode": "assert", "code": "def f():\n    return 1\n",
-           "entry_point": "f", "test": "def check(c):\n    assert c() == 1\n", "inputs": []}
+    req = {"id": 0, "a": {"mode": "serve", "code": "def f():\n    return 1\n", "entry_point": "f"},
+           "b": {"nonce": "probe", "test": "def check(c):\n    assert c() == 1\n", "prefix": "", "entry_point": "f"}}
     try:
         body = json.dumps(req)
         done = subprocess.run(argv, input=f"{len(body.encode()):010d}{body}", capture_output=True, text=True, timeout=60,

@@ -13,8 +13,9 @@ Who judges: for function-call and stdin/stdout specs the expected values never e
 The check prints each case's result (JSON) on a line tagged with a per-check random nonce; the
 parent compares with `==` on plain JSON values here (floats within 1e-6 relative), stdout with
 trailing whitespace ignored. So an early exit, a printed "pass", an always-true `__eq__` (not
-JSON-serialisable) or a patched harness cannot pass. HumanEval specs are assert-style: the sandbox
-runs the test and reports "ok"; see the README for what that form cannot stop.
+JSON-serialisable) or a patched harness cannot pass. HumanEval specs are assert-style: the test
+runs in a harness process of its own, and the completion's function is reached through a proxy
+that passes plain data only (harness.py); the harness reports "ok", "fail" or "err".
 """
 
 from __future__ import annotations
@@ -90,16 +91,24 @@ def program_from_completion(completion: str, spec: dict) -> str:
 
 
 def request(check_spec: dict, completion: str, rid: int) -> dict:
-    """The fork server's request for one check (with a fresh nonce): expected values stay here."""
-    req = {"id": rid, "nonce": secrets.token_hex(12), "mode": check_spec["form"],
-           "code": program_from_completion(completion, check_spec), "entry_point": check_spec.get("entry_point")}
-    if check_spec["form"] == "call":
-        req["inputs"] = [{"args": c["args"], "kwargs": c["kwargs"]} for c in check_spec["cases"]]
-    elif check_spec["form"] == "stdio":
-        req["inputs"] = [c["stdin"] for c in check_spec["cases"]]
+    """The fork server's request for one check (with a fresh nonce): expected values stay here.
+    Part "a" goes to the completion's process; for the assert form, part "b" (the test, the
+    prompt's prefix, the nonce) goes to the harness's process only (harness.py)."""
+    nonce, code = secrets.token_hex(12), program_from_completion(completion, check_spec)
+    form, entry = check_spec["form"], check_spec.get("entry_point")
+    if form == "assert":
+        return {"id": rid, "a": {"mode": "serve", "code": code, "entry_point": entry},
+                "b": {"nonce": nonce, "test": check_spec["test"], "prefix": check_spec.get("prefix", ""), "entry_point": entry}}
+    if form == "call":
+        inputs: list = [{"args": c["args"], "kwargs": c["kwargs"]} for c in check_spec["cases"]]
     else:
-        req["test"] = check_spec["test"]
-    return req
+        inputs = [c["stdin"] for c in check_spec["cases"]]
+    return {"id": rid, "a": {"mode": form, "nonce": nonce, "code": code, "entry_point": entry, "inputs": inputs}}
+
+
+def nonce_of(req: dict) -> str:
+    """The check's nonce: the harness's for the assert form, else the completion process's."""
+    return (req.get("b") or req["a"])["nonce"]
 
 
 def _same(got: Any, want: Any) -> bool:
@@ -140,11 +149,13 @@ def judge(check_spec: dict, req: dict, resp: dict, cpu_limit: float) -> Verdict:
     # ignores its own processes' SIGKILL; the server's kills are "wall" / "output")
     if status == "wall":
         return Verdict("timeout", cpu, "wall-time backstop")
-    if cpu >= cpu_limit or (status == "killed" and resp.get("rc") == -9):
+    if status == "memory":
+        return Verdict("error", cpu, "over the memory limit (all the check's processes together)")
+    if cpu >= cpu_limit or status == "cpu" or (status == "killed" and resp.get("rc") == -9):
         return Verdict("timeout", cpu, f"over {cpu_limit:g} CPU seconds")
     if resp.get("rc") == 99 and resp.get("out", "").startswith("sandbox:"):
         return Verdict("sandbox_error", cpu, resp["out"][:200])
-    rows = _results(resp.get("out", ""), req["nonce"])
+    rows = _results(resp.get("out", ""), nonce_of(req))
     if status == "killed" and not rows:
         return Verdict("error", cpu, f"killed by signal {-int(resp.get('rc', 0))} (a limit: memory, processes, files)")
     head = [r for r in rows if "i" not in r]
