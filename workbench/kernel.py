@@ -112,16 +112,19 @@ def require_kernel(name: str) -> None:
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(name, help="install the project's Jupyter kernel", description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(name, help="install the project's Jupyter kernel", description=__doc__.split("\n\n")[0],
+                              epilog="examples:\n  workbench kernel install\n  workbench kernel install --tracking-uri http://HEAD_IP:5000\n"
+                                     "  workbench kernel show", formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="kernel_command", metavar="ACTION")
-    ins = sub.add_parser("install", help="install the 'workbench' kernel spec")
+    ins = sub.add_parser("install", help="install the 'workbench' kernel spec", description="Install the 'workbench' Jupyter kernel "
+                         "spec (the kernel papermill and the sweeps run), for this interpreter.")
     where = ins.add_mutually_exclusive_group()
     where.add_argument("--user", action="store_true", help="install for the current user")
     where.add_argument("--prefix", help="install under PREFIX/share/jupyter/kernels")
     ins.add_argument("--name", default=KERNEL_NAME, help="kernel name (default: workbench)")
     ins.add_argument("--display-name", help="name shown in Jupyter (default: the kernel's --name)")
     ins.add_argument("--tracking-uri", help="bake MLFLOW_TRACKING_URI into the kernel's environment")
-    sub.add_parser("show", help="print the kernel spec for this interpreter")
+    sub.add_parser("show", help="print the kernel spec for this interpreter", description="Print the kernel spec for this interpreter.")
     return p
 
 

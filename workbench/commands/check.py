@@ -138,7 +138,8 @@ def check_completions(task: TaskData, items: list[tuple[int, str, Example, str]]
 
 def add_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help="score saved completions against a task (no run, no Ray)",
-                       description=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                       description=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="example:\n  workbench check --config configs/mathcode.yaml --completions saved.jsonl --json")  # fmt: skip
     p.add_argument("--config", required=True, help="a run config (its task section is used)")
     p.add_argument("--completions", required=True, help='JSONL: {"example": ROW, "completion": "..."} per line')
     p.add_argument("--json", action="store_true", help="one JSON object per line")

@@ -83,7 +83,9 @@ def _jsonable(v: Any) -> Any:
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(name, help="fit and rank the scaling curves of MLflow runs", description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(name, help="fit and rank the scaling curves of MLflow runs", description=__doc__.split("\n\n")[0],
+                              epilog="runs reach MLflow from `workbench run --set tracking.mlflow=true`, a Session or a sweep",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="MLflow run ids to compare")
     p.add_argument("--experiment", help="compare the runs of this MLflow experiment")
     p.add_argument("--metric", default="val/pass_rate", help="score metric (default val/pass_rate)")

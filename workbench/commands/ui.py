@@ -60,7 +60,9 @@ def check_bindable(host: str, port: int) -> None:
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(name, help="start the MLflow UI on the project's tracking store", description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(name, help="start the MLflow UI on the project's tracking store", description=__doc__.split("\n\n")[0],
+                              epilog="examples:\n  workbench ui\n  workbench ui --port 5001 --tracking-uri runs/other/mlflow.db",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--tracking-uri", help="backend store, a URI or SQLite file (default: $MLFLOW_TRACKING_URI or the project's mlflow.db)")

@@ -13,8 +13,10 @@
 Prints A, B, C_mid with intervals, R^2, the ceiling check (ceiling.py: does a stretched
 exponential fit as well with another plateau?), which forecast was used and why (method "auto": the
 sigmoid, the paper's sigmoid and a log-linear trend weighted by their rolling-origin backtest
-inside the fitted prefix, see forecast.py), and the forecast at 2x and 10x the last fitted
-compute. With --until / --until-fraction the rest of the curve scores the forecast, beside the
+inside the fitted prefix, see forecast.py), the forecast at 2x and 10x the last fitted
+compute, each with how far past the data it is against its backtest's reach, and the verdict on
+10x more compute (decision.scaling_gain: over both curve families where the ceiling check finds
+the data cannot tell them apart, with why and what would settle it). With --until / --until-fraction the rest of the curve scores the forecast, beside the
 paper's procedure and the naive forecasts (last value, prefix mean). Given folders or several
 files, it runs that backtest on every curve and prints the per-curve table and summary rows
 (scoreboard.py); a folder's ranges.csv scales curves not bounded to [0, 1].
@@ -37,6 +39,7 @@ import numpy as np
 from workbench.scaling.backtest import naive_rmse, score_holdout
 from workbench.scaling.ceiling import attach_ceiling_check
 from workbench.scaling.data import Curve
+from workbench.scaling.decision import scaling_gain
 from workbench.scaling.scoreboard import COLUMNS, PrefixScore, curve_files, format_table, score_prefix, summary
 from workbench.scaling.sigmoid import METHODS, fit_sigmoid
 
@@ -54,14 +57,18 @@ def add_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         name,
         help="fit the compute-performance sigmoid to a curve (CSV)",
-        description="Fit R(C) = R0 + (A - R0) / (1 + (C_mid/C)^B) to a training curve, with bootstrap intervals.",
+        description="Fit R(C) = R0 + (A - R0) / (1 + (C_mid/C)^B) to a training curve, with bootstrap intervals.\n"
+                    "Compute values (--fit-from, --until) are in the units of the --x column (GPU-hours, FLOPs, steps...).",
+        epilog="examples:\n  workbench fit curve.csv --x step --y reward --until-fraction 0.25 --plot fit.html\n"
+               "  workbench fit curve.csv --until 4.0 --json\n  workbench fit examples/curves --until-fraction 0.25 0.5",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("curve", nargs="+", help="CSV file with a header row; or folders / several files for the batch backtest")
     p.add_argument("--x", help="compute column (default: gpu_hours_est, gpu_hours, compute, flops or step)")
     p.add_argument("--y", help="score column, a pass rate in [0, 1] (default: val_pass_rate, pass_rate, score...)")
     p.add_argument("--r0", type=_r0, help="start score R0 (default: the score at compute 0; 'first' = the first point's)")
-    p.add_argument("--fit-from", type=float, help="leave out points below this compute (the early, noisy regime)")
-    p.add_argument("--until", type=float, help="fit only up to this compute and score the forecast on the rest (a backtest)")
+    p.add_argument("--fit-from", type=float, metavar="C", help="leave out points below this compute, in --x units (the early, noisy regime)")
+    p.add_argument("--until", type=float, metavar="C", help="fit only up to this compute, in --x units, and score the forecast on the rest (a backtest)")
     p.add_argument("--until-fraction", type=float, nargs="+", metavar="F",
                    help="like --until, as a fraction of each curve's final compute (batch: one row per fraction; default 0.25 0.5)")
     p.add_argument("--method", choices=METHODS, default="auto", help="forecast method (default auto; paper = the paper's procedure)")
@@ -106,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
     for k in (2, 10):
         c = last * k
         lo, hi = fit.band([c], level=args.level) if len(fit.samples) else ([math.nan], [math.nan])
-        forecast[f"{k}x"] = {"compute": c, "score": fit.predict(c), "lo": float(lo[0]), "hi": float(hi[0])}
+        forecast[f"{k}x"] = {"compute": c, "score": fit.predict(c), "lo": float(lo[0]), "hi": float(hi[0]), "horizon": fit.horizon(c).line()}
+    gain = scaling_gain(fit, factor=10, level=args.level)
     out: dict[str, Any] = {
         "file": str(paths[0]),
         "x": curve.x_label,
@@ -133,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
         "forecast_weights": fit.forecast.weights if fit.forecast is not None else None,
         "last_compute": last,
         "forecast": forecast,
+        "verdict_10x": gain.verdict,
+        "worth_10x": gain.worth,
         "ceiling_check": fit.ceiling_check,
     }
     if args.until is not None:
@@ -185,7 +195,8 @@ def _text(fit: Any, curve: Curve, out: dict[str, Any]) -> str:
     flat = " (flat: no gain detected)" if fit.no_gain else ""
     for k, f in out["forecast"].items():
         band = f"{pct} band [{f['lo']:.4f}, {f['hi']:.4f}]" if math.isfinite(f["lo"]) else "no band (--n-boot 0)"
-        lines.append(f"  forecast{flat} at {k} the last fitted compute ({f['compute']:.4g}): {f['score']:.4f}   {band}")
+        lines.append(f"  forecast{flat} at {k} the last fitted compute ({f['compute']:.4g}): {f['score']:.4f}   {band}   ({f['horizon']})")
+    lines.append(f"  10x more compute: {out['verdict_10x']}")
     if "backtest_rmse" in out:
         cov = out["backtest_coverage"]
         cov_txt = f"{cov:.0%}" if isinstance(cov, float) else "n/a"

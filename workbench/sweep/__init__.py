@@ -73,7 +73,10 @@ from workbench.sweep.runner import SweepResult, run_sweep  # noqa: F401
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
     p = subparsers.add_parser(name, help="run a notebook over a parameter grid (papermill + MLflow)",
-                              description=__doc__.split("\n\n")[0], epilog="See `python -m pydoc workbench.sweep` for the grid format.")
+                              description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                              epilog="examples:\n  workbench sweep notebooks/ablation.ipynb --grid sweeps/smoke.yaml --parallel 2\n"
+                                     "  workbench sweep notebooks/ablation.ipynb --grid sweeps/lr_stop_early.yaml --stop-early\n"
+                                     "The grid format and the notebook's parameters cell: `python -m pydoc workbench.sweep`.")
     p.add_argument("notebook", help="notebook with a cell tagged 'parameters'")
     p.add_argument("--grid", required=True, help="grid YAML (name, base, grid and/or points)")
     p.add_argument("--parallel", type=int, default=1, help="points run at once (default 1)")

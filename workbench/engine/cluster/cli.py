@@ -10,10 +10,13 @@ from workbench.errors import UserError
 
 def add_parser(subparsers, name: str):
     p = subparsers.add_parser(name, help="the local Ray cluster of interactive sessions: list its runs, or stop it",
-                              description="status: the runs on the recorded local cluster; stop: shut that cluster down.")
+                              description="status: the runs on the recorded local cluster; stop: shut that cluster down.",
+                              epilog="examples: workbench cluster status; workbench cluster stop")
     sub = p.add_subparsers(dest="cluster_command", metavar="ACTION")
-    sub.add_parser("status", help="list the runs on the cluster (name, status, step)")
-    st = sub.add_parser("stop", help="shut the cluster down (refused while a run is going, unless --force)")
+    sub.add_parser("status", help="list the runs on the cluster (name, status, step)",
+                   description="List the runs on the recorded local Ray cluster: name, status, step.")
+    st = sub.add_parser("stop", help="shut the cluster down (refused while a run is going, unless --force)",
+                        description="Shut the recorded local Ray cluster down (refused while a run is going, unless --force).")
     st.add_argument("--force", action="store_true", help="stop it even with runs going (they stop at once, mid-step)")
     return p
 

@@ -16,7 +16,13 @@ from typing import Any
 
 
 def add_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="will it fit? the GPU/host memory plan of a config, before launch")
+    p = sub.add_parser(name, help="will it fit? the GPU/host memory plan of a config, before launch",
+                       description="Print each role's memory (trainer, generators, evaluator) on its device, from the model's\n"
+                                   "config.json alone (no weights are read), and a verdict: fits, or the setting that fixes it.\n"
+                                   "The cluster is the one given, else the connected Ray cluster's, else this host (a CPU run).",
+                       epilog="examples:\n  workbench plan --config configs/quickstart.yaml\n"
+                              "  workbench plan --model tests/data/model_configs/qwen2.5-7b --gpus-per-node 8 --gpu-memory 80",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="run config YAML (default: the built-in defaults)")
     p.add_argument("--model", help="a model folder with config.json (sets model.path; no weights are read)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",

@@ -22,8 +22,15 @@ from workbench.errors import UserError
 
 
 def add_parser(sub, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="train a policy (async RL on Ray) and log its curve")
-    p.add_argument("--config", required=True, help="run config YAML (see configs/)")
+    p = sub.add_parser(name, help="train a policy (async RL on Ray) and log its curve",
+                       description="Train a policy with asynchronous RL on Ray (the config's recipe, model and task), log every\n"
+                                   "step to <out>/metrics.jsonl (and to MLflow with tracking.mlflow=true), then fit and backtest\n"
+                                   "the validation curve. The same command on the same --out resumes from the last checkpoint.",
+                       epilog="examples:\n  workbench run --config configs/demo.yaml --out runs/demo --fresh\n"
+                              "  workbench run --config configs/quickstart.yaml --set train.lr=3e-4 --set recipe=qwen-dapo --max-steps 200\n"
+                              "  workbench config show --config configs/quickstart.yaml   # every key, with its meaning",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", required=True, help="run config YAML (required; e.g. configs/quickstart.yaml)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. train.lr=1e-4 or recipe=qwen-dapo (repeatable)")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many trainer steps")
