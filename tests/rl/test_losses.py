@@ -148,6 +148,7 @@ def test_tis_weights_ratio_against_old_and_cap():
     assert stats["ratio_mean"] == pytest.approx(1.0)  # measured against old_logp, not gen_logp
     assert stats["tis_clip_fraction"] == pytest.approx(0.5)
     assert stats["tis_ratio_mean"] == pytest.approx(1.75, rel=1e-5)
+    assert stats["tis_weight_mean"] == pytest.approx(1.25, rel=1e-5)  # (min(3, 2) + 0.5) / 2
 
 
 def test_tis_needs_old_logp_and_old_logp_needs_tis():
@@ -166,7 +167,7 @@ def test_kl_k3_penalty_value_and_gradient():
     zero_adv = torch.zeros(1)
     loss, stats = policy_loss(cfg, logp, logp.detach(), zero_adv, torch.ones(1, 2), w, ref_logp=ref)
     k3 = 1.0 - math.log(2.0)
-    assert stats["kl"] == pytest.approx(k3, rel=1e-5)
+    assert stats["kl_mean"] == pytest.approx(k3, rel=1e-5)
     assert loss.item() == pytest.approx(0.1 * k3, rel=1e-5)
     loss.backward()
     # d/dlogp (e^(ref-logp) - (ref-logp) - 1) = 1 - e^(ref-logp) = -1

@@ -46,7 +46,8 @@ Stats (python floats, mask-weighted means over valid tokens of this call): loss,
 ratio_mean / ratio_min / ratio_max (the ratio the loss used: token rho, or s_i for gspo),
 clip_fraction (tokens where the cap/clip engaged: for CISPO rho > eps_max; for PPO/GSPO where
 the clipped term was selected and differs, i.e. the token's gradient was cut), tokens, and when
-applicable tis_ratio_mean / tis_clip_fraction, kl, entropy.
+applicable tis_ratio_mean (pi_old / pi_gen before the cap) / tis_weight_mean (after it) /
+tis_clip_fraction, kl_mean, entropy. The trainer logs them as train/<name>.
 
 A call whose mask has no valid token (a micro-batch left empty by filtering) returns a zero loss
 that is still attached to the graph, and stats with tokens = 0.
@@ -154,9 +155,10 @@ def _stats(cfg: Any, loss: torch.Tensor, pg: torch.Tensor, w: torch.Tensor, m: t
         stats["clip_fraction"] = vmean(engaged)
         if tis_ratio is not None:
             stats["tis_ratio_mean"] = vmean(tis_ratio)
+            stats["tis_weight_mean"] = vmean(tis_ratio.clamp(max=cfg.tis_cap))
             stats["tis_clip_fraction"] = vmean(tis_ratio > cfg.tis_cap)
         if kl is not None:
-            stats["kl"] = vmean(kl.detach())
+            stats["kl_mean"] = vmean(kl.detach())
         if ent is not None:
             stats["entropy"] = vmean(ent.detach())
     return stats

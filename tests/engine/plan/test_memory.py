@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from workbench.engine.plan.fit import make_plan
-from workbench.engine.plan.memory import GB, Cluster, ModelShape, Settings, kv_bytes_per_token, trainer_terms
+from workbench.engine.plan.memory import CONTEXT_BYTES, GB, Cluster, ModelShape, Settings, kv_bytes_per_token, trainer_terms
 
 CONFIGS = Path(__file__).resolve().parents[2] / "data" / "model_configs"
 # Published sizes: the Qwen2.5 model cards ("Number of Parameters: 0.49B / 1.54B / 7.61B",
@@ -98,3 +98,17 @@ def test_cpu_runs_add_every_actor_up_in_host_memory():
     assert host.name == "all actors" and host.terms["generators"] == 2 * plan.roles[1].need
     assert host.need == sum(host.terms.values()) and plan.fits == (host.need <= 24 * GB)
     assert not make_plan(shape("qwen2.5-7b"), dataclasses.replace(s), Cluster(0, 24 * GB)).fits
+
+
+def test_a_kl_reference_adds_its_compute_dtype_weights_per_worker_and_can_tip_the_plan():
+    m = shape("qwen2.5-7b")
+    plain, kl = trainer_terms(m, settings(), False), trainer_terms(m, settings(kl_reference=True), False)
+    assert kl["KL reference weights"] == 2 * m.params / 4  # bf16, sharded over 4 workers
+    assert kl["peak"] - plain["peak"] == pytest.approx(2 * m.params / 4)
+    # a card with room for the plain trainer and half the reference: refused, naming the trainer
+    s = settings(trainer_workers=8, num_generators=0)
+    need = make_plan(m, s, Cluster(8, 80 * GB)).roles[0].need
+    c = Cluster(8, need + CONTEXT_BYTES + m.params / 8)
+    assert make_plan(m, s, c).roles[0].fits
+    refused = make_plan(m, dataclasses.replace(s, kl_reference=True), c)
+    assert not refused.fits and "the trainer needs" in refused.verdict

@@ -32,7 +32,10 @@ Trainer, per worker (FSDP2 shards the states over N; one worker holds them whole
         gradient buffer 4*V*H
     optimizer step temporaries (CUDA foreach AdamW): 4P/N; on CPU the weight hand-off buffer
         (FlatWeights in the compute dtype, b*P) lives in the same host memory and counts instead
-    peak = master + gradients + AdamW + max(compute copy + activations + head peak, step temporaries)
+    KL reference (recipe.loss.kl_coef > 0, engine/train/reference.py): the starting weights in the
+        compute dtype, b*P/N, held for the whole run
+    peak = master + gradients + AdamW + reference + max(compute copy + activations + head peak,
+           step temporaries)
 
 Generator (vLLM), per TP rank:
     weights b*P/TP; FP32 head copy 4*V*H/TP (refreshed in place on each push: never two);
@@ -172,6 +175,7 @@ class Settings:
     prompt_tokens: int
     max_new_tokens: int
     vllm_kv_bytes: Optional[int] = None  # CPU vLLM: its fixed KV cache (devices.vllm_memory_kwargs)
+    kl_reference: bool = False  # recipe.loss.kl_coef > 0: the trainer holds a frozen reference model
 
     @property
     def row(self) -> int:
@@ -255,6 +259,9 @@ def trainer_terms(m: ModelShape, s: Settings, on_cpu: bool, micro_tokens: Option
              "compute copy": float(copy), "activations": float(act), "head peak": float(head),
              ("weight hand-off" if on_cpu else "optimizer step temporaries"): float(temps)}  # fmt: skip
     states = 16 * p / n
+    if s.kl_reference:
+        terms["KL reference weights"] = b * p / n
+        states += terms["KL reference weights"]
     terms_peak = states + max(copy + act + head, temps)
     return {**terms, "peak": terms_peak}
 

@@ -5,7 +5,8 @@ drive it directly. Per step: groups beyond the staleness bound dropped -> the re
 (rl/step.py: penalty, zero-variance filter, advantages, aggregation weights over the WHOLE step)
 -> forward/backward in micro-batches cut by tokens (micro.py), the FP32 head only at the positions
 trained on, log-probs and entropy chunked (rl/head.py) -> clip -> AdamW (warm-up, then constant
-LR). A non-finite loss or gradient skips the update (and is counted); an empty batch (everything
+LR). With `recipe.loss.tis_cap` the loss gets the pre-update log-probs (this forward's, detached);
+with `recipe.loss.kl_coef` the frozen reference's (reference.py), computed before the policy's. A non-finite loss or gradient skips the update (and is counted); an empty batch (everything
 filtered) skips explicitly instead of dividing by zero. Checkpoints load into any worker count.
 """
 
@@ -32,6 +33,7 @@ from workbench.errors import UserError
 from workbench.engine.weights import FlatWeights
 from workbench.engine.batch import Group, PackedGroups, build_batch
 from workbench.engine.train.micro import add_partial, is_extreme, merge_ranks, micro_batches
+from workbench.engine.train.reference import ReferencePolicy
 from workbench.engine.train.optim import build_optimizer, build_scheduler
 from workbench.rl.losses import policy_loss
 from workbench.rl.recipe import RecipeConfig
@@ -89,7 +91,13 @@ class Trainer:
         self.num_params = count_params(self.model)
         self.pad_id = self.tokenizer.pad_token_id
         self.policy = PolicyForward(self.model, recipe.fp32_head)
+        self.model_cfg = model
+        # KL penalty: the frozen starting weights (reference.py); with several workers built in connect()
+        self.reference: Optional[ReferencePolicy] = None
         if world_size == 1:
+            if recipe.loss.kl_coef:
+                with within_share(self.memory_share):
+                    self.reference = ReferencePolicy.load(model, self.device, self.precision, recipe.fp32_head)
             self._build_optimizer()
 
     def rendezvous(self) -> tuple[str, int]:
@@ -101,6 +109,8 @@ class Trainer:
         distributed.init_group(self.device, address, port, self.rank, self.world_size, timeout_s)
         self.policy = distributed.shard(self.model, self.device, self.precision, self.recipe.fp32_head)
         distributed.load_from_rank0(self.policy, self.device, self.model.workbench_info["dir"])
+        if self.recipe.loss.kl_coef:
+            self.reference = ReferencePolicy.sharded(self.model_cfg, self.device, self.precision, self.recipe.fp32_head)
         self._build_optimizer()
         return self.rank
 
@@ -232,6 +242,8 @@ class Trainer:
             pos = mask > 0
             share = None if empty or not self.share_prompts else PromptShare(
                 [rows.prompt_lengths[i] for i in part], [lengths[i] for i in part], [rows.groups[i] for i in part])
+            # the reference first (no grad): its temporaries are freed before the policy's activations peak
+            ref_at = self.reference.logprobs(ids, attn, pos, temp, share) if self.reference is not None else None
             with self._autocast():
                 logp_at, ent_at = self.policy(ids, attn, pos, temp, share)
             finite = empty or bool(torch.isfinite(logp_at).all())
@@ -244,9 +256,14 @@ class Trainer:
                 continue
             logp = torch.zeros(mask.shape, dtype=logp_at.dtype, device=mask.device).masked_scatter(pos, logp_at)
             ent = torch.zeros_like(logp).masked_scatter(pos, ent_at)
+            ref = torch.zeros_like(logp).masked_scatter(pos, ref_at) if ref_at is not None else None
+            # TIS's old_logp: one optimizer step per batch, so the pre-update log-probs are this
+            # forward's, detached (several steps per batch would need their own no-grad pass)
+            old = logp.detach() if recipe.loss.tis_cap is not None else None
             loss, st = policy_loss(
                 recipe.loss, logp, rows.gen_logp[pick, : width - 1], rows.advantages[pick], mask,
-                rows.weights[pick, : width - 1], entropy=ent if recipe.loss.entropy_coef else None,
+                rows.weights[pick, : width - 1], old_logp=old, ref_logp=ref,
+                entropy=ent if recipe.loss.entropy_coef else None,
             )  # fmt: skip
             # FSDP averages over ranks; the weights already sum to the whole batch: undo the mean
             (loss * self.world_size if self.sharded else loss).backward()
