@@ -204,3 +204,28 @@ def test_always_equal_objects_and_a_patched_harness_do_not_pass(sandbox, canary)
     assert attack(sandbox, canary, patched, marker()).verdict == "fail"
     patched_json = "import json\njson.dumps = lambda *a, **k: '3'\ndef add(a, b):\n    return 0\n"
     assert attack(sandbox, canary, patched_json, marker()).verdict in ("fail", "error")
+
+
+def whole_check_limits(sandbox: LocalSandbox) -> None:
+    """Skip, saying why, on a host where the worker has no cgroups (only per-process limits there)."""
+    worker = sandbox._workers[0]
+    if worker is None or worker.cgroups is None:
+        pytest.skip(f"no whole-check limits on this host: {worker.limits_note if worker else 'no worker'}")
+
+
+def test_a_fork_bomb_of_cpu_burners_ends_within_one_cpu_limit(sandbox, canary):
+    whole_check_limits(sandbox)
+    m = marker()
+    code = name_me(m) + "import os\nfor _ in range(12):\n    if os.fork() == 0:\n        break\nwhile True:\n    pass\n"
+    v = attack(sandbox, canary, code, m)  # processes=1: the CPU of all 13 processes counts as one total
+    assert v.verdict == "timeout" and LIMITS.cpu_seconds <= v.seconds <= LIMITS.cpu_seconds + 0.5, v
+
+
+def test_memory_is_bounded_over_all_of_a_checks_processes(sandbox, canary):
+    whole_check_limits(sandbox)
+    each = LIMITS.memory_bytes * 3 // 4  # under the address-space limit of one process; 3 of them are over the total
+    code = (f"import os, time\nfor _ in range(2):\n    if os.fork() == 0:\n        break\nx = bytearray({each})\n"
+            "x[::4096] = b'x' * len(x[::4096])\ntime.sleep(2)\n" + RIGHT_ADD)
+    v = attack(sandbox, canary, code, marker())
+    assert v.verdict == "error" and "memory" in v.detail, v
+    assert sandbox.run([CodeCheck(RIGHT_ADD, ADD)])[0].passed  # the worker is fine afterwards

@@ -58,8 +58,9 @@ def _interpreter_binds(python: str) -> list[str]:
     return args
 
 
-def worker_argv(wire_limits: dict, python: str | None = None) -> list[str]:
-    """The full command of one long-lived fork-server worker."""
+def worker_argv(wire_limits: dict, python: str | None = None, extra: list[str] | None = None) -> list[str]:
+    """The full command of one long-lived fork-server worker (`extra`: more bwrap arguments, the
+    worker's cgroup binds from cgroups.py)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise UserError(f"code checks need bubblewrap (bwrap), which is not installed; {FIX}")
@@ -72,6 +73,7 @@ def worker_argv(wire_limits: dict, python: str | None = None) -> list[str]:
         "--die-with-parent", "--new-session", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
         *_interpreter_binds(python),
         "--dev", "/dev", "--proc", "/proc", "--size", str(wire_limits["tmp_kb"] * 1024), "--tmpfs", "/tmp", "--chdir", "/tmp",
+        *(extra or []),
         python, "-I", "-S", "-B", "-c", server_source(), json.dumps(wire_limits),
     ]
 

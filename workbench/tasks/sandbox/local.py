@@ -19,22 +19,29 @@ import json
 import os
 import select
 import subprocess
+import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from workbench.tasks.sandbox.bwrap import drop_root, require_sandbox, worker_argv
+from workbench.tasks.sandbox.cgroups import limits_note, worker_cgroups
 from workbench.tasks.sandbox.limits import CodeCheck, Limits
 from workbench.tasks.sandbox.spec import SpecError, judge, parse_spec, request
 from workbench.tasks.types import Verdict
 
+_SAID: set[str] = set()  # limits notes printed by this process
 ANSWER_MARGIN_S = 30.0  # beyond a check's own wall backstop, how long we wait for the server's answer
 
 
 class _Worker:
-    """One bwrap fork server; `exchange` sends requests and returns the responses (None: no answer)."""
+    """One bwrap fork server; `exchange` sends requests and returns the responses (None: no answer).
+    It has cgroups of its own where the host allows them (cgroups.py; `limits_note` says)."""
 
-    def __init__(self, argv: list[str]):
+    def __init__(self, limits: Limits):
+        self.cgroups, why_not = worker_cgroups(limits)
+        self.limits_note = limits_note(why_not)
+        argv = worker_argv(limits.wire(), extra=self.cgroups.bwrap_args() if self.cgroups else None)
         self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, bufsize=0,
                                      cwd="/", **drop_root())
@@ -94,6 +101,9 @@ class _Worker:
                 self.proc.kill()
                 self.proc.wait()
         self.stderr.close()
+        if self.cgroups is not None:
+            self.cgroups.close()
+            self.cgroups = None
 
 
 class LocalSandbox:
@@ -123,10 +133,14 @@ class LocalSandbox:
     def start(self) -> None:
         """Check the sandbox works here (fail closed), then start the workers."""
         require_sandbox()
-        argv = worker_argv(self.limits.wire())
         for i, w in enumerate(self._workers):
             if w is None or not w.alive():
-                self._workers[i] = _Worker(argv)
+                if w is not None:
+                    w.close()
+                self._workers[i] = _Worker(self.limits)
+                if self._workers[i].limits_note not in _SAID:  # the run says which limits are in force, once
+                    _SAID.add(self._workers[i].limits_note)
+                    print(f"sandbox: {self._workers[i].limits_note}", file=sys.stderr)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.num_workers, thread_name_prefix="sandbox")
 
