@@ -28,3 +28,77 @@ def test_overrides_leave_the_callers_mapping_untouched():
     data = {"train": {"lr": 2e-4}}
     cfg = run_config_from_dict(data, ["train.lr=0.001"])
     assert cfg.train.lr == 0.001 and data == {"train": {"lr": 2e-4}}
+
+
+def test_every_config_field_has_a_one_line_meaning():
+    """The config reference and `workbench config show` read each field's attribute docstring
+    (workbench/config.py says so): a field added without one fails here."""
+    from workbench.commands.config import config_keys
+
+    keys = config_keys()
+    assert {"train.lr", "eval.at_start", "checkpoint.keep", "train.weight_decay", "recipe.loss.eps_max",
+            "task.mix[].weight"} <= {k.key for k in keys}
+    missing = [k.key for k in keys if not k.meaning]
+    assert not missing, f"config fields without a meaning (add a docstring line under each): {missing}"
+
+
+def test_a_field_without_a_docstring_has_no_meaning():
+    from dataclasses import dataclass
+
+    from workbench.commands.config import config_keys
+
+    @dataclass
+    class Section:
+        documented: int = 1
+        """What it does."""
+        bare: int = 2  # a comment is not a meaning
+
+    assert {k.key: k.meaning for k in config_keys(Section)} == {"documented": "What it does.", "bare": ""}
+
+
+def test_config_show_prints_the_resolved_config_with_meanings(capsys):
+    from workbench.cli import main
+
+    assert main(["config", "show", "--config", "configs/quickstart.yaml", "--set", "train.lr=3e-4", "train"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "train.lr = 0.0003  # AdamW's peak learning rate, reached after warmup_steps." in lines
+    assert all(line.startswith("train.") and "  # " in line for line in lines)
+    assert main(["config", "show"]) == 0
+    out = capsys.readouterr().out
+    assert 'model.path = "builtin:tiny"' in out and "recipe.loss.type = \"cispo\"" in out and "tracking.mlflow = false" in out
+    assert main(["config", "show", "--set", "train.lrr=1"]) == 2
+    assert "did you mean 'train.lr'" in capsys.readouterr().err
+
+
+def test_workbench_run_requires_config():
+    """The chosen behaviour: `workbench run` needs --config (configs/quickstart.yaml says so too)."""
+    import contextlib
+    import io
+    from pathlib import Path
+
+    from workbench.cli import build_parser
+
+    err = io.StringIO()
+    with pytest.raises(SystemExit), contextlib.redirect_stderr(err):
+        build_parser().parse_args(["run"])
+    assert "the following arguments are required: --config" in err.getvalue()
+    comment = Path(__file__).resolve().parents[1].joinpath("configs", "quickstart.yaml").read_text()
+    assert "without --config" not in comment and "--config is required" in comment
+
+
+def test_every_subcommand_help_has_a_description_and_an_example():
+    from workbench.cli import build_parser
+
+    parser = build_parser()
+    subs = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices
+    assert len(subs) >= 11
+    for name, sub in subs.items():
+        assert sub.description, f"workbench {name} --help has no description"
+        assert f"workbench {name} " in (sub.epilog or "") and "example" in sub.epilog, f"workbench {name} --help has no example"
+    assert "--x units" in subs["fit"].format_help()  # --until takes compute in the x column's units
+
+
+def test_lazy_names_tab_complete():
+    import workbench
+
+    assert {"Session", "RunView", "__version__"} <= set(dir(workbench))

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+# Lazy, so `import workbench.scaling` stays light (no torch, no Ray): name -> the module that defines it.
+_LAZY = {"Session": "workbench.session", "RunView": "workbench.runs.view"}
+
 
 def __getattr__(name: str):
-    # Lazy, so `import workbench.scaling` stays light (no torch, no Ray).
-    if name == "Session":
-        from workbench.session import Session
+    if name in _LAZY:
+        import importlib
 
-        return Session
-    if name == "RunView":
-        from workbench.runs.view import RunView
-
-        return RunView
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(name)
+
+
+def __dir__() -> list[str]:
+    # the lazy names too, so `workbench.<TAB>` and dir(workbench) offer Session and RunView
+    return sorted(set(globals()) | set(_LAZY))

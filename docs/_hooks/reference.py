@@ -28,8 +28,10 @@ as an override swaps the whole preset. Print a resolved config with its meanings
 """
 
 
-def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+def _cell(value: Any, *, text: bool = False) -> str:
+    """A table cell: pipes escaped; in running text, <name> kept as text, not read as an HTML tag."""
+    s = str(value).replace("|", "\\|").replace("\n", " ")
+    return s.replace("<", "&lt;").replace(">", "&gt;") if text else s
 
 
 def config_page() -> str:
@@ -44,7 +46,7 @@ def config_page() -> str:
             continue
         parent = k.key.rsplit(".", 1)[0] if "." in k.key else ""
         default = json.dumps(k.default, default=str)
-        tables.setdefault(parent, []).append(f"| `{k.key}` | `{_cell(k.type)}` | `{_cell(default)}` | {_cell(k.meaning)} |")
+        tables.setdefault(parent, []).append(f"| `{k.key}` | `{_cell(k.type)}` | `{_cell(default)}` | {_cell(k.meaning, text=True)} |")
     lines = [CONFIG_INTRO]
     for section, rows in tables.items():
         if not rows:
@@ -52,7 +54,7 @@ def config_page() -> str:
         title = f"`{section}`" if section else "Top-level keys"
         lines += ["", f"## {title}", ""]
         if section in meanings:
-            lines += [meanings[section], ""]
+            lines += [_cell(meanings[section], text=True), ""]
         lines += ["| key | type | default | meaning |", "|---|---|---|---|", *rows]
     return "\n".join(lines) + "\n"
 
