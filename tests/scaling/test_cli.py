@@ -34,6 +34,16 @@ def test_text_output_has_parameters_intervals_and_forecasts():
     out = p.stdout
     for word in ("A     =", "B     =", "C_mid =", "95% CI", "R^2", "forecast at 2x", "forecast at 10x"):
         assert word in out
+    assert "(10x the compute seen" in out and "\n  10x more compute: " in out
+
+
+def test_the_demo_curve_is_not_sold_past_its_ceiling():
+    """The CPU demo's curve: the 10x band reaches the task's ceiling (0.512), and the verdict spans both families."""
+    p = wb(str(ROOT / "examples" / "curves" / "demo" / "seed0.csv"), "--x", "compute", "--y", "val_pass_rate", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["forecast"]["10x"]["lo"] <= 0.512 and d["forecast"]["10x"]["horizon"].startswith("10x the compute seen; backtested only to")
+    assert "over both curve families" in d["verdict_10x"] and d["ceiling_check"]["family_dependent"]
 
 
 def test_json_with_until_is_a_backtest(tmp_path):

@@ -36,3 +36,16 @@ def test_the_profile_is_least_at_the_true_plateau():
     grid = np.round(np.arange(0.40, 0.60, 0.005), 3)
     sse = profile_sse(c, y, R0, grid)
     assert abs(grid[sse.argmin()] - TRUE[0]) <= 0.01 and sse[0] > 10 * sse.min() and sse[-1] > 5 * sse.min()  # the upper side is shallower
+
+
+def test_the_batched_profile_finds_what_a_least_squares_fit_per_plateau_finds():
+    """profile() polishes all plateaus at once; scipy's least_squares from several starts per plateau is the reference."""
+    from scipy.optimize import least_squares
+
+    c, y = _curve(0.01, seed=2)
+    grid = np.array([0.45, 0.48, 0.5, 0.55, 0.7])
+    sse = profile_sse(c, y, R0, grid)
+    for p, s in zip(grid, sse):
+        best = min(least_squares(lambda t: stretched_curve(c, R0, p, *t) - y, [lt, k], bounds=([0, 0.2], [20, 5])).cost
+                   for lt in (4.0, 6.0, 8.0) for k in (0.7, 1.0, 1.5))
+        assert s <= 2 * best * (1 + 1e-3)

@@ -49,6 +49,8 @@ def test_full_dashboard_shows_fit_band_forecast_progress_and_train_metrics(run_f
     assert d.forecast["budget"] == pytest.approx(10 * latest)  # default budget: 10x the latest compute
     assert d.forecast["lo"] <= d.forecast["pass_rate"] <= d.forecast["hi"]
     assert "forecast at" in d._fit_text.value and "A = 0.6" in d._fit_text.value
+    assert f"<span data-horizon style='color:#555'>({d.forecast['horizon']})</span>" in d._fit_text.value
+    assert d.forecast["horizon"].startswith("10x the compute seen")
     # which forecast was used, and why, is shown beside it
     assert d.forecast["forecast_used"] == d.fit.forecast_used
     assert f"forecast: {d.fit.forecast_used.split()[0]}" in d._fit_text.value

@@ -1,8 +1,11 @@
 """The forecast of a fitted run at a compute budget: pass rate, band and scaling-gain verdict.
 
-    fc = forecast_from_fit(fit, budget=0.05)         # dict: pass_rate, lo, hi, gain, verdict, ...
+    fc = forecast_from_fit(fit, budget=0.05)         # dict: pass_rate, lo, hi, gain, verdict, horizon, ...
 
-`RunView.forecast` (and so `Session.forecast`) and the dashboard show it.
+`RunView.forecast` (and so `Session.forecast`) and the dashboard show it. Past the data the band
+and the verdict span both curve families where the data cannot tell them apart (SigmoidFit.band,
+scaling_gain), and `horizon` says how far past the data the budget is against how far the
+forecast was backtested ("10x the compute seen; backtested only to 1.8x: ...").
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ def forecast_from_fit(fit: Any, budget: float, *, x: str = "compute/device_hours
         "x": x, "budget": float(budget), "current": current, "pass_rate": float(fit.predict(budget)),
         "lo": lo, "hi": hi, "level": level, "A": fit.A, "A_ci": fit.A_ci, "B": fit.B, "C_mid": fit.C_mid,
         "converged": fit.converged, "reason": fit.reason, "forecast_used": fit.forecast_used,
+        "horizon": fit.horizon(budget).line(),
         "gain": None, "gain_lo": None, "gain_hi": None, "worth": None, "verdict": None,
     }
     if budget > current:

@@ -22,6 +22,9 @@ the first `BACKTEST_FRACTION` of the run's compute forecasts the later ones; the
 held-out RMSE and the share of them inside the 95% prediction band (the paper's way to trust a fit).
 The ceiling check (workbench.scaling.ceiling, kept in fit.json as `ceiling_check`) says whether a
 stretched exponential fits as well with another plateau, i.e. whether the run pins its ceiling.
+The report ends its fit lines with the verdict on 10x more compute (workbench.scaling.scaling_gain:
+over both curve families where the check finds the data cannot tell them apart, how far past the
+data that is against the forecast's backtest, and what would settle it).
 `workbench run` prints the report at the end of a run.
 
 A run on a task mixture logs one curve per domain (`val/pass_rate/<domain>` beside the overall
@@ -40,6 +43,7 @@ import numpy as np
 
 from workbench.errors import UserError
 from workbench.scaling.ceiling import attach_ceiling_check
+from workbench.scaling.decision import scaling_gain
 from workbench.scaling.data import r0_rule
 from workbench.scaling.sigmoid import MIN_POINTS
 from workbench.tracking.sink import read_jsonl
@@ -236,7 +240,7 @@ def _curve_report(rows: list[dict[str, Any]], x: str, metric: str,
         "metric": metric, "A": fit.A, "A_ci": list(fit.A_ci), "B": fit.B, "B_ci": list(fit.B_ci),
         "C_mid": fit.C_mid, "C_mid_ci": list(fit.C_mid_ci), "R0": fit.R0, "r2": fit.r2,
         "converged": fit.converged, "reason": fit.reason, "gain": float(score[-1] - score[0]),
-        "backtest": bt, "ceiling_check": fit.ceiling_check,
+        "backtest": bt, "ceiling_check": fit.ceiling_check, "verdict_10x": scaling_gain(fit, factor=10).verdict,
         "fit": fit,  # the SigmoidFit itself (not printed)
     }
     return summary, prefix
@@ -296,6 +300,8 @@ def print_report(report: dict[str, Any]) -> str:
         lines.append(f"warning: the fit did not converge cleanly: {report['reason']}")
     if report.get("ceiling_check"):
         lines.append(report["ceiling_check"]["line"])
+    if report.get("verdict_10x"):
+        lines.append(f"10x more compute: {report['verdict_10x']}")
     if report.get("backtest"):
         lines.append(backtest_line(report["backtest"]))
     for domain, rep in (report.get("domains") or {}).items():

@@ -127,8 +127,9 @@ def scaling_gain(
                    + f" over both curve families ({pct}), against a minimum of {min_gain:g}. "
                    + _families(fam, now, then, gain, own, s_gain, settle, pct))
     else:
+        ci = f"{pct} CI [{g_lo:+.4f}, {g_hi:+.4f}]" if math.isfinite(g_lo) else "no interval: fitted without bootstrap"
         verdict = (f"{word}: {move} is expected to move the score {now:.4f} -> {then:.4f}, gain {gain:+.4f} "
-                   f"({pct} CI [{g_lo:+.4f}, {g_hi:+.4f}]) against a minimum of {min_gain:g}; " + _headroom(fit.A, headroom, share))
+                   f"({ci}) against a minimum of {min_gain:g}; " + _headroom(fit.A, headroom, share))
     return ScalingGain(current, float(budget), now, then, lo, hi, gain, g_lo, g_hi, headroom, share, level, min_gain, worth, verdict,
                        horizon=horizon, sigmoid_gain_ci=own, stretched_gain=s_gain, settle_factor=settle)
 

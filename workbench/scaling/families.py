@@ -76,9 +76,11 @@ class Families:
             return None
         prof = profile(c, y, r0, plateau_grid(r0))
         best = float(prof.sse.min())
-        inside = prof.plateaus[prof.sse <= profile_threshold(best, n, level)]
+        fits = best <= profile_threshold(sse_sigmoid, n, level)
+        # the plateaus admitted beside the best fit of either family (of its own, for a worse fit)
+        inside = prof.plateaus[prof.sse <= profile_threshold(min(best, sse_sigmoid) if fits else best, n, level)]
         return cls(origin=float(origin), level=float(level), rmse_sigmoid=math.sqrt(sse_sigmoid / n),
-                   rmse_stretched=math.sqrt(best / n), fits_as_well=best <= profile_threshold(sse_sigmoid, n, level),
+                   rmse_stretched=math.sqrt(best / n), fits_as_well=fits,
                    P=float(prof.plateaus[prof.sse.argmin()]), P_ci=(float(inside.min()), float(inside.max())),
                    sigma=math.sqrt(best / max(n - 3, 1)), prof=prof)
 
@@ -93,7 +95,9 @@ class Families:
                 f"sigmoid {self.rmse_sigmoid:.4f}; plateau {self.P_ci[0]:.3f}-{self.P_ci[1]:.3f})")
 
     def _admitted(self, level: float) -> np.ndarray:
-        return self.prof.sse <= profile_threshold(float(self.prof.sse.min()), self.prof.n, level)
+        """The plateaus whose SSE is within the threshold at `level` of the best fit of either family."""
+        best = min(float(self.prof.sse.min()), self.prof.n * self.rmse_sigmoid**2)
+        return self.prof.sse <= profile_threshold(best, self.prof.n, level)
 
     def best(self, c: np.ndarray) -> np.ndarray:
         """The stretched exponential's best fit at compute c."""

@@ -232,7 +232,7 @@ class Dashboard(widgets.VBox):
             self.forecast = forecast_from_fit(f, budget, x=self.view.x, level=f.level)
             fc = self.forecast
             text += (f"<div>forecast at {fc['budget']:.4g} ({self.view.x}): {fc['pass_rate']:.4f} "
-                     f"[{fc['lo']:.4f}, {fc['hi']:.4f}]</div>")
+                     f"[{fc['lo']:.4f}, {fc['hi']:.4f}] <span data-horizon style='color:#555'>({html.escape(fc['horizon'])})</span></div>")
             if fc.get("verdict"):
                 text += f"<div style='color:#555;font-size:90%'>{html.escape(fc['verdict'])}</div>"
         text += f"<div style='color:#555;font-size:90%'>forecast: {html.escape(f.forecast_used)}</div>"
