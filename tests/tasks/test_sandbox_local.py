@@ -90,7 +90,9 @@ def test_humaneval_canonical_solutions_pass_and_blanked_bodies_fail():
     assert elapsed < 60, f"HumanEval in the sandbox took {elapsed:.1f}s (the issue's limit is 60 s)"
 
 
-def test_a_worker_dying_mid_batch_gives_sandbox_errors_and_is_replaced():
+def test_a_worker_dying_mid_batch_is_replaced_and_its_checks_rerun(monkeypatch):
+    from workbench.tasks.sandbox import local
+
     slow = CodeCheck("import time\ntime.sleep(1)\ndef add(a, b):\n    return a + b\n", ADD)
     with LocalSandbox(workers=1) as sb:
         worker = sb._workers[0]
@@ -98,8 +100,12 @@ def test_a_worker_dying_mid_batch_gives_sandbox_errors_and_is_replaced():
         killer.start()
         out = sb.run([slow, slow])
         killer.join()
-        assert [v.verdict for v in out] == ["sandbox_error", "sandbox_error"] and "worker" in out[0].detail
-        assert sb.run([slow])[0].passed  # a fresh worker for the next batch
+        assert [v.verdict for v in out] == ["pass", "pass"] and sb._workers[0] is not worker  # re-run, not scored
+        with monkeypatch.context() as m:  # every fresh worker dies too: sandbox errors, never wrong answers
+            m.setattr(local._Worker, "exchange", lambda self, reqs, s: ([None] * len(reqs), "sandbox worker exited (-9)"))
+            out = sb.run([slow])
+        assert out[0].verdict == "sandbox_error" and "worker" in out[0].detail
+        assert sb.run([slow])[0].passed
 
 
 @pytest.fixture

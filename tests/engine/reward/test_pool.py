@@ -1,5 +1,6 @@
 """The Ray reward pool on a real local cluster: verdicts come back in order from several actors,
-submit() returns before the checks finish, a dead actor gives "sandbox_error" and is replaced."""
+submit() returns before the checks finish, a dead actor is replaced and its checks re-run (never
+scored on the failure)."""
 
 from __future__ import annotations
 
@@ -29,10 +30,10 @@ def test_pool_checks_in_order_across_actors_and_survives_a_dead_actor(ray_cluste
         assert [v.passed for v in got] == [i % 4 != 0 or i == 2 for i in range(40)]
         assert [v.passed for v in pool.run(batch[:3])] == [False, True, True]
 
-        ray_cluster.kill(pool.actors[0])
-        after = pool.run(batch[:4])  # the first shard was on the dead actor
-        assert [v.verdict for v in after[:2]] == ["sandbox_error", "sandbox_error"]
-        assert [v.passed for v in pool.run(batch[:4])] == [False, True, True, True]  # replaced
+        dead = pool.actors[0]
+        ray_cluster.kill(dead)
+        after = pool.run(batch[:4])  # the first shard was on the dead actor: re-run on a fresh one, not scored
+        assert [v.passed for v in after] == [False, True, True, True] and pool.actors[0] is not dead
     finally:
         pool.shutdown()
 

@@ -8,12 +8,16 @@
 
 The actors are spread over the cluster's nodes (each asks for `cpus_per_worker` CPUs), so code
 checks scale with nodes. A batch is cut into one contiguous shard per actor. An actor that dies
-turns its shard into "sandbox_error" verdicts (counted, never scored as wrong) and the pool
-replaces it before the next batch. Like `LocalSandbox`, the pool has `run(checks) -> list[Verdict]`.
+mid-batch is replaced at once and its shard re-run on the replacement (RERUNS times at most; then
+its checks are "sandbox_error", counted and never scored). A replacement that does not start
+within POOL_DOWN_TIMEOUT_S (the pool is down) stops the run with one UserError line, after a
+message: a run never trains on unscored groups. Like `LocalSandbox`, the pool has `run(checks) -> list[Verdict]`.
 """
 
 from __future__ import annotations
 
+import sys
+import uuid
 from typing import Any
 
 import ray
@@ -21,6 +25,10 @@ import ray
 from workbench.errors import UserError
 from workbench.tasks.sandbox import CodeCheck, Limits, LocalSandbox
 from workbench.tasks.types import Verdict
+
+ACTOR_PREFIX = "workbench-reward-"
+RERUNS = 2  # a dead actor's shard is re-run on a fresh actor this many times before its checks are sandbox errors
+POOL_DOWN_TIMEOUT_S = 600.0  # a replacement actor that is not ready by then: the pool is down, the run fails
 
 
 class SandboxActor:
@@ -48,10 +56,11 @@ class SandboxActor:
 
 
 class PendingVerdicts:
-    """Verdicts on their way from `RewardPool.submit`; `.get()` waits and returns them in order."""
+    """Verdicts on their way from `RewardPool.submit`; `.get()` waits and returns them in order.
+    A shard whose actor died is re-run on a fresh actor (RewardPool.rerun), never scored."""
 
-    def __init__(self, parts: list[tuple[Any, int]], pool: "RewardPool | None" = None):
-        self._parts = parts  # (ObjectRef or None, number of checks) per shard, in order
+    def __init__(self, parts: list[tuple[Any, list]], pool: "RewardPool | None" = None):
+        self._parts = parts  # (ObjectRef or None, the shard's checks) per actor, in order
         self._pool = pool
 
     def ready(self) -> bool:
@@ -61,16 +70,19 @@ class PendingVerdicts:
 
     def get(self) -> list[Verdict]:
         out: list[Verdict] = []
-        for k, (ref, n) in enumerate(self._parts):
-            if ref is None:
-                continue
-            try:
-                out.extend(ray.get(ref))
-            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as e:
-                why = f"reward actor died ({type(e).__name__})"
-                out.extend(Verdict("sandbox_error", 0.0, why) for _ in range(n))
-                if self._pool is not None:
-                    self._pool._mark_dead(k)
+        for k, (ref, shard) in enumerate(self._parts):
+            for attempt in range(RERUNS + 1):
+                if ref is None:
+                    break
+                try:
+                    out.extend(ray.get(ref))
+                    break
+                except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as e:
+                    why = f"reward actor died ({type(e).__name__})"
+                    if self._pool is None or attempt == RERUNS:
+                        out.extend(Verdict("sandbox_error", 0.0, why) for _ in shard)  # counted, never scored
+                        break
+                    ref = self._pool.rerun(k, shard, why)
         return out
 
 
@@ -105,16 +117,25 @@ class RewardPool:
     @staticmethod
     def _spawn(cpus: float, limits: Limits | None):
         cls = ray.remote(SandboxActor)
-        return cls.options(num_cpus=cpus, max_restarts=0, scheduling_strategy="SPREAD").remote(limits)
+        name = f"{ACTOR_PREFIX}{uuid.uuid4().hex[:12]}"  # named, so an operator (or a fault test) can find it
+        return cls.options(num_cpus=cpus, max_restarts=0, scheduling_strategy="SPREAD", name=name).remote(limits)
 
-    def _wait_ready(self, which: list[int]) -> None:
-        problems = ray.get([self.actors[k].ready.remote() for k in which])
+    def _wait_ready(self, which: list[int], timeout: float | None = None) -> None:
+        try:
+            problems = ray.get([self.actors[k].ready.remote() for k in which], timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise UserError(f"the reward pool is down: no sandbox actor started within {timeout:g} s; "
+                            "the run stops rather than train on unscored groups") from None
         bad = next((p for p in problems if p), "")
         if bad:
             raise UserError(bad)
 
-    def _mark_dead(self, k: int) -> None:
+    def rerun(self, k: int, checks: list[CodeCheck], why: str) -> Any:
+        """Replace dead actor `k` (waiting for it, with a message, up to POOL_DOWN_TIMEOUT_S) and send it `checks`."""
+        print(f"reward pool: {why}; re-running its {len(checks)} checks on a fresh actor", file=sys.stderr, flush=True)
         self._dead.add(k)
+        self._replace_dead()
+        return self.actors[k].run.remote(checks)
 
     def _replace_dead(self) -> None:
         for k in sorted(self._dead):
@@ -123,7 +144,7 @@ class RewardPool:
             except Exception:  # noqa: BLE001 - it is already gone
                 pass
             self.actors[k] = self._spawn(self.cpus_per_worker, self.limits)
-            self._wait_ready([k])
+            self._wait_ready([k], timeout=POOL_DOWN_TIMEOUT_S)
         self._dead.clear()
 
     def submit(self, checks: list[CodeCheck]) -> PendingVerdicts:
@@ -135,7 +156,7 @@ class RewardPool:
         for k, actor in enumerate(self.actors):
             end = start + size + (1 if k < extra else 0)
             shard = list(checks[start:end])
-            parts.append((actor.run.remote(shard) if shard else None, len(shard)))
+            parts.append((actor.run.remote(shard) if shard else None, shard))
             start = end
         return PendingVerdicts(parts, self)
 

@@ -8,8 +8,10 @@ is a fresh child in its own namespaces, so workers are reused for thousands of c
 dealt round-robin to the workers and pipelined (all requests written at once by a writer thread,
 responses read as they come). The verdict is decided HERE (spec.judge), not in the sandbox.
 
-A worker that dies or stops answering is killed and restarted on the next `run`; the checks it
-owed come back as "sandbox_error" (counted and shown, never scored as a wrong answer). Starting
+A worker that dies or stops answering is killed and replaced at once, and the checks it owed re-run
+on the fresh worker (WORKER_RERUNS times at most; then they come back as "sandbox_error", counted
+and shown, never scored as a wrong answer). Nothing a check does takes its worker down: the
+server and the zygote are outside its PID namespace and its cgroup's reach. Starting
 runs `require_sandbox()` first: no bubblewrap, no code checks.
 """
 
@@ -31,7 +33,8 @@ from workbench.tasks.sandbox.spec import SpecError, judge, parse_spec, request
 from workbench.tasks.types import Verdict
 
 _SAID: set[str] = set()  # limits notes printed by this process
-ANSWER_MARGIN_S = 30.0  # beyond a check's own wall backstop, how long we wait for the server's answer
+ANSWER_MARGIN_S = 30.0
+WORKER_RERUNS = 2  # a dead worker's unanswered checks re-run on a fresh worker this many times, then are sandbox errors  # beyond a check's own wall backstop, how long we wait for the server's answer
 
 
 class _Worker:
@@ -135,12 +138,7 @@ class LocalSandbox:
         require_sandbox()
         for i, w in enumerate(self._workers):
             if w is None or not w.alive():
-                if w is not None:
-                    w.close()
-                self._workers[i] = _Worker(self.limits)
-                if self._workers[i].limits_note not in _SAID:  # the run says which limits are in force, once
-                    _SAID.add(self._workers[i].limits_note)
-                    print(f"sandbox: {self._workers[i].limits_note}", file=sys.stderr)
+                self._fresh_worker(i)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.num_workers, thread_name_prefix="sandbox")
 
@@ -163,16 +161,26 @@ class LocalSandbox:
                     verdicts[i] = verdict
             return verdicts  # type: ignore[return-value]
 
+    def _fresh_worker(self, i: int) -> None:
+        if self._workers[i] is not None:
+            self._workers[i].close()
+        self._workers[i] = worker = _Worker(self.limits)
+        if worker.limits_note not in _SAID:  # the run says which limits are in force, once
+            _SAID.add(worker.limits_note)
+            print(f"sandbox: {worker.limits_note}", file=sys.stderr)
+
     def _run_shard(self, k: int, shard: list[tuple[int, dict, dict]]) -> list[tuple[int, Verdict]]:
-        worker = self._workers[k]
-        resps, problem = worker.exchange([req for _, _, req in shard], self.limits.wall_seconds)
-        out = []
-        for (i, spec, req), resp in zip(shard, resps):
-            if resp is None:
-                out.append((i, Verdict("sandbox_error", 0.0, problem)))
-            else:
-                out.append((i, judge(spec, req, resp, self.limits.cpu_seconds)))
-        return out
+        """Worker k's checks; those a dying worker owed re-run on a fresh one (WORKER_RERUNS times at most)."""
+        out, todo, problem = [], shard, ""
+        for attempt in range(WORKER_RERUNS + 1):
+            if attempt:
+                self._fresh_worker(k)
+            resps, problem = self._workers[k].exchange([req for _, _, req in todo], self.limits.wall_seconds)
+            out += [(i, judge(spec, req, resp, self.limits.cpu_seconds)) for (i, spec, req), resp in zip(todo, resps) if resp]
+            todo = [job for job, resp in zip(todo, resps) if resp is None]
+            if not todo:
+                break
+        return out + [(i, Verdict("sandbox_error", 0.0, problem)) for i, _, _ in todo]
 
     def close(self) -> None:
         for i, w in enumerate(self._workers):
