@@ -62,3 +62,17 @@ def test_env_readme_agrees_with_the_status_table():
     env = (REPO / "env" / "README.md").read_text()
     assert "have not run on a GPU yet" not in env and "on one H100" not in env
     assert "H200" in env and "2026-11-26" in env
+
+
+def test_make_setup_installs_the_pinned_docs_extra_and_make_docs_builds_strict():
+    import tomllib
+
+    docs = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["docs"]
+    assert {r.split("==")[0] for r in docs} >= {"mkdocs", "mkdocs-material", "mkdocstrings", "mkdocstrings-python"}
+    assert all("==" in r for r in docs)  # pinned: the same site offline everywhere
+    makefile = (REPO / "Makefile").read_text()
+    setup = re.search(r"^\$\(STAMP\):.*\n((?:\t.*\n)+)", makefile, re.M).group(1)
+    assert '".[docs]"' in setup
+    assert re.search(r"^docs: setup\n\t.*mkdocs build --strict", makefile, re.M)
+    mkdocs = (REPO / "mkdocs.yml").read_text()
+    assert "font: false" in mkdocs and "_incoming/" in mkdocs  # no web fonts; the merge inbox is not built

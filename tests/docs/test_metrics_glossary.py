@@ -1,6 +1,6 @@
 """The metrics glossary (docs/metrics.md) covers every metric a real run writes, and names no
 metric that nothing writes. The run is the quickstart's engine at test size: the same task
-family (addition), recipe and single-task metrics as `configs/quickstart.yaml`, for 3 steps on
+family (addition), recipe and single-task metrics as `configs/quickstart.yaml`, for 2 steps on
 the session's shared Ray cluster."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def test_placeholders_match_domains_and_verdicts():
 def test_every_metric_a_quickstart_run_writes_is_in_the_glossary(ray_cluster, tiny_config):
     from workbench.engine import run_to_end
 
-    cfg = tiny_config({"train.max_steps": 3}, name="glossary")
+    cfg = tiny_config({"train.max_steps": 2}, name="glossary")  # evaluations at steps 0 and 2
     summary = run_to_end(cfg, resume=False)
     assert summary["status"] == "finished"
     keys = set()
