@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_ceiling.py [--ceiling 0.512] [--x compute|step|flops]
         [CSV ...]          (default: the demo's curves in examples/curves/demo)
+    .venv/bin/python benchmarks/bench_ceiling.py --coverage 200     # issue 34: far bands on simulated curves
 
 Issue 24 asks that the demo's 95% interval for A be at most 0.25 wide and hold the task's true
 ceiling (0.512) on 4 of 5 seeds. This prints, per curve and per cut-off (1,400 steps, the demo's
@@ -16,6 +17,16 @@ default, and longer for the 2,800-step run), side by side:
 Equal RMSE with different ceilings means the data cannot choose the ceiling; the longer run then
 shows which family's ceiling the curve goes to. Nothing here runs Ray: the curves are the runs'
 saved evaluations (examples/curves/demo/README.md says where each came from).
+
+Issue 34 (far forecasts): then, per curve at 1,400 steps, the forecast at 10x the last compute
+(`fit_sigmoid`'s default, method "auto"): its 95% prediction band before issue 34 (the sigmoid's
+blend alone: the fit with SigmoidFit.families switched off) and now (joined with the stretched
+exponential's where the families disagree), and scaling_gain(factor=10)'s verdict and gain
+interval, before and now. --coverage N fits N simulated curves per family (the paper's sigmoid,
+n = 60 from 1.5k to 50k or 20k GPU-hours, noise 0.01; the demo's stretched-exponential shape cut
+at 1,400 or 700 steps, noise 0.01) and prints how often the 10x mean band holds the true curve and
+the 10x prediction band a new noisy point, before and now, how often the families were joined and
+how many verdicts changed.
 """
 
 from __future__ import annotations
@@ -31,7 +42,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from workbench.scaling import ceiling_check, fit_sigmoid  # noqa: E402
-from workbench.scaling.ceiling import profile_threshold  # noqa: E402
+from workbench.scaling import SigmoidFit, scaling_gain  # noqa: E402
+from workbench.scaling.families import profile_threshold  # noqa: E402
 
 X_COLUMNS = {"compute": "compute", "step": "step", "flops": "flops"}
 A_GRID = np.round(np.arange(0.40, 1.0001, 0.005), 3)
@@ -66,6 +78,7 @@ def main() -> int:
     ap.add_argument("csv", nargs="*", type=Path, help="curves (default: examples/curves/demo/*.csv)")
     ap.add_argument("--ceiling", type=float, default=0.512, help="the task's true ceiling (the demo's: 0.512)")
     ap.add_argument("--x", choices=sorted(X_COLUMNS), default="compute", help="compute (device-hours, the demo report's), step or flops")
+    ap.add_argument("--coverage", type=int, default=0, metavar="N", help="also: far-band coverage on N simulated curves per family")
     args = ap.parse_args()
     paths = args.csv or sorted((REPO / "examples" / "curves" / "demo").glob("*.csv"))
     print(f"x = {args.x}; 'holds' = the 95% interval is at most 0.25 wide and contains the ceiling {args.ceiling}")
@@ -98,7 +111,70 @@ def main() -> int:
     print(f"at 1,400 steps, of {held['curves']} curves: the sigmoid's A interval holds (<= 0.25 wide, contains the ceiling) on "
           f"{held['sigmoid']}, the stretched exponential's P interval on {held['stretched']}; the report's ceiling range "
           f"contains the ceiling on {held['range']} (at any width)")
+    far_table(paths, args.x, args.ceiling)
+    if args.coverage:
+        coverage_table(args.coverage)
     return 0
+
+
+def before_34(fit: SigmoidFit) -> SigmoidFit:
+    """The fit as issue 34 found it: the same fit with the second family switched off."""
+    twin = SigmoidFit.from_dict(fit.to_dict())
+    twin.__dict__["families"] = None  # SigmoidFit.families is a cached property
+    return twin
+
+
+def far_table(paths: list[Path], x: str, ceiling: float) -> None:
+    """Issue 34's table: the 10x forecast of each curve cut at 1,400 steps, before and now."""
+    print(f"\n10x forecasts at 1,400 steps (95% prediction band; verdict and gain interval of scaling_gain(factor=10)); ceiling {ceiling}")
+    print(f"{'curve':<16} {'10x':>6}  {'band before':<16} {'band now':<16} {'verdict before':<30} verdict now")
+    for path in paths:
+        step, c, y = read_curve(path, x)
+        m = step <= 1400
+        fit = fit_sigmoid(c[m], y[m])
+        budget = 10 * float(c[m].max())
+        cells = []
+        for f in (before_34(fit), fit):
+            lo, hi = f.band(budget, kind="prediction")
+            g = scaling_gain(f, factor=10)
+            word = {True: "worth it", False: "not worth it", None: "uncertain"}[g.worth]
+            cells.append((f"[{lo[0]:.3f}, {hi[0]:.3f}]", f"{word} [{g.gain_lo:+.3f}, {g.gain_hi:+.3f}]"))
+        print(f"{path.stem:<16} {fit.predict(budget):>6.3f}  {cells[0][0]:<16} {cells[1][0]:<16} {cells[0][1]:<30} {cells[1][1]}")
+
+
+def _simulated(family: str, last: float, seed: int) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """(compute, score, 10x compute, true score there) of one simulated curve."""
+    from tests.scaling.synthetic import PAPER_8B, sigmoid, synth
+    from workbench.scaling.stretched import stretched_curve
+
+    if family == "sigmoid":
+        c, y = synth(n=60, lo=1500, hi=last, noise=0.01, seed=1000 + seed)
+        return c, y, 10 * last, float(sigmoid(10 * last, **PAPER_8B))
+    shape, r0 = (0.49, np.log(600.0), 0.9), 0.148  # the demo's, in steps
+    c = np.arange(35.0, last + 1, 35.0)
+    y = stretched_curve(c, r0, *shape) + np.random.default_rng(seed).normal(0, 0.01, len(c))
+    return np.r_[0.0, c], np.r_[r0, y], 10 * last, float(stretched_curve(np.array([10 * last]), r0, *shape)[0])
+
+
+def coverage_table(n: int) -> None:
+    """How often the 10x bands hold the truth on n simulated curves per family, before and now."""
+    print(f"\n10x bands on {n} simulated curves per family (95%; mean band vs the true curve, prediction band vs a new noisy point)")
+    print(f"{'family':<11} {'last':>7} {'joined':>7} {'mean before':>12} {'mean now':>9} {'pred before':>12} {'pred now':>9} {'verdicts changed':>17}")
+    for family, last in (("sigmoid", 50000.0), ("sigmoid", 20000.0), ("stretched", 1400.0), ("stretched", 700.0)):
+        hits = np.zeros((2, 2))
+        joined = changed = 0
+        for seed in range(n):
+            c, y, budget, truth = _simulated(family, last, seed)
+            point = truth + np.random.default_rng([seed, 7]).normal(0, 0.01)
+            fit = fit_sigmoid(c, y, seed=seed)
+            for i, f in enumerate((before_34(fit), fit)):
+                lo, hi = f.band(budget)
+                p_lo, p_hi = f.band(budget, kind="prediction")
+                hits[i] += [lo[0] <= truth <= hi[0], p_lo[0] <= point <= p_hi[0]]
+            joined += bool(fit.families and fit.families.disagrees(fit.A_ci))
+            changed += scaling_gain(fit, factor=10).worth != scaling_gain(before_34(fit), factor=10).worth
+        cov = hits / n
+        print(f"{family:<11} {last:>7g} {joined:>7} {cov[0, 0]:>12.1%} {cov[1, 0]:>9.1%} {cov[0, 1]:>12.1%} {cov[1, 1]:>9.1%} {changed:>17}")
 
 
 if __name__ == "__main__":
