@@ -200,7 +200,7 @@ class ResourcesConfig:
 @dataclass
 class CheckpointConfig:
     every_steps: int = 50
-    """Write an atomic checkpoint every this many steps (a resume, and MLflow's metrics, start from the last)."""
+    """Write an atomic checkpoint every this many steps: a resume starts from the last; MLflow gets a step once one covers it."""
     keep: int = 2
     """Checkpoints kept in the run folder; older ones are deleted."""
 
