@@ -130,12 +130,17 @@ def paths_named(text: str) -> list[str]:
     return out
 
 
+def package_files() -> list[str]:
+    return [p.as_posix() for p in (REPO / "workbench").rglob("*.py")]
+
+
 def test_every_path_named_in_the_docs_exists():
     missing = []
     for path in doc_files():
         for name in sorted(set(paths_named(path.read_text()))):
             candidates = [REPO / name, REPO / "workbench" / name, path.parent / name, REPO / f"{name}.py"]
-            if not any(c.exists() for c in candidates):
+            # a shorthand under a package the page names (`sandbox/harness.py`): a file of workbench/ ending so
+            if not any(c.exists() for c in candidates) and not any(f.endswith("/" + name) for f in package_files()):
                 missing.append(f"{path.relative_to(REPO)}: {name}")
     assert not missing, "\n".join(missing)
 
