@@ -180,3 +180,18 @@ def test_a_path_that_does_not_exist_is_caught():
     assert paths_named("a grid such as `sweeps/lr.yaml` or `engine/run/preflight.py`") == [
         "sweeps/lr.yaml", "engine/run/preflight.py"]
     assert not (REPO / "sweeps/lr.yaml").exists()
+
+
+def test_every_example_in_the_help_parses():
+    """The examples `workbench COMMAND --help` prints (and the CLI reference page shows) are real command lines."""
+    bad, seen = [], 0
+    for name, sub in _subparsers(build_parser()).items():
+        for parser in [sub, *_subparsers(sub).values()]:
+            for line in re.split(r"\n|; ", parser.epilog or ""):
+                line = line.strip().removeprefix("examples: ").removeprefix("example: ").split("  #")[0]
+                if line.startswith("workbench "):
+                    seen += 1
+                    why = parse_error(line)
+                    if why:
+                        bad.append(f"workbench {name} --help: {line!r}: {why}")
+    assert seen >= 15 and not bad, "\n".join(bad) or f"only {seen} examples found"
