@@ -11,6 +11,7 @@
     workbench plan --config configs/quickstart.yaml --gpus-per-node 8 --gpu-memory 80
     workbench predict runs/ladder/b32 runs/ladder/b48 runs/ladder/b64 --by train.prompts_per_step --at 96 [--json]
     workbench config show --config configs/quickstart.yaml --set train.lr=3e-4
+    workbench export runs/quickstart --out policies/quickstart
 
 Each sub-command lives in the module that owns its concern and registers itself here through
 `add_parser(subparsers)` / `main(args) -> int`. User errors (bad files, bad values) print one
@@ -38,6 +39,7 @@ COMMANDS = {
     "plan": "workbench.engine.plan.cli",
     "predict": "workbench.commands.predict",
     "config": "workbench.commands.config",
+    "export": "workbench.commands.export",
 }
 
 

@@ -203,6 +203,8 @@ class CheckpointConfig:
     """Write an atomic checkpoint every this many steps: a resume starts from the last; MLflow gets a step once one covers it."""
     keep: int = 2
     """Checkpoints kept in the run folder; older ones are deleted."""
+    export_policy: bool = True
+    """When the run finishes, write its final policy as a Hugging Face folder to <run>/policy/ (`workbench export` does any step)."""
 
 
 @dataclass

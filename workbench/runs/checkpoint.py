@@ -1,4 +1,4 @@
-"""Atomic, step-numbered checkpoints: `checkpoints/step_000050/{trainer.pt,state.json}`.
+"""Atomic, step-numbered checkpoints: `checkpoints/step_000050/{trainer_dcp/,trainer_meta.pt,state.json}`.
 
 A checkpoint is written into a temporary folder and renamed into place only when complete,
 then `LATEST` is replaced; a run killed at any moment leaves the previous checkpoint intact.
@@ -25,6 +25,12 @@ from typing import Any, Iterator, Optional
 from workbench.errors import UserError
 
 SHARED_CHECK_PREFIX = ".shared-check-"
+# The trainer's state in a checkpoint folder: TRAINER_DCP/, a torch.distributed.checkpoint folder of
+# {"model": the policy's state dict, "optim": AdamW's} written by every worker (engine/train/fsdp.py),
+# and trainer_meta.pt. The policy module holds the Hugging Face model as `.model`, so a weight's key
+# under "model" is POLICY_PREFIX + its Hugging Face name (what runs/export.py reads).
+TRAINER_DCP = "trainer_dcp"
+POLICY_PREFIX = "model."
 
 
 class CheckpointStore:

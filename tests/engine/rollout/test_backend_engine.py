@@ -2,12 +2,16 @@
 
 One engine for the class (in-process: VLLM_ENABLE_V1_MULTIPROCESSING=0), a tiny random Qwen2 with
 its own BPE tokenizer (tests/helpers/tiny_hf.py; head_dim 32, the smallest vLLM's CPU attention
-kernel takes). It checks what a run relies on: log-probs equal to the trainer's forward,
+kernel takes), served as `workbench export` writes it from a trainer checkpoint (runs/export.py).
+It checks what a run relies on: log-probs equal to the trainer's forward,
 forced interruption, weight pushes through the production `FlatWeights` path that change the
 outputs without restarting the engine, and an in-flight push credited per token.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,7 +19,11 @@ import torch
 from tests.helpers.tiny_hf import build_tiny_hf, task_texts
 from workbench.config import run_config_from_dict
 from workbench.engine.rollout.vllm import backend as vg
-from workbench.engine.run.actors import generator_parts
+from workbench.configtools import to_dict
+from workbench.engine.run.actors import generator_parts, trainer_parts
+from workbench.engine.train.trainer import Trainer
+from workbench.runs.checkpoint import CheckpointStore
+from workbench.runs.export import EXPORT_MARKER, export_policy
 from workbench.engine.weights import FlatWeights
 from workbench.engine.model.forward import causal_lm_forward
 from workbench.rl.head import token_logprobs
@@ -35,6 +43,8 @@ def setup(tmp_path_factory):
                  **{f"recipe.length_control.{k}": v for k, v in lc.items()}}  # fmt: skip
     task = load_task(run_config_from_dict({}, overrides).task)
     d = build_tiny_hf(tmp_path_factory.mktemp("qwen2"), "qwen2", corpus=task_texts(task), hidden=128)
+    # the engine serves the policy as `workbench export` writes it from a trainer checkpoint
+    d = _exported(run_config_from_dict({}, {**overrides, "model.path": str(d)}), tmp_path_factory.mktemp("run"))
     cfg = run_config_from_dict({}, {**overrides, "model.path": str(d)})
     mp = pytest.MonkeyPatch()
     mp.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -43,6 +53,34 @@ def setup(tmp_path_factory):
     yield cfg, gen, model
     gen.shutdown()
     mp.undo()
+
+
+SCALE = 1.1  # the checkpoint's weights: the start's, scaled, so the export is not the start again
+
+
+def _exported(cfg, run):
+    """A run folder with one trainer checkpoint of the start's weights x SCALE, exported."""
+
+    tr = Trainer(**trainer_parts(cfg))
+    with torch.no_grad():
+        for p in tr.model.parameters():
+            p.mul_(SCALE)
+    (run / "config.json").write_text(json.dumps(to_dict(cfg)))
+    store = CheckpointStore(run / "checkpoints")
+    tr.save(str(store.begin(1)))
+    store.commit(1, {"step": 1})
+    return export_policy(run).out
+
+
+def test_the_engine_serves_the_exported_checkpoint_not_the_starting_model(setup):
+    # the other tests compare vLLM with transformers on this folder: here, that it is the checkpoint's policy
+    from transformers import AutoModelForCausalLM
+
+    cfg, _, model = setup
+    source = json.loads((Path(cfg.model.path) / EXPORT_MARKER).read_text())["source"]
+    start = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).state_dict()
+    for k, v in model.state_dict().items():
+        torch.testing.assert_close(v, start[k] * SCALE, atol=1e-6, rtol=1e-6, msg=k)
 
 
 def _reference_logprobs(model, cfg, completions):

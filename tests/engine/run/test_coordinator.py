@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -50,7 +51,8 @@ def assert_version_is_step(out_dir):
 )
 def test_each_off_policy_algorithm_runs_and_bounds_staleness(ray_cluster, tiny_config, algorithm, k, steps):
     cfg = tiny_config(
-        {"recipe.off_policy.algorithm": algorithm, "recipe.off_policy.k": k, "train.max_steps": steps},
+        {"recipe.off_policy.algorithm": algorithm, "recipe.off_policy.k": k, "train.max_steps": steps,
+         "checkpoint.export_policy": algorithm != "sync"},
         name=f"alg-{algorithm}",
     )
     summary = run_to_end(cfg)
@@ -78,6 +80,13 @@ def test_each_off_policy_algorithm_runs_and_bounds_staleness(ray_cluster, tiny_c
     assert evals[-1]["compute/flops"] > 0
     summary_file = json.loads(open(f"{cfg.out_dir}/summary.json").read())
     assert summary_file["steps"] == steps
+    # a finished run leaves its final policy as a Hugging Face folder (runs/export.py), unless told not to
+    if algorithm == "sync":
+        assert summary["policy"] is None and not (Path(cfg.out_dir) / "policy").exists()
+    else:
+        assert summary["policy"] == {"path": f"{cfg.out_dir}/policy", "step": steps}
+        files = {p.name for p in (Path(cfg.out_dir) / "policy").iterdir()}
+        assert {"model.safetensors", "config.json", "tokenizer.json"} <= files
 
 
 def test_pipeline_pushes_weights_in_flight(ray_cluster, tiny_config):
@@ -94,7 +103,7 @@ def test_pipeline_pushes_weights_in_flight(ray_cluster, tiny_config):
 
 def test_a_stop_evaluates_once_after_the_last_queued_step(ray_cluster, tiny_config):
     # checkpoints far apart let the trainer queue two steps; a stop lands while they are queued
-    cfg = tiny_config({"train.max_steps": 400, "checkpoint.every_steps": 1000, "eval.every_steps": 1000, "recipe.off_policy.k": 8,
+    cfg = tiny_config({"train.max_steps": 400, "checkpoint.every_steps": 1000, "checkpoint.export_policy": True, "eval.every_steps": 1000, "recipe.off_policy.k": 8,
                        "generation.max_ahead_steps": 8, "generation.num_generators": 2}, name="stop-evals")
     handle = launch(cfg)
     try:
@@ -105,6 +114,7 @@ def test_a_stop_evaluates_once_after_the_last_queued_step(ray_cluster, tiny_conf
     finally:
         handle.kill()
     assert summary["status"] == "stopped" and summary["steps"] < 400
+    assert summary["policy"] is None  # a stopped run exports nothing by itself (`workbench export` can)
     evals = [r["step"] for r in read_jsonl(f"{cfg.out_dir}/metrics.jsonl") if "val/pass_rate" in r]
     assert evals == [0, summary["steps"]], "one evaluation at the stop, not one per step still queued"
 

@@ -44,6 +44,7 @@ from workbench.engine.run.learning import LearningWatch
 from workbench.engine.run.metrics import RunLog, run_summary, step_row
 from workbench.engine.train.group import TrainerDied
 from workbench.runs.checkpoint import CheckpointStore
+from workbench.runs.export import export_final
 from workbench.runs.folder import PARAMS_KEY
 from workbench.runs.liveness import Heartbeat
 from workbench.tracking.sink import MetricSink
@@ -112,6 +113,7 @@ class RunCoordinator:
         self._paused = threading.Event()
         self.status = "created"
         self.error: Optional[str] = None
+        self.policy: Optional[dict[str, Any]] = None  # where the final policy was exported (or why not)
         self._warned_pool = self._warned_share = False
         self.learning = LearningWatch(cfg, self.task)  # the not-learning warnings and stop rule (learning.py)
         self.n_params = 0
@@ -190,6 +192,11 @@ class RunCoordinator:
             self.status = "running"
             self._loop(workers, deadline)
             status = "stopped" if self._stop.is_set() and self.step < self.max_steps else "finished"
+            if status == "finished" and self.cfg.checkpoint.export_policy:
+                self.status = "exporting"  # from the last checkpoint: the actors' memory is freed first
+                workers.shutdown()
+                workers = None
+                self.policy = export_final(self.out, self.log.event)
             self.status = status
         except Exception as e:  # noqa: BLE001 - its traceback to error.log, its line to summary.json and the caller
             self.status, self.error = "failed", describe_error(e)
@@ -203,6 +210,7 @@ class RunCoordinator:
         )  # fmt: skip
         summary.update(rewards.reward_summary(self.task, self.earlier_rows + self.log.rows, self.counters.trainer_wall_seconds))
         summary["retirement"] = self.sampler.retirement()  # No-Positive-Resampling's retired share (report.retirement_line)
+        summary["policy"] = self.policy  # the exported final policy (runs/export.py), or None
         self.log.finish(summary, self.status)
         if workers is not None:
             workers.shutdown()

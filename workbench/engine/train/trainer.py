@@ -36,6 +36,7 @@ from workbench.engine.train.micro import add_partial, is_extreme, merge_ranks, m
 from workbench.engine.train.reference import ReferencePolicy
 from workbench.engine.train.optim import build_optimizer, build_scheduler
 from workbench.rl.losses import policy_loss
+from workbench.runs.checkpoint import TRAINER_DCP
 from workbench.rl.recipe import RecipeConfig
 from workbench.rl.step import StepRows, plan_step
 
@@ -303,7 +304,7 @@ class Trainer:
             "torch_rng": torch.get_rng_state(),
             "workers": self.world_size,
         }
-        distributed.save_state(p / "trainer_dcp", self.policy, self.optimizer)
+        distributed.save_state(p / TRAINER_DCP, self.policy, self.optimizer)
         if self.rank == 0:
             tmp = p / "trainer_meta.pt.tmp"
             torch.save(state, tmp)
@@ -316,7 +317,7 @@ class Trainer:
         p = Path(path)
         if (p / "trainer_meta.pt").exists():
             state = torch.load(p / "trainer_meta.pt", map_location="cpu", weights_only=True)
-            distributed.load_state(p / "trainer_dcp", self.policy, self.optimizer)
+            distributed.load_state(p / TRAINER_DCP, self.policy, self.optimizer)
         elif (p / "trainer.pt").exists():
             if self.sharded:
                 raise UserError(

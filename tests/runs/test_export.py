@@ -1,0 +1,160 @@
+"""`export_policy` (runs/export.py) on checkpoints the real Trainer writes: transformers loads the
+folder and its log-probs are the trainer's at that step; a 2-worker (FSDP2) checkpoint exports the
+1-worker one's weights; the model's own dtype is kept; bad input is one line and loses nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.engine.train.gloo import run_ranks
+from tests.engine.train.helpers import batches
+from workbench.configtools import to_dict
+from workbench.engine.batch import PackedGroups
+from workbench.engine.model.forward import causal_lm_forward
+from workbench.engine.run.actors import trainer_parts
+from workbench.engine.train.trainer import Trainer
+from workbench.errors import UserError
+from workbench.rl.head import token_logprobs
+from workbench.runs.checkpoint import CheckpointStore
+from workbench.runs.export import EXPORT_MARKER, export_policy
+
+
+def _run_folder(tmp_path, cfg, name="run"):
+    """A run folder as the engine leaves it: config.json (the resolved model folder) and checkpoints/."""
+    run = tmp_path / name
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(to_dict(cfg)))
+    (run / "metrics.jsonl").write_text("")
+    return run
+
+
+def _save(tr_or_fn, run, step):
+    store = CheckpointStore(run / "checkpoints")
+    tmp = store.begin(step)
+    tr_or_fn(str(tmp))
+    store.commit(step, {"step": step})
+
+
+@pytest.fixture
+def trained(tiny_config, tmp_path):
+    cfg = tiny_config({"train.lr": 1e-2, "train.grad_clip": 1e9}, for_actors=True)
+    steps = batches(cfg, 3)
+    tr = Trainer(**trainer_parts(cfg))
+    run = _run_folder(tmp_path, cfg)
+    for i in range(2):
+        tr.train_step(steps[i], i)
+        _save(tr.save, run, i + 1)
+    return cfg, tr, run, steps
+
+
+def test_the_export_loads_in_transformers_and_gives_the_trainers_logprobs(trained, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    cfg, tr, run, steps = trained
+    result = export_policy(run, tmp_path / "out")
+    assert result.step == 2 and result.out == (tmp_path / "out").resolve()
+    names = {p.name for p in result.out.iterdir()}
+    assert {"model.safetensors", "config.json", "generation_config.json", "tokenizer.json", EXPORT_MARKER} <= names
+    model = AutoModelForCausalLM.from_pretrained(result.out, dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(result.out)
+    assert tok.decode(tok.encode("12+34=")) == "12+34="  # the run's tokenizer came along
+    _, rows, _ = tr.plan(PackedGroups.from_groups(steps[2]))
+    pos = rows.loss_mask > 0
+    with torch.no_grad():
+        want, _ = tr.policy(rows.input_ids, rows.attention_mask, pos, 1.0, None)
+        logits, _ = causal_lm_forward(model, rows.input_ids, rows.attention_mask, fp32_head=True)
+        got = token_logprobs(logits[:, :-1], rows.input_ids[:, 1:])[pos]
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+    # an earlier step is another policy
+    first = export_policy(run, tmp_path / "first", step=1)
+    a = AutoModelForCausalLM.from_pretrained(first.out).state_dict()
+    assert any(not torch.equal(a[k], v) for k, v in model.state_dict().items())
+
+
+def test_the_export_keeps_the_models_own_dtype(trained, tmp_path):
+    from safetensors import safe_open
+
+    cfg, tr, run, _ = trained
+    model_cfg = json.loads((Path(cfg.model.path) / "config.json").read_text())
+    model_cfg["torch_dtype"] = "bfloat16"
+    model_cfg.pop("dtype", None)
+    src = tmp_path / "bf16-model"
+    shutil.copytree(cfg.model.path, src)
+    (src / "config.json").write_text(json.dumps(model_cfg))
+    data = json.loads((run / "config.json").read_text())
+    data["model"]["path"] = str(src)
+    (run / "config.json").write_text(json.dumps(data))
+    result = export_policy(run, tmp_path / "bf16")
+    assert result.dtype == "bfloat16"
+    with safe_open(str(result.out / "model.safetensors"), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.bfloat16}
+
+
+def test_bad_input_is_one_line_and_loses_nothing(trained, tmp_path):
+    cfg, _, run, _ = trained
+    with pytest.raises(UserError, match="has no checkpoint of step 7; it has steps 1, 2") as e:
+        export_policy(run, tmp_path / "x", step=7)
+    assert "\n" not in str(e.value)
+    empty = _run_folder(tmp_path, cfg, name="empty")
+    (empty / "checkpoints").mkdir()
+    with pytest.raises(UserError, match="holds no checkpoint to export"):
+        export_policy(empty, tmp_path / "y")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(UserError, match="is not an earlier export"):
+        export_policy(run, mine)
+    assert (mine / "notes.txt").read_text() == "keep me" and not list(tmp_path.glob(".mine.tmp"))
+    export_policy(run, tmp_path / "again")
+    export_policy(run, tmp_path / "again", step=1)  # an earlier export is replaced
+    assert json.loads((tmp_path / "again" / EXPORT_MARKER).read_text())["step"] == 1
+
+
+def test_the_command_exports_and_refuses_in_one_line(trained, tmp_path):
+    _, _, run, _ = trained
+    ok = subprocess.run([sys.executable, "-m", "workbench.cli", "export", str(run), "--out", str(tmp_path / "cli")],
+                        capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    assert "policy of step 2 exported to" in ok.stdout and (tmp_path / "cli" / "model.safetensors").is_file()
+    bad = subprocess.run([sys.executable, "-m", "workbench.cli", "export", str(run), "--step", "9"],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().endswith("has no checkpoint of step 9; it has steps 1, 2")
+
+
+def _sharded_save(rank, world, ranks, cfg, steps, path):
+    tr = ranks.trainer(cfg)
+    for i, s in enumerate(steps):
+        tr.train_step(s, i)
+    tr.save(path)
+    weights = tr.get_weights()  # every rank gathers; rank 0 gets the full weights
+    return {k: v.clone() for k, v in weights.tensors().items()} if weights is not None else None
+
+
+def test_a_two_worker_checkpoint_exports_the_one_worker_weights(tiny_config, tmp_path):
+    from safetensors.torch import load_file
+
+    cfg = tiny_config({"train.lr": 1e-3}, for_actors=True)
+    steps = batches(cfg, 2)
+    run2, run1 = _run_folder(tmp_path, cfg, "two"), _run_folder(tmp_path, cfg, "one")
+    full: list = []
+    _save(lambda path: full.extend(run_ranks(_sharded_save, 2, cfg, steps, path)), run2, 2)
+    two = load_file(str(export_policy(run2).out / "model.safetensors"))
+    assert len(two) > 10
+    for k, v in two.items():  # the sharded checkpoint's export is the workers' whole policy
+        torch.testing.assert_close(v, full[0][k], atol=0, rtol=0, msg=k)
+    # the same state resaved by one worker (DCP reshards): the same export
+    one = Trainer(**trainer_parts(cfg))
+    one.load(str(CheckpointStore(run2 / "checkpoints").path_for(2)))
+    _save(one.save, run1, 2)
+    again = load_file(str(export_policy(run1).out / "model.safetensors"))
+    assert again.keys() == two.keys()
+    for k in two:
+        torch.testing.assert_close(again[k], two[k], atol=0, rtol=0, msg=k)
