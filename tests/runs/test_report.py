@@ -239,4 +239,4 @@ def test_the_report_says_when_the_run_does_not_pin_its_ceiling(tmp_path):
     # the verdict on 10x more compute spans both families and says why and what would settle it
     verdict = next(line for line in print_report(rep).splitlines() if line.startswith("10x more compute: "))
     assert "over both curve families" in verdict and "a stretched exponential fits these points as well" in verdict
-    assert "10x the compute seen; backtested only to" in verdict and "to tell them apart" in verdict
+    assert "10x the compute seen; backtested only to" in verdict and "to tell the families apart" in verdict

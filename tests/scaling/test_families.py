@@ -54,10 +54,25 @@ def test_the_demo_10x_band_holds_the_task_ceiling_and_no_verdict_claims_a_gain_p
     assert g.lo <= DEMO_CEILING and g.score_now + g.gain_lo <= DEMO_CEILING, g.verdict
     # the sentence says why, how far past the data the budget is, and what would settle it
     assert "a stretched exponential fits these points as well" in g.verdict and "10x the compute seen" in g.verdict
-    assert f"run to {g.settle_factor:.2g}x the compute seen to tell them apart" in g.verdict and 1 < g.settle_factor < 10
+    assert f"run to {g.settle_factor:.2g}x the compute seen to tell the families apart" in g.verdict and 1 < g.settle_factor < 10
     assert g.gain_lo < g.sigmoid_gain_ci[0] and g.stretched_gain < g.gain
     reach = fit.compute_to_reach(0.6)
     assert reach.hi == math.inf and "may never be reached" in reach.note
+
+
+def test_a_run_whose_a_is_not_identified_may_level_off_where_it_is():
+    """Demo seed 6 climbs nearly straight in device-hours to its last evaluation: A runs to 1.0
+    (not converged), and even the stretched exponential's plateau interval starts above 0.512. Past
+    the data the band's lower edge stays at its level at the last fitted compute."""
+    fit = fit_sigmoid(*_demo("seed6"))
+    assert not fit.converged and fit.unidentified and fit.families.P_ci[0] > DEMO_CEILING
+    (edge,), _ = fit.band(fit.origin)
+    for c in fit.origin * np.array([1.5, 10.0, 100.0]):
+        assert fit.band(c)[0][0] == pytest.approx(edge)
+    assert fit.band(0.9 * fit.origin)[0][0] < edge  # inside the data: the fit's own band
+    g = scaling_gain(fit, factor=10)
+    assert g.worth is None and g.gain_lo < 0.01 and "may level off near where it is now" in g.verdict
+    assert "A is not identified" in fit.forecast_used
 
 
 def test_a_stretched_exponential_cut_early_keeps_its_10x_value_inside_the_band():

@@ -194,8 +194,10 @@ class RunView:
 
     def forecast(self, budget: float, *, x: str | None = None, fit_from: float | None = None, level: float = 0.95,
                  min_gain: float = 0.01) -> dict[str, Any]:
-        """Predicted pass rate at compute `budget` (in units of `x`) with its band and, for a budget
-        past the current compute, workbench.scaling.scaling_gain's gain, interval and verdict."""
+        """Predicted pass rate at compute `budget` (in units of `x`) with its band, how far past the
+        data it is (`horizon`) and, for a budget past the current compute, workbench.scaling.scaling_gain's
+        gain, interval and verdict; past a ceiling the run has not pinned, band and verdict span both
+        curve families (workbench.runs.forecast)."""
         from workbench.runs.forecast import forecast_from_fit
 
         return forecast_from_fit(self.fit(x, fit_from), budget, x=x or self.x, level=level, min_gain=min_gain)

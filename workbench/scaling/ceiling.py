@@ -48,13 +48,15 @@ class CeilingCheck:
     fits_as_well: bool  # the stretched exponential's SSE is within the F-test threshold of the sigmoid's
     family_dependent: bool  # it fits as well and its plateau's interval reaches past A's by more than A_MARGIN
     ceiling_range: tuple[float, float]  # what the data allow: A's interval, widened by P's when family-dependent
+    settle_factor: float | None = None  # family-dependent: the compute multiple where the families' forecasts part (None: not by 1000x)
 
     def line(self) -> str:
         head = (f"ceiling check: a stretched exponential (RMSE {self.rmse_stretched:.4f}, sigmoid {self.rmse_sigmoid:.4f}) "
                 f"plateaus at P = {self.P:.3f} [{self.P_ci[0]:.3f}, {self.P_ci[1]:.3f}]")
         if self.family_dependent:
             return (head + f", as good a fit: this curve does not pin its ceiling, which may be anywhere in "
-                    f"[{self.ceiling_range[0]:.3f}, {self.ceiling_range[1]:.3f}] (run longer to tell)")
+                    f"[{self.ceiling_range[0]:.3f}, {self.ceiling_range[1]:.3f}] ("
+                    + (f"run to {self.settle_factor:.2g}x the compute seen to tell" if self.settle_factor else "run longer to tell") + ")")
         if self.fits_as_well:
             return head + ", as good a fit, and inside A's interval: the ceiling does not depend on the curve family"
         return head + ", a worse fit: the sigmoid's A stands"
@@ -79,6 +81,7 @@ def ceiling_check(fit: SigmoidFit) -> CeilingCheck | None:
     return CeilingCheck(
         A=fit.A, A_ci=(a_lo, a_hi), P=fam.P, P_ci=fam.P_ci, rmse_sigmoid=fam.rmse_sigmoid, rmse_stretched=fam.rmse_stretched,
         fits_as_well=fam.fits_as_well, family_dependent=family_dependent, ceiling_range=(float(lo), float(hi)),
+        settle_factor=fam.settle_factor(fit.predict) if family_dependent else None,
     )
 
 

@@ -104,28 +104,29 @@ def scaling_gain(
         )
         return ScalingGain(current, float(budget), now, then, lo, hi, 0.0, 0.0, 0.0, 0.0, math.nan, level, min_gain, False, verdict,
                            horizon=horizon, sigmoid_gain_ci=(0.0, 0.0))
-    fam, past = fit._joined(np.array([budget]))
-    joined = fam is not None and past[0] and math.isfinite(g_lo)
+    far = fit.far_band(np.array([budget]), level) if math.isfinite(g_lo) else None
     own = (g_lo, g_hi)  # the fit's own forecast's interval
     s_gain = settle = math.nan
-    if joined:
-        # the other family's gain is read from its band at the budget against the score now, so a
-        # verdict never claims more than the joined band allows
-        f_lo, f_hi = (float(v[0]) for v in fam.band(np.array([budget]), level))
-        lo, hi, g_lo, g_hi = min(lo, f_lo), max(hi, f_hi), min(g_lo, f_lo - now), max(g_hi, f_hi - now)
-        s_gain = float(fam.best(np.array([budget]))[0]) - now
-        settle = fam.settle_factor(fit.predict) or math.nan
+    if far is not None:
+        # what the band past the data adds is read against the score now, so a verdict never claims
+        # more than the band allows
+        f_lo, f_hi = float(far.lo[0]), float(far.hi[0])
+        lo, hi, g_lo, g_hi = (float(v) for v in (np.fmin(lo, f_lo), np.fmax(hi, f_hi), np.fmin(g_lo, f_lo - now), np.fmax(g_hi, f_hi - now)))
+        if far.families is not None:
+            s_gain = float(far.families.best(np.array([budget]))[0]) - now
+            settle = far.families.settle_factor(fit.predict) or math.nan
     worth, word = _word(g_lo, g_hi, min_gain)
     gain = then - now
     headroom = fit.A - now
     share = gain / headroom if headroom != 0 else math.nan
     move = f"scaling {current:.4g} -> {budget:.4g} ({horizon})"
-    if joined:
+    if far is not None:
         verdict = (f"{word}{', by how much the data cannot tell' if worth else ''}: {move} "
                    + (f"gains at least {g_lo:+.4f}" if worth else f"gains at most {g_hi:+.4f}" if worth is False
                       else f"may gain as little as {g_lo:+.4f} or as much as {g_hi:+.4f}")
-                   + f" over both curve families ({pct}), against a minimum of {min_gain:g}. "
-                   + _families(fam, now, then, gain, own, s_gain, settle, pct))
+                   + f" over {'both curve families' if far.families else 'what the data allow'} ({pct}), against a minimum of {min_gain:g}. "
+                   + f"The sigmoid's forecast goes {now:.4f} -> {then:.4f} (gain {gain:+.4f}, {pct} CI [{own[0]:+.4f}, {own[1]:+.4f}]); "
+                   + _why(fit, far, s_gain, settle, pct))
     else:
         ci = f"{pct} CI [{g_lo:+.4f}, {g_hi:+.4f}]" if math.isfinite(g_lo) else "no interval: fitted without bootstrap"
         verdict = (f"{word}: {move} is expected to move the score {now:.4f} -> {then:.4f}, gain {gain:+.4f} "
@@ -144,13 +145,20 @@ def _word(g_lo: float, g_hi: float, min_gain: float) -> tuple[bool | None, str]:
     return None, "uncertain"
 
 
-def _families(fam: Any, now: float, then: float, gain: float, own: tuple[float, float], s_gain: float, settle: float, pct: str) -> str:
-    """What each family forecasts when the data cannot tell them apart, and what would settle it."""
-    return (f"The sigmoid's forecast goes {now:.4f} -> {then:.4f} (gain {gain:+.4f}, {pct} CI [{own[0]:+.4f}, {own[1]:+.4f}]); "
-            f"a stretched exponential fits these points as well (RMSE {fam.rmse_stretched:.4f} vs {fam.rmse_sigmoid:.4f}) and levels off "
-            f"at {fam.P:.3f} ({pct} {fam.P_ci[0]:.3f}-{fam.P_ci[1]:.3f}), a gain of {s_gain:+.4f}: "
-            + (f"run to {settle:.2g}x the compute seen to tell them apart (their forecasts part by {APART_SDS:g} noise sds there)"
-               if math.isfinite(settle) else "they do not part by 1000x the compute seen"))
+def _why(fit: SigmoidFit, far: Any, s_gain: float, settle: float, pct: str) -> str:
+    """Why the interval spans more than the sigmoid's forecast (far.FarBand), and what would settle it."""
+    why = []
+    if far.families is not None:
+        fam = far.families
+        why.append(f"a stretched exponential fits these points as well (RMSE {fam.rmse_stretched:.4f} vs {fam.rmse_sigmoid:.4f}) "
+                   f"and levels off at {fam.P:.3f} ({pct} {fam.P_ci[0]:.3f}-{fam.P_ci[1]:.3f}), a gain of {s_gain:+.4f}")
+    if math.isfinite(far.floor):
+        why.append(f"the sigmoid's A is not identified ({fit.reason}), so the curve may level off near where it is now "
+                   f"(the band's lower edge past the data stays at {far.floor:.4f})")
+    settles = (f"run to {settle:.2g}x the compute seen to tell the families apart (their forecasts part by {APART_SDS:g} noise sds there)"
+               if math.isfinite(settle) else "run on until the curve bends (the fit converges) to tell"
+               if math.isfinite(far.floor) else "the families do not part by 1000x the compute seen")
+    return "; ".join(why) + ": " + settles
 
 
 def _headroom(A: float, headroom: float, share: float) -> str:

@@ -11,9 +11,10 @@ at and beyond the last fitted compute, predict / band / sample_curves use it ins
 sigmoid alone; `forecast_used` says which forecast and why. compute_to_reach stays the sigmoid's
 (A, B, C_mid are what recipes are compared by).
 
-Two families past the data: where a stretched exponential fits as well with a plateau outside
-A's interval (`families`, families.py), band and compute_to_reach past the last fitted compute
-span what both allow; `horizon(c)` says how far past the data c is, against the backtest's reach.
+Past the data (far.py, mixed in): where a stretched exponential fits as well with a plateau
+outside A's interval (`families`), band and compute_to_reach past the last fitted compute span
+what both allow, and where A is not identified the band's lower edge stays at its level at the
+last fitted compute; `horizon(c)` says how far past the data c is, against the backtest's reach.
 
 No gain: when the data show no rise (see sigmoid.py), `no_gain` is True and the fit is a flat
 forecast. A is then the level (with its bootstrap interval in A_ci and the level replicates in
@@ -32,7 +33,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import MISSING, dataclass, field, fields
-from functools import cached_property
 from typing import Any, Literal, Mapping
 
 import numpy as np
@@ -40,8 +40,8 @@ from scipy.special import expit
 from scipy.stats import norm
 
 from workbench.errors import UserError, as_number
-from workbench.scaling.families import Families
-from workbench.scaling.forecast import MIN_POINTS_BLEND, Blend, Horizon
+from workbench.scaling.far import PastTheData
+from workbench.scaling.forecast import MIN_POINTS_BLEND, Blend
 
 Interval = tuple[float, float]
 
@@ -82,7 +82,7 @@ def _curve(c: np.ndarray, r0: float, a: Any, b: Any, cmid: Any) -> np.ndarray:
 
 
 @dataclass(eq=False)  # fields hold arrays: compare fits by their to_dict()
-class SigmoidFit:
+class SigmoidFit(PastTheData):
     """A fitted sigmoid. A, B, C_mid are least-squares estimates; *_ci are bootstrap intervals at `level`."""
 
     A: float
@@ -130,8 +130,9 @@ class SigmoidFit:
     @property
     def forecast_used(self) -> str:
         """Which forecast `predict` and `band` use beyond the data, and why (one line)."""
-        fam, _ = self._joined(np.zeros(0))
-        both = "; " + fam.line() if fam else ""
+        fam = self.disagreeing
+        both = ("; " + fam.line() if fam else "") + ("; A is not identified, so past the data the band's lower edge stays at "
+                                                      "its level at the last fitted compute" if self.unidentified else "")
         if self.forecast is not None:
             w = self.forecast.weights
             mix = ", ".join(f"{k} {w[k]:.0%}" for k in sorted(w, key=lambda k: -w[k]))
@@ -148,33 +149,6 @@ class SigmoidFit:
         if self.method == "auto":
             return f"sigmoid alone (fewer than {MIN_POINTS_BLEND} fitted points: too few for a rolling-origin backtest)" + both
         return "sigmoid" + both
-
-    @cached_property
-    def families(self) -> Families | None:
-        """The stretched exponential beside the sigmoid on the fitted points (families.py): for a
-        rising fit of one run (A not held fixed); None otherwise, or with too few points."""
-        if self.no_gain or self.fixed_A or not self.A > self.R0 or len(self.run_names) != 1:
-            return None
-        c, y = self.compute[self.used], self.score[self.used]
-        try:
-            return Families.of_points(c, y, self.R0, sse_sigmoid=self.n * self.rmse**2, origin=float(c.max()), level=self.level)
-        except (ValueError, ArithmeticError) as e:  # the second family is optional: a numerical failure never loses the fit
-            self.warnings = self.warnings + [f"second curve family skipped: {type(e).__name__}: {e}"]
-            return None
-
-    def _joined(self, c: np.ndarray) -> tuple[Families | None, np.ndarray]:
-        """(families, where c is past the data) when the families disagree on the ceiling (a
-        stretched exponential fits as well with a plateau outside A's interval); else (None, all False)."""
-        fam = self.families
-        if fam is None or not fam.disagrees(self.A_ci):
-            return None, np.zeros(np.shape(c), bool)
-        return fam, np.asarray(c, dtype=float) > fam.origin * (1 + 1e-9)
-
-    def horizon(self, c: float) -> Horizon:
-        """How far past the data compute c is (a multiple of the last fitted compute), against how
-        far the forecast's rolling-origin backtest reached (forecast.Horizon; none without a blend)."""
-        origin = float(self.compute[self.used].max())
-        return Horizon(float(c) / origin, self.forecast.reach if self.forecast is not None else math.nan, self.method)
 
     # ---------------------------------------------------------------- predictions
     def predict(self, c: Any) -> Any:
@@ -211,7 +185,8 @@ class SigmoidFit:
         kind="prediction": where a new measured point lies: the mean band widened in quadrature
         by the residual noise, z * sigma. With a blended forecast (`forecast`, method "auto"), at
         and beyond its origin the replicates are the blend's, and both bands are widened by the
-        blend's rolling-origin error (Blend.model_sd). Both are clipped to [0, 1].
+        blend's rolling-origin error (Blend.model_sd). Past the data both also span `far_band`
+        (far.py: a second family, an unidentified A). Both are clipped to [0, 1].
         """
         if kind not in ("mean", "prediction"):
             raise UserError(f"band kind must be 'mean' or 'prediction', not {kind!r}")
@@ -238,12 +213,9 @@ class SigmoidFit:
             hi = np.where(widen, mid + np.hypot(np.maximum(hi - mid, 0), z * extra), hi)
         if self.no_gain and self.takeoff:
             hi = np.maximum(hi, self._takeoff_edge(arr, z if kind == "prediction" else 0.0))
-        fam, past = self._joined(arr)
-        if fam is not None and past.any():
-            # past the data the families part and the blend's weights were learned where they agree:
-            # the band spans what either allows
-            f_lo, f_hi = fam.band(arr, level, kind)
-            lo, hi = np.where(past, np.minimum(lo, f_lo), lo), np.where(past, np.maximum(hi, f_hi), hi)
+        far = self.far_band(arr, level, kind)
+        if far is not None:  # past the data: what the second family or an unidentified A allows too (far.py)
+            lo, hi = np.fmin(lo, far.lo), np.fmax(hi, far.hi)
         return np.clip(lo, 0, 1), np.clip(hi, 0, 1)
 
     def _takeoff_edge(self, c: np.ndarray, z: float) -> np.ndarray:
@@ -273,8 +245,8 @@ class SigmoidFit:
             lo = hi = math.nan
             p = float(np.isfinite(point))
         note = self._reach_note(target, point)
-        fam, past = self._joined(np.array([point if math.isfinite(point) else math.inf]))
-        if fam is not None and past[0] and len(self.samples):  # a target past the data: both families' computes
+        fam = self.disagreeing
+        if fam is not None and point > self.origin and len(self.samples):  # a target past the data: both families' computes
             f_lo, f_hi = fam.reach(float(target), level)
             lo, hi = min(lo, f_lo), max(hi, f_hi)
             note = "; ".join(x for x in (note, fam.reach_note(float(target), f_hi, self.predict)) if x)
