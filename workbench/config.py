@@ -168,7 +168,9 @@ class ResourcesConfig:
     num_cpus: Optional[int] = None
     """CPUs of a local cluster this run starts; null: the machine's, and at least what the actors ask for."""
     num_gpus: Optional[int] = None
-    """GPUs the run may use; the GPU shares of all actors must add up to at most this."""
+    """GPUs per node the run may use (a local cluster's GPUs); the GPU shares of all actors must add up to at most this x nodes."""
+    nodes: Optional[int] = None
+    """Nodes the run is planned for (`workbench plan`); the launch refuses a cluster with fewer GPU nodes (CPU nodes on a CPU run). null: any."""
     generator_cpus: float = 1.0
     """CPUs per generator actor."""
     generator_gpus: float = 0.0
@@ -413,11 +415,14 @@ def validate_gpu_shares(cfg: RunConfig) -> None:
         _vllm_share("generator", r.generator_gpus, g)
         if r.evaluator_gpus > 0:  # the evaluator then runs on vLLM too (workers.spawn_workers)
             _vllm_share("evaluator", r.evaluator_gpus, g)
-    trainers = r.trainer_workers
+    if r.nodes is not None and r.nodes < 1:
+        raise ConfigError(f"resources.nodes must be >= 1 (got {r.nodes}); leave it unset for any cluster")
+    trainers, nodes = r.trainer_workers, r.nodes or 1
     total = g.num_generators * r.generator_gpus + trainers * r.trainer_gpus + r.evaluator_gpus
-    if r.num_gpus is not None and total > r.num_gpus + 1e-9:
+    if r.num_gpus is not None and total > r.num_gpus * nodes + 1e-9:
+        have = f"resources.num_gpus={r.num_gpus}" + (f" x resources.nodes={nodes}" if r.nodes else "")
         raise ConfigError(
             f"the GPU shares add up to {total:g} ({g.num_generators} generators x {r.generator_gpus:g} + "
-            f"{trainers} trainer x {r.trainer_gpus:g} + evaluator {r.evaluator_gpus:g}) but resources.num_gpus={r.num_gpus}: "
+            f"{trainers} trainer x {r.trainer_gpus:g} + evaluator {r.evaluator_gpus:g}) but {have}: "
             "lower the shares or raise resources.num_gpus"
         )

@@ -7,7 +7,9 @@
 Only config.json is read (builtin:tiny: its GPT-2 shape from model.n_* and the task's alphabet);
 no weights are loaded. The cluster is what the caller gives (`--gpus-per-node`, `--gpu-memory`,
 `--nodes`), else the connected Ray cluster's own figures (GPUs per node; memory from the node's
-accelerator type or `resources.gpu_memory_gb`), else this host's memory for a CPU run. A config
+accelerator type or `resources.gpu_memory_gb`), else the hardware the config names
+(`resources.num_gpus` per node, `resources.gpu_memory_gb`, `resources.nodes`: the configs/gpu/
+recipes), else this host's memory for a CPU run. A config
 without GPU shares planned on GPUs is planned as half the GPUs for FSDP2 trainer workers and half
 for vLLM generators (one GPU each; one GPU: shared 0.5 / 0.5), and the plan says so.
 
@@ -59,6 +61,7 @@ def cluster_shape(gpus_per_node: Optional[int] = None, gpu_memory_gb: Any = None
         gpus_per_node = 1
     if gpus_per_node is not None and gpu_memory_gb is None:
         raise UserError("--gpus-per-node needs --gpu-memory GB (the memory of one GPU, e.g. 80)")
+    nodes = nodes or (cfg.resources.nodes if cfg is not None else None)  # a recipe's own node count
     if gpus_per_node is None:
         return dataclasses.replace(_ray_or_host(cfg), nodes=int(nodes or 1))
     return Cluster(int(gpus_per_node), mem * GB, int(nodes or 1), "given")
@@ -73,6 +76,9 @@ def _ray_or_host(cfg: Optional[RunConfig]) -> Cluster:
 
     given = getattr(cfg.resources, "gpu_memory_gb", None) if cfg is not None else None
     if not ray.is_initialized():
+        r = cfg.resources if cfg is not None else None
+        if r is not None and r.num_gpus and r.gpu_memory_gb:  # the hardware a recipe names (configs/gpu/)
+            return Cluster(int(r.num_gpus), float(r.gpu_memory_gb) * GB, int(r.nodes or 1), "the config's resources.*")
         return Cluster(0, host_memory(), 1, "this host")
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     gpus = max([int(n["Resources"].get("GPU", 0)) for n in nodes] or [0])
@@ -188,7 +194,8 @@ def plan_for(cfg: RunConfig, cluster: Optional[Cluster] = None, *, prompt: Optio
     from workbench.tasks.base import load_task
 
     c = cluster or cluster_shape(cfg=cfg)
-    task = task if task is not None else load_task(cfg.task)
+    if task is None and (prompt is None or cfg.model.path.startswith("builtin:")):  # a given prompt needs no data
+        task = load_task(cfg.task)
     data, folder = model_config(cfg, task)
     shape = model_shape(data, folder)
     cfg, layout = assumed_layout(cfg, c)

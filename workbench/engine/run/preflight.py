@@ -9,14 +9,17 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 from typing import Any, Optional
 
-from workbench.config import RunConfig
+from workbench.config import GenerationConfig, RunConfig
 from workbench.engine.cluster import required_resources
 from workbench.errors import UserError
 from workbench.tasks.mixture import absolute_mix
 from workbench.tasks.sandbox import require_sandbox
+
+log = logging.getLogger(__name__)
 
 
 def absolute_paths(cfg: RunConfig) -> RunConfig:
@@ -51,9 +54,22 @@ def preflight(cfg: RunConfig, *, build_model: bool) -> None:
     if task.sandboxed:  # code rewards: refuse to start (one line) where the sandbox cannot run (issue 22)
         require_sandbox()
     check_sequences(cfg, task)  # tokenizer + config.json only: before any weights are read or built
+    if (said := toy_budget(cfg)) is not None:
+        log.warning(said)
     if build_model or not cfg.model.path.startswith("builtin:"):
         # config.json + tokenizer, the model on the meta device: no weights read (a builtin model is built)
         load_skeleton(cfg.model, task, progress=True)
+
+
+def toy_budget(cfg: RunConfig) -> Optional[str]:
+    """One line when a Hugging Face model keeps the builtin toy's generation budget (8 new tokens:
+    enough for '12+34=46', never for a worked answer); None otherwise."""
+    toy = GenerationConfig().max_new_tokens
+    if cfg.model.path.startswith("builtin:") or cfg.generation.max_new_tokens > toy:
+        return None
+    return (f"generation.max_new_tokens={cfg.generation.max_new_tokens} with the Hugging Face model {cfg.model.path}: "
+            f"every completion stops after {cfg.generation.max_new_tokens} tokens (the builtin toy's budget), too few "
+            "for an answer; set generation.max_new_tokens (the configs/gpu/ recipes use 1,024 and more)")
 
 
 # config.json keys that give a model's context length (positions), in the order looked up
@@ -139,6 +155,22 @@ def check_sequences(cfg: RunConfig, task: Any) -> None:
                         f"train.micro_batch_tokens to at least {longest}, or lower generation.max_new_tokens")
 
 
+def check_nodes(cfg: RunConfig, nodes: list[dict[str, Any]]) -> None:
+    """`resources.nodes` against the cluster (`ray.nodes()`): a UserError when it has fewer alive
+    nodes with GPUs (any alive nodes on a CPU run) than the config is planned for."""
+    want = cfg.resources.nodes
+    if want is None:
+        return
+    r = cfg.resources
+    gpus = r.trainer_gpus > 0 or r.generator_gpus > 0 or r.evaluator_gpus > 0
+    alive = [n for n in nodes if n.get("Alive") and (not gpus or n.get("Resources", {}).get("GPU", 0) > 0)]
+    if len(alive) < want:
+        kind = "nodes with GPUs" if gpus else "nodes"
+        raise UserError(f"resources.nodes={want}: the config is planned for {want} nodes but the Ray cluster has "
+                        f"{len(alive)} {kind}: start the other nodes (`ray start --address ...`), or plan for this "
+                        f"cluster (`workbench plan --nodes {max(len(alive), 1)}`) and set resources.nodes")
+
+
 def check_resources(cfg: RunConfig) -> None:
     """A UserError naming what is short when the connected cluster cannot hold the run."""
     import ray
@@ -146,6 +178,7 @@ def check_resources(cfg: RunConfig) -> None:
     total = ray.cluster_resources()
     need = required_resources(cfg)
     r = cfg.resources
+    check_nodes(cfg, ray.nodes())
     if r.trainer_gpus > 0 and r.trainer_workers > 1 and r.trainer_workers > float(total.get("GPU", 0.0)) + 1e-9:
         raise UserError(
             f"resources.trainer_workers={r.trainer_workers} needs one GPU per worker but the Ray cluster "
