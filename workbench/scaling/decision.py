@@ -12,6 +12,14 @@ not, and "uncertain" otherwise. The forecast is the fit's: with method "auto" th
 forecast.py, which may pass the sigmoid's A (the share of the headroom to A then exceeds 100%, and
 the verdict says so); the backtests (backtest.py) tell how far forecasts held on real curves. A
 no-gain fit (flat forecast) gets gain 0 and the verdict "no gain detected: ... not worth it".
+
+Past the data the verdict follows the band (far.py): where the families disagree on the ceiling
+(a stretched exponential fits as well with a plateau outside A's interval) or A is not identified,
+the interval joins what the band past the data adds, read against the score now, to the fit's own
+(`sigmoid_gain_ci`). "worth it, by how much the data cannot tell" then claims only the joined low
+end; the sentence says why (the other family's plateau and gain, an unidentified A) and what would
+settle it (`settle_factor`: run to where the families' forecasts part by 2 noise sds). Every
+verdict says how far past the data the budget is against the forecast's backtest (`horizon`).
 """
 
 from __future__ import annotations

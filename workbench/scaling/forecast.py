@@ -61,6 +61,10 @@ blend's own rolling-origin error, grown with the horizon as sqrt(horizon / mean 
 (so it is 0 at the origin and the blend's rmse one mean inner horizon later).
 With fewer than MIN_POINTS_BLEND fitted points there is no inner backtest and the forecast is the
 sigmoid alone; a fit that detects no gain forecasts its flat level (sigmoid.py).
+How far the rolling-origin backtest reached (`Blend.reach`, a multiple of the earliest origin's
+compute) is what `Horizon` (SigmoidFit.horizon) states beside a forecast past the data: "10x the
+compute seen; backtested only to 1.8x". Past the data the band also spans a second curve family
+where the data cannot tell them apart (far.py, families.py).
 """
 
 from __future__ import annotations
