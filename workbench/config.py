@@ -33,7 +33,9 @@ from workbench.rl.recipe import RecipeConfig, recipe_from_value, swap_recipe
 @dataclass
 class ModelConfig:
     path: str = "builtin:tiny"
-    """A local Hugging Face causal-LM folder (nothing is downloaded), or "builtin:tiny": a small GPT made and warm-started locally."""
+    """A hub id (Qwen/Qwen2.5-0.5B-Instruct: downloaded once into the HF cache), a local Hugging Face causal-LM folder, or "builtin:tiny"."""
+    revision: Optional[str] = None
+    """A hub id's branch, tag or commit (null: main); the run records the commit it resolved to."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Compute dtype over fp32 master weights; auto: bf16 on a CUDA GPU, fp32 on CPU (float16 is refused)."""
     n_layer: int = 2
@@ -65,7 +67,17 @@ class TaskConfig:
     prompt_key: str = "prompt"
     """File tasks: the field that holds the prompt."""
     answer_key: str = "answer"
-    """File tasks: the field that holds the expected answer."""
+    """File and hf tasks: the field that holds the expected answer (or the solution text answer_regex reads it from)."""
+    config: Optional[str] = None
+    """hf: the dataset's configuration (load_dataset's name, e.g. main for openai/gsm8k); null: its only one."""
+    split: str = "train"
+    """hf: the split the training prompts come from."""
+    val_split: Optional[str] = None
+    """hf: the split the validation prompts come from; null: task.num_val rows held out of task.split."""
+    revision: Optional[str] = None
+    """hf: the hub dataset's branch, tag or commit (pin it on a multi-node cluster: every node loads the dataset itself)."""
+    answer_regex: Optional[str] = None
+    """hf: a regex whose first group (or whole match) is the answer in answer_key's text, e.g. '#### *(.+)' for GSM8K."""
     checker: str = "auto"
     """How completions are scored: auto (the task's own), exact, math (math-verify) or package.module:function (your own)."""
     num_train: int = 2000

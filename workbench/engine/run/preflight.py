@@ -1,6 +1,7 @@
 """Checks and resolutions in the driver before any actor starts, so mistakes fail fast in one line.
 
-    cfg = absolute_paths(cfg)          # Ray workers do not share the driver's working directory
+    cfg = absolute_paths(cfg)          # absolute paths (Ray workers have their own cwd); a hub model id
+                                       # resolved once to its snapshot folder and commit (model/hub.py)
     preflight(cfg, build_model=True)   # the task loads, the model folder is valid (builtin: built),
                                        # and every length the actors depend on fits (check_sequences)
     check_resources(cfg)               # the connected Ray cluster can hold the run's actors
@@ -23,15 +24,18 @@ log = logging.getLogger(__name__)
 
 
 def absolute_paths(cfg: RunConfig) -> RunConfig:
-    """Ray workers do not share the driver's working directory: make every path absolute."""
+    """Ray workers do not share the driver's working directory: make every path absolute, and a
+    hub model id its snapshot folder (model.path) and commit (model.revision)."""
+    from workbench.engine.model.load import resolved_path
+    from workbench.tasks.hf import task_path
+
     out = str(cfg.output_dir().resolve())
-    model = cfg.model
-    if not model.path.startswith("builtin:"):
-        model = dataclasses.replace(model, path=str(Path(model.path).expanduser().resolve()))
+    model = resolved_path(cfg.model)  # a hub id: its snapshot folder and commit, resolved here once
     model = dataclasses.replace(model, cache_dir=str(Path(model.cache_dir).expanduser().resolve()))
     task = cfg.task
-    if task.path:
-        task = dataclasses.replace(task, path=str(Path(task.path).expanduser().resolve()))
+    if task.path:  # an hf task's hub dataset id stays an id
+        path = task_path(task.path) if task.name == "hf" else str(Path(task.path).expanduser().resolve())
+        task = dataclasses.replace(task, path=path)
     if task.mix:  # the sources of a task mix (issue 22)
         task = dataclasses.replace(task, mix=absolute_mix(task.mix))
     return dataclasses.replace(cfg, out_dir=out, model=model, task=task)
