@@ -83,7 +83,7 @@ class PastTheData:
     @property
     def unidentified(self) -> bool:
         """A rising fit whose A is not identified (it did not converge): where it levels off, the data do not show."""
-        return not self.converged and not self.no_gain and self.A > self.R0
+        return not self.converged and not self.no_gain and not self.fixed_A and self.A > self.R0
 
     def far_band(self, c: Any, level: float, kind: str = "mean") -> FarBand | None:
         """What the band at computes c spans beyond the fit's own, past the data (module doc); None
