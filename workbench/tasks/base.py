@@ -79,7 +79,7 @@ def import_checker(spec: str) -> Checker:
 
 def load_task(cfg) -> TaskData:
     """Build the task named by `cfg.name` (a `workbench.config.TaskConfig`)."""
-    from workbench.tasks import code, codegen, files, synthetic
+    from workbench.tasks import code, codegen, files, hf, synthetic
 
     if getattr(cfg, "mix", None):
         from workbench.tasks.mixture import load_mixed_task
@@ -89,6 +89,9 @@ def load_task(cfg) -> TaskData:
         raise UserError(f"task.num_train ({cfg.num_train}) and task.num_val ({cfg.num_val}) must be >= 1")
     if cfg.name in FILE_TASKS:
         task = files.load_file_task(cfg)
+        default_checker = "math"
+    elif cfg.name == "hf":  # datasets.load_dataset: a hub id, a local folder or file (tasks/hf.py)
+        task = hf.load_hf_task(cfg)
         default_checker = "math"
     elif cfg.name in synthetic.TASKS:
         task = synthetic.make_task(cfg.name, cfg.difficulty, num_train=cfg.num_train, num_val=cfg.num_val, seed=cfg.seed)
@@ -102,7 +105,7 @@ def load_task(cfg) -> TaskData:
         task.chat_template = bool(getattr(cfg, "chat_template", False))
         return task
     else:
-        known = ", ".join(sorted(synthetic.TASKS) + list(FILE_TASKS) + list(codegen.TASKS) + list(code.CODE_TASKS))
+        known = ", ".join(sorted(synthetic.TASKS) + list(FILE_TASKS) + ["hf"] + list(codegen.TASKS) + list(code.CODE_TASKS))
         raise UserError(f"task.name: unknown task {cfg.name!r} (known: {known})")
     task.checker_name, task.checker = get_checker(cfg.checker, default=default_checker)
     task.chat_template = bool(getattr(cfg, "chat_template", False))

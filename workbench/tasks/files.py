@@ -50,7 +50,8 @@ def _answer_text(value: Any, where: str, key: str) -> str:
     raise UserError(f"{where}: {key!r} must be a string or a number, got {type(value).__name__}")
 
 
-def _record(row: Any, where: str, prompt_key: str, answer_key: str) -> tuple[str, str]:
+def record(row: Any, where: str, prompt_key: str, answer_key: str) -> tuple[str, str]:
+    """(prompt, answer) of one row; a missing key, an empty prompt or an answer that is no string or number is one UserError."""
     if not isinstance(row, dict):
         raise UserError(f"{where}: expected a JSON object, got {type(row).__name__}")
     for key in (prompt_key, answer_key):
@@ -78,7 +79,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, str, Any]]:
 
 def read_jsonl(path: Path, prompt_key: str, answer_key: str) -> list[tuple[int, str, str]]:
     """[(line number, prompt, answer)] from a JSONL file."""
-    return [(lineno, *_record(obj, where, prompt_key, answer_key)) for lineno, where, obj in iter_jsonl(path)]
+    return [(lineno, *record(obj, where, prompt_key, answer_key)) for lineno, where, obj in iter_jsonl(path)]
 
 
 def read_parquet(path: Path, prompt_key: str, answer_key: str) -> list[tuple[int, str, str]]:
@@ -95,7 +96,7 @@ def read_parquet(path: Path, prompt_key: str, answer_key: str) -> list[tuple[int
         raise UserError(f"{path}: missing column(s) {', '.join(map(repr, missing))} (columns: {cols}); set task.prompt_key / task.answer_key")
     rows = []
     for i, (p, a) in enumerate(zip(df[prompt_key].tolist(), df[answer_key].tolist())):
-        rows.append((i, *_record({prompt_key: p, answer_key: a}, f"{path}: row {i}", prompt_key, answer_key)))
+        rows.append((i, *record({prompt_key: p, answer_key: a}, f"{path}: row {i}", prompt_key, answer_key)))
     return rows
 
 
@@ -120,15 +121,31 @@ def load_file_task(cfg) -> TaskData:
     rows = reader(path, cfg.prompt_key, cfg.answer_key)
     if not rows:
         raise UserError(f"{path}: no examples (the file is empty)")
+    return task_from_rows(cfg, rows, source=str(path))
+
+
+def task_from_rows(cfg, rows: list[tuple[int, str, str]], *, source: str, val_rows: list[tuple[int, str, str]] | None = None) -> TaskData:
+    """A TaskData from (id, prompt, answer) rows: repeated prompts kept once, shuffled by `cfg.seed`,
+    then `cfg.num_val` rows for val (from `val_rows` when given, else from `rows`) and up to
+    `cfg.num_train` of the rest for train (a prompt in val is never trained on). The math checker."""
     rows = _dedupe(rows)
-    if len(rows) <= cfg.num_val:
+    rng = random.Random(f"file:{cfg.seed}")
+    if val_rows is not None:
+        val_rows = _dedupe(val_rows)
+        rng.shuffle(val_rows)
+        held = val_rows[: cfg.num_val]
+        in_val = {p for _, p, _ in held}
+        rows = [r for r in rows if r[1] not in in_val]
+    if not rows or (val_rows is None and len(rows) <= cfg.num_val):
         raise UserError(
-            f"{path}: {len(rows)} distinct prompts, but task.num_val={cfg.num_val} leaves none for training; "
+            f"{source}: {len(rows)} distinct prompts, but task.num_val={cfg.num_val} leaves none for training; "
             "lower task.num_val"
         )
-    random.Random(f"file:{cfg.seed}").shuffle(rows)
-    val = [Example(id=i, prompt=p, answer=a) for i, p, a in rows[: cfg.num_val]]
-    train = [Example(id=i, prompt=p, answer=a) for i, p, a in rows[cfg.num_val : cfg.num_val + cfg.num_train]]
+    rng.shuffle(rows)
+    if val_rows is None:
+        held, rows = rows[: cfg.num_val], rows[cfg.num_val :]
+    val = [Example(id=i, prompt=p, answer=a) for i, p, a in held]
+    train = [Example(id=i, prompt=p, answer=a) for i, p, a in rows[: cfg.num_train]]
     alphabet = "".join(sorted({c for ex in train + val for c in ex.prompt + ex.answer}))
     return TaskData(
         name=cfg.name,
@@ -140,7 +157,7 @@ def load_file_task(cfg) -> TaskData:
         checker_name="math",
         difficulty=None,
         seed=cfg.seed,
-        info={"source": str(path), "rows": len(rows)},
+        info={"source": source, "rows": len(rows) + len(held)},
     )
 
 

@@ -38,7 +38,11 @@ def domain_of(src: Any) -> str:
 
 def absolute_mix(mix: list) -> list:
     """The sources with their file paths made absolute (Ray workers do not share the driver's cwd)."""
-    return [dataclasses.replace(s, path=str(Path(s.path).expanduser().resolve())) if s.path else s for s in mix]
+    from workbench.tasks.hf import task_path
+
+    # an hf source's hub dataset id stays an id (tasks/hf.py)
+    return [dataclasses.replace(s, path=task_path(s.path) if s.name == "hf" else str(Path(s.path).expanduser().resolve()))
+            if s.path else s for s in mix]  # fmt: skip
 
 
 def _retag(examples: list[Example], domain: str, offset: int) -> list[Example]:

@@ -1,5 +1,8 @@
 """Local Hugging Face model folders: checks, the tokenizer, and how prompts become token ids.
 
+(A hub id is resolved to its snapshot folder before it gets here: load.resolved_path, hub.py. A
+snapshot folder absent on this node is read from this node's HF cache at the same commit.)
+
 Every backend (torch generator, vLLM generator, trainer, evaluator) reads a model folder and
 its tokenizer through here, so all of them agree on the ids:
 
@@ -37,7 +40,12 @@ def check_model_dir(path: str | Path) -> Path:
     """The folder as a Path, once it has a config, weights and tokenizer files; else a UserError."""
     d = Path(path).expanduser()
     if not d.is_dir():
-        raise UserError(f"model.path: no such directory: {d} (a local Hugging Face model directory or builtin:tiny)")
+        from workbench.engine.model.hub import node_snapshot
+
+        # a hub snapshot the driver resolved, absent here (a node-local HF cache): the same commit from this node's
+        d = node_snapshot(d) or d
+    if not d.is_dir():
+        raise UserError(f"model.path: no such directory: {d} (a hub id, a local Hugging Face model directory or builtin:tiny)")
     if not (d / "config.json").is_file():
         raise UserError(f"model.path: {d} has no config.json (not a Hugging Face model directory)")
     if not any((d / w).is_file() for w in WEIGHT_FILES) and not list(d.glob("*.safetensors")):

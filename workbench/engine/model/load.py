@@ -5,9 +5,10 @@
     model_cfg = resolved_model(cfg.model, task)        # path = the absolute model folder (driver)
     model, tok = load_policy(model_cfg)                # in an actor: no task needed
 
-"builtin:tiny" is built and cached by builtin.py. Any other `path` is a local Hugging Face
-model directory (no hub downloads), read through `hf_dir` (its own tokenizer, EOS required,
-optional chat template). Tokenizers without a pad token get EOS as pad; padding is on the left
+"builtin:tiny" is built and cached by builtin.py. A hub id ("Qwen/Qwen2.5-0.5B-Instruct", no local
+folder of that name) is resolved by the driver, once, to its snapshot folder and commit
+(`resolved_path`, through hub.py). Any other `path` is a local Hugging Face model directory, read
+through `hf_dir` (its own tokenizer, EOS required, optional chat template). Tokenizers without a pad token get EOS as pad; padding is on the left
 for generation; the model config's eos / pad ids are set to the tokenizer's. `policy_dir` gives
 the folder without loading the model (vLLM).
 """
@@ -53,6 +54,26 @@ def load_policy(
                                 "params": sum(p.numel() for p in model.parameters())}  # fmt: skip
     compute = compute if isinstance(compute, torch.dtype) else next(model.parameters()).dtype
     return fast_kernels(model, compute, device), tokenizer
+
+
+def resolved_path(model_cfg: Any) -> Any:
+    """`model_cfg` with `path` absolute: a hub id becomes its snapshot folder, and `revision` the
+    commit it resolved to (hub.py: downloaded once, or the cache alone offline); a local folder is
+    made absolute (with `revision` set only when the folder is that commit's snapshot)."""
+    from workbench.engine.model.hub import is_hub_id, resolve_model, snapshot_id
+    from workbench.errors import UserError
+
+    path = model_cfg.path
+    if path.startswith(BUILTIN_PREFIX):
+        return model_cfg
+    if is_hub_id(path):
+        snap = resolve_model(path, model_cfg.revision)
+        return dataclasses.replace(model_cfg, path=str(snap.folder), revision=snap.commit)
+    folder = Path(path).expanduser().resolve()
+    if model_cfg.revision is not None and (snapshot_id(folder) or ("", ""))[1] != model_cfg.revision:
+        raise UserError(f"model.revision={model_cfg.revision!r} is for hub ids, but model.path {path!r} is a local folder: "
+                        "drop model.revision, or give the hub id")
+    return dataclasses.replace(model_cfg, path=str(folder))
 
 
 def resolved_model(model_cfg: Any, task: Any = None, *, progress: bool = False, run_dir: Any = None) -> Any:
