@@ -59,13 +59,13 @@ class ModelConfig:
 @dataclass
 class TaskConfig:
     name: str = "addition"
-    """A synthetic family (addition, multiplication, reverse, sort, pyexpr), a file task (jsonl, parquet, code) or humaneval."""
+    """A synthetic family (addition, multiplication, reverse, sort, pyexpr), a file task (jsonl, parquet, code), hf (datasets.load_dataset) or humaneval."""
     difficulty: int = 2
     """Synthetic families: how hard the generated problems are (e.g. the number of digits for addition)."""
     path: Optional[str] = None
-    """File tasks (jsonl, parquet, code): the data file, one example a line or row."""
+    """File tasks: the data file, one example a line or row; hf: a hub dataset id, or a local folder or file load_dataset reads."""
     prompt_key: str = "prompt"
-    """File tasks: the field that holds the prompt."""
+    """File and hf tasks: the field that holds the prompt."""
     answer_key: str = "answer"
     """File and hf tasks: the field that holds the expected answer (or the solution text answer_regex reads it from)."""
     config: Optional[str] = None
