@@ -8,6 +8,7 @@
     s.dashboard()                   # live widget: points, refitted sigmoid, band, progress, train metrics
     s.wait()                        # blocks (refreshing dashboards); raises RunFailed on failure
     s.curve, s.fit(), s.forecast(budget=1.0), s.chart()      # the run's RunView (workbench.runs.view): read-only
+    s.export("policies/mine")       # a checkpoint's policy as a Hugging Face folder (the run leaves <run>/policy)
     s.pause(); s.resume(); s.stop() # stop() waits for the final checkpoint
     s = Session.attach("my-run")    # after a kernel restart (needs a Ray cluster outside the kernel)
     s = Session.resume_from("runs/my-run", max_steps=400)    # continue a stopped run from its checkpoint
@@ -256,6 +257,7 @@ class Session:
     # ------------------------------------------------------------------ the view (read-only)
     rows, curve, history = _polled("rows"), _polled("curve"), _polled("history")
     status, fit, forecast, chart = _polled("status"), _polled("fit"), _polled("forecast"), _polled("chart")
+    export = _polled("export")
 
     def dashboard(self, budget: float | None = None, *, poll: float = 2.0, fit_from: float | None = None):
         """A live ipywidgets panel (see workbench.widgets.dashboard.Dashboard)."""

@@ -158,3 +158,18 @@ def test_a_two_worker_checkpoint_exports_the_one_worker_weights(tiny_config, tmp
     assert again.keys() == two.keys()
     for k in two:
         torch.testing.assert_close(again[k], two[k], atol=0, rtol=0, msg=k)
+
+
+def test_a_session_and_a_run_view_export_the_same_policy(trained, tmp_path):
+    from safetensors.torch import load_file
+
+    from workbench.runs.view import RunView
+    from workbench.session import Session
+
+    _, _, run, _ = trained
+    by_view = RunView.open(run).export(tmp_path / "view", step=1)
+    by_session = Session.open(run).export(tmp_path / "session", step=1)
+    assert by_view.step == by_session.step == 1
+    a, b = load_file(str(by_view.out / "model.safetensors")), load_file(str(by_session.out / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert Session.open(run).export().out == run / "policy"  # the default: where a finished run leaves it

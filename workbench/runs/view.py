@@ -202,6 +202,13 @@ class RunView:
 
         return forecast_from_fit(self.fit(x, fit_from), budget, x=x or self.x, level=level, min_gain=min_gain)
 
+    def export(self, out: str | Path | None = None, step: Optional[int] = None):
+        """The policy of checkpoint `step` (default: the latest) as a Hugging Face folder at `out`
+        (default: <run>/policy); returns a workbench.runs.export.PolicyExport."""
+        from workbench.runs.export import export_policy
+
+        return export_policy(self.out_dir, out, step=step)
+
     def default_budget(self, factor: float = 10.0) -> Optional[float]:
         """`factor` x the latest positive compute of the curve (None when there is none yet)."""
         c = self.curve[self.column]
