@@ -13,7 +13,8 @@ bubblewrap cannot run, a task with code refuses in one line); math and exact tas
 What ROW indexes (0-based):
 - a JSONL file task (jsonl, code): the line of the file (row r is line r + 1; blank lines and
   repeated prompts are not examples); a Parquet file: its row; humaneval: the problem number
-  (HumanEval/12 is row 12).
+  (HumanEval/12 is row 12); an hf task: the row of `task.split`, then those of `task.val_split`
+  (its row r is row len(split) + r); rows whose answer `task.answer_regex` misses are not examples.
 - a synthetic family (addition, pyexpr, ...): the generated problems in order, train first
   (rows 0 .. num_train - 1), then validation; the same seed and counts give the same rows.
 - a task mix: with "domain", the row in that domain's source as above; without it, the rows of the
@@ -37,7 +38,7 @@ from workbench.errors import UserError
 from workbench.tasks.types import Example, TaskData
 
 # tasks read from a file: every row of the file is an example for `check` (not only a split's)
-FILE_ROWS = ("jsonl", "parquet", "code", "humaneval")
+FILE_ROWS = ("jsonl", "parquet", "code", "humaneval", "hf")
 ALL_ROWS = 10**9
 
 

@@ -76,7 +76,8 @@ def _load(cfg: Any) -> dict[str, Any]:
     except (DatasetNotFoundError, DataFilesNotFoundError, FileNotFoundError) as e:
         raise UserError(f"task.path: {cfg.path!r} is no local folder or file, nor a dataset on the hub ({_one_line(e)})") from None
     except ConnectionError as e:  # offline (HF_HUB_OFFLINE) or no network, and not in the datasets cache
-        raise UserError(f"task.path: {cfg.path!r} is not in the datasets cache and the hub cannot be reached ({_one_line(e)}): "
+        raise UserError(f"task.path: {cfg.path!r} is no local folder or file, and not in the datasets cache while the hub "
+                        f"cannot be reached ({_one_line(e)}): "
                         "load it once where there is a network with the same HF_HOME, or give a local folder") from None
     except ValueError as e:  # a configuration that is missing or unknown, a bad revision
         key = "task.config" if "onfig" in str(e) else "task.path"
