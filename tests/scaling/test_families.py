@@ -131,6 +131,15 @@ def test_every_forecast_past_the_data_says_how_far_past_it_is():
     assert math.isnan(SigmoidFit.from_dict(d).forecast.reach)
 
 
+def test_a_narrow_level_still_spans_both_families():
+    fit = fit_sigmoid(*_demo("seed2"))
+    budget = 10 * fit.origin
+    lo50, hi50 = fit.band(budget, level=0.5)
+    lo95, hi95 = fit.band(budget, level=0.95)
+    assert lo95[0] <= lo50[0] < hi50[0] <= hi95[0]
+    assert lo50[0] <= fit.families.best(np.array([budget]))[0] + 1e-9  # the stretched exponential's best fit stays inside
+
+
 def test_the_joined_band_survives_fit_json():
     fit = fit_sigmoid(*_demo("seed2"))
     back = SigmoidFit.from_json(fit.to_json())

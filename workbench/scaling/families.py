@@ -95,9 +95,12 @@ class Families:
                 f"sigmoid {self.rmse_sigmoid:.4f}; plateau {self.P_ci[0]:.3f}-{self.P_ci[1]:.3f})")
 
     def _admitted(self, level: float) -> np.ndarray:
-        """The plateaus whose SSE is within the threshold at `level` of the best fit of either family."""
+        """The plateaus whose SSE is within the threshold at `level` of the best fit of either family
+        (and always the stretched exponential's best, so a low `level` never leaves none)."""
         best = min(float(self.prof.sse.min()), self.prof.n * self.rmse_sigmoid**2)
-        return self.prof.sse <= profile_threshold(best, self.prof.n, level)
+        keep = self.prof.sse <= profile_threshold(best, self.prof.n, level)
+        keep[self.prof.sse.argmin()] = True
+        return keep
 
     def best(self, c: np.ndarray) -> np.ndarray:
         """The stretched exponential's best fit at compute c."""
