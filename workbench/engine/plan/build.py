@@ -175,10 +175,13 @@ def assumed_layout(cfg: RunConfig, c: Cluster) -> tuple[RunConfig, Optional[str]
 
 
 def settings_from_config(cfg: RunConfig, c: Cluster, prompt: int) -> Settings:
-    from workbench.engine.model.devices import CPU_KV_CACHE_GIB
+    from workbench.engine.model.devices import CPU_KV_CACHE_GIB, trainer_precision
 
     g, r, t = cfg.generation, cfg.resources, cfg.train
-    compute = 4 if c.cpu or cfg.model.dtype == "float32" else 2  # devices.trainer_precision: auto is bf16 on CUDA
+    if c.cpu:  # the trainer's own rule, which the CPU vLLM engine follows: bf16 where asked and native here
+        compute = trainer_precision(cfg.model.dtype, "cpu").compute.itemsize
+    else:
+        compute = 4 if cfg.model.dtype == "float32" else 2  # devices.trainer_precision: auto is bf16 on CUDA
     return Settings(compute_bytes=compute, fp32_head=bool(cfg.recipe.fp32_head), trainer_workers=r.trainer_workers,
                     trainer_gpus=r.trainer_gpus, generator_gpus=r.generator_gpus, num_generators=g.num_generators,
                     evaluator_gpus=r.evaluator_gpus, backend=g.backend, tp=g.vllm_tensor_parallel_size,
