@@ -38,6 +38,9 @@ def session_cluster_state(tmp_path_factory):
     whatever cluster they started is shut down when the test session ends."""
     state = tmp_path_factory.mktemp("workbench-state")
     os.environ["WORKBENCH_STATE_DIR"] = str(state)
+    # `workbench run` tracks in MLflow by default: the tests' runs go to a store of their own, not the
+    # project's mlflow.db (tests of the default store unset it)
+    os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{state / 'mlflow.db'}")
     yield state
     from workbench.engine import cluster
 

@@ -65,7 +65,7 @@ def test_config_show_prints_the_resolved_config_with_meanings(capsys):
     assert all(line.startswith("train.") and "  # " in line for line in lines)
     assert main(["config", "show"]) == 0
     out = capsys.readouterr().out
-    assert 'model.path = "builtin:tiny"' in out and "recipe.loss.type = \"cispo\"" in out and "tracking.mlflow = false" in out
+    assert 'model.path = "builtin:tiny"' in out and "recipe.loss.type = \"cispo\"" in out and "tracking.mlflow = true" in out
     assert main(["config", "show", "--set", "train.lrr=1"]) == 2
     assert "did you mean 'train.lr'" in capsys.readouterr().err
 

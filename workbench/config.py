@@ -223,8 +223,8 @@ class CheckpointConfig:
 
 @dataclass
 class TrackingConfig:
-    mlflow: bool = False
-    """Log `workbench run` to MLflow (params, every metric, the fit); a Session logs unless tracking=False is passed."""
+    mlflow: bool = True
+    """Log `workbench run` to MLflow (params, every metric, the fit), so `workbench compare` and `workbench ui` find it; false: the run folder only. A Session logs unless tracking=False is passed."""
     experiment: str = "workbench"
     """MLflow experiment the run is logged under (what `workbench compare --experiment` reads)."""
     tracking_uri: Optional[str] = None

@@ -48,14 +48,15 @@ def test_release_hygiene_files():
     assert f"## {workbench.__version__}" in changelog and "## Version tags" in changelog and "v0.1.0" in changelog
 
 
-def test_compare_without_a_store_names_the_key_that_makes_one(tmp_path, monkeypatch, capsys):
+def test_compare_without_a_store_says_what_makes_one(tmp_path, monkeypatch, capsys):
     from workbench.cli import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     (tmp_path / "pyproject.toml").write_text("[project]\nname='p'\n")
     assert main(["compare", "--experiment", "e"]) == 2
-    assert "tracking.mlflow=true" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "`workbench run` (tracking.mlflow=true, the default)" in err and "MLFLOW_TRACKING_URI" in err
 
 
 def test_env_readme_agrees_with_the_status_table():

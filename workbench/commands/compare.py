@@ -86,7 +86,7 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
     p = subparsers.add_parser(name, help="fit and rank the scaling curves of MLflow runs", description=__doc__.split("\n\n")[0],
                               epilog="examples:\n  workbench compare --experiment smoke --plot overlay.html\n"
                                      "  workbench compare RUN_ID RUN_ID --x compute/flops --json\n"
-                                     "Runs reach MLflow from `workbench run --set tracking.mlflow=true`, a Session or a sweep.",
+                                     "Runs reach MLflow from `workbench run` (tracking.mlflow=true, the default), a Session or a sweep.",
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="MLflow run ids to compare")
     p.add_argument("--experiment", help="compare the runs of this MLflow experiment")

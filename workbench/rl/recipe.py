@@ -39,7 +39,7 @@ class LossConfig:
     tis_cap: Optional[float] = None  # truncated importance sampling cap c; None = off
     """Truncated importance sampling: cap c on each token's weight pi_old / pi_gen (generator/trainer mismatch); null: off."""
     kl_coef: float = 0.0
-    """Weight of a KL penalty (k3 estimator) to a reference policy (0: off)."""
+    """Weight of a KL penalty (k3 estimator) to the frozen starting weights, which the trainer then holds (0: off)."""
     entropy_coef: float = 0.0
     """Weight of an entropy bonus (0: off)."""
 

@@ -51,8 +51,8 @@ PARENT_TAG = "mlflow.parentRunId"
 RUN_STATUSES = ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")
 _PROJECT_MARKERS = ("pyproject.toml", ".git")
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
-_STORE_HINT = ("runs are tracked there by `workbench run` with --set tracking.mlflow=true, "
-               "by a Session (tracking on by default) and by `workbench sweep`")
+_STORE_HINT = ("`workbench run` (tracking.mlflow=true, the default), a Session and `workbench sweep` "
+               "create it with their first tracked run; run one from this project, or point MLFLOW_TRACKING_URI at your store")
 
 
 def project_root(start: str | Path | None = None) -> Path:

@@ -43,3 +43,18 @@ def test_pool_arguments_are_checked(ray_cluster):
         RewardPool.start(num_workers=0, cpus_per_worker=1)
     with pytest.raises(UserError):
         RewardPool.start(num_workers=1, cpus_per_worker=-1)
+
+
+@pytest.mark.slow
+def test_a_pool_that_cannot_replace_a_dead_actor_stops_in_one_line_and_scores_nothing(ray_cluster, capfd):
+    pool = RewardPool.start(num_workers=1, cpus_per_worker=0.25, down_timeout_s=3.0)
+    try:
+        pool.cpus_per_worker = 1000.0  # no node can host a replacement any more: the pool is down
+        ray_cluster.kill(pool.actors[0])
+        pending = pool.submit(checks(3))
+        with pytest.raises(UserError, match="the reward pool is down: no sandbox actor started within 3 s") as e:
+            pending.get()  # no verdict at all: nothing is scored, the run stops on this line
+        assert "\n" not in str(e.value)
+        assert "re-running its 3 checks on a fresh actor" in capfd.readouterr().err  # the step said why it waits
+    finally:
+        pool.shutdown()

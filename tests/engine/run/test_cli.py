@@ -53,11 +53,13 @@ def marked_pids(mark: str) -> set[int]:
     return pids
 
 
-def run_cli(*args: str, timeout: float = 300, mark: str = "") -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 300, mark: str = "", cwd: Path | None = None,
+            unset: tuple[str, ...] = ()) -> subprocess.CompletedProcess:  # fmt: skip
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HELPERS), os.environ.get("PYTHONPATH", "")]))
     env[MARK] = mark
-    env.pop("RAY_ADDRESS", None)
-    return subprocess.run([*WORKBENCH, *args], capture_output=True, text=True, timeout=timeout, env=env)
+    for key in ("RAY_ADDRESS", *unset):
+        env.pop(key, None)
+    return subprocess.run([*WORKBENCH, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, code: int, *needles: str) -> None:
@@ -171,30 +173,35 @@ def test_raising_checker_in_the_driver_fails_fast(tmp_path, model_cache):
 
 
 def test_tracking_keys_that_cannot_take_effect_are_refused(tmp_path, model_cache):
-    path = write_config(tmp_path, model_cache, tracking={"run_id": "abc123"})
+    path = write_config(tmp_path, model_cache, tracking={"mlflow": False, "run_id": "abc123"})
     proc = run_cli("run", "--config", str(path), "--out", str(tmp_path / "o"))
     assert_one_line_error(proc, 2, "tracking.run_id is set but tracking.mlflow is false")
 
 
 @pytest.mark.slow
-def test_run_with_mlflow_creates_its_run_and_a_resume_reopens_it(tmp_path, model_cache):
-    """`workbench run --set tracking.mlflow=true` is tracked like a session: its own MLflow run with
-    params, every step once, and the fit; running it again (a resume) logs into the same run."""
+def test_run_is_tracked_by_default_compare_finds_it_and_a_resume_reopens_it(tmp_path, model_cache):
+    """`workbench run` with no tracking flag is tracked like a session, in the project's mlflow.db: its
+    own MLflow run with params, every step once, and the fit; `workbench compare` then finds it without
+    flags; running it again (a resume) logs into the same run."""
     from mlflow import MlflowClient
 
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'mine'\n")  # the user's project
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    path = write_config(tmp_path, model_cache, tracking={"mlflow": True, "tracking_uri": uri, "experiment": "cli-runs"},
-                        train={"max_steps": 4})
+    path = write_config(tmp_path, model_cache, tracking={"experiment": "cli-runs"}, train={"max_steps": 4},
+                        eval={"every_steps": 1})  # 5 evaluations by step 4: enough for compare's fit
     out = tmp_path / "o"
-    proc = run_cli("run", "--config", str(path), "--out", str(out), "--max-steps", "2")
+    no_env = ("MLFLOW_TRACKING_URI",)
+    proc = run_cli("run", "--config", str(path), "--out", str(out), "--max-steps", "2", cwd=tmp_path, unset=no_env)
     assert proc.returncode == 0, proc.stderr
     assert "tracking in MLflow run" in proc.stderr
     client = MlflowClient(uri)
     (run,) = client.search_runs([client.get_experiment_by_name("cli-runs").experiment_id])
     assert run.info.status == "FINISHED" and run.data.params["train.lr"] == "0.0001"
     assert run.data.tags["workbench.kind"] == "run" and run.data.tags["workbench.out_dir"] == str(out.resolve())
-    proc = run_cli("run", "--config", str(path), "--out", str(out), "--max-steps", "4")
+    proc = run_cli("run", "--config", str(path), "--out", str(out), "--max-steps", "4", cwd=tmp_path, unset=no_env)
     assert proc.returncode == 0 and "resuming cli from step 2" in proc.stderr, proc.stderr
+    listed = run_cli("compare", "--experiment", "cli-runs", "--json", cwd=tmp_path, unset=no_env)
+    assert listed.returncode == 0 and run.info.run_id in listed.stdout, listed.stderr
     runs = client.search_runs([client.get_experiment_by_name("cli-runs").experiment_id])
     assert [r.info.run_id for r in runs] == [run.info.run_id], "the resume must log into the same MLflow run"
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -204,3 +211,14 @@ def test_run_with_mlflow_creates_its_run_and_a_resume_reopens_it(tmp_path, model
         assert history == sorted(r["step"] for r in rows if r.get(key) is not None), key
     assert client.get_run(run.info.run_id).info.status == "FINISHED"
     assert "fit/n" in client.get_run(run.info.run_id).data.metrics or "workbench.fit_error" in client.get_run(run.info.run_id).data.tags
+
+
+@pytest.mark.slow
+def test_tracking_off_keeps_the_run_in_its_folder_only(tmp_path, model_cache):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'mine'\n")
+    path = write_config(tmp_path, model_cache, tracking={"mlflow": False})
+    proc = run_cli("run", "--config", str(path), "--out", str(tmp_path / "o"), "--max-steps", "1", cwd=tmp_path,
+                   unset=("MLFLOW_TRACKING_URI",))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "tracking in MLflow" not in proc.stderr and not (tmp_path / "mlflow.db").exists()
+    assert (tmp_path / "o" / "metrics.jsonl").is_file()

@@ -89,14 +89,16 @@ class PendingVerdicts:
 class RewardPool:
     """Ray actors hosting sandboxes; use `RewardPool.start(...)`."""
 
-    def __init__(self, actors: list, cpus_per_worker: float, limits: Limits | None):
+    def __init__(self, actors: list, cpus_per_worker: float, limits: Limits | None, down_timeout_s: float = POOL_DOWN_TIMEOUT_S):
         self.actors = actors
         self.cpus_per_worker = cpus_per_worker
         self.limits = limits
+        self.down_timeout_s = down_timeout_s  # how long a replacement may take to start before the pool is down
         self._dead: set[int] = set()
 
     @classmethod
-    def start(cls, num_workers: int, cpus_per_worker: float = 1.0, limits: Limits | None = None) -> "RewardPool":
+    def start(cls, num_workers: int, cpus_per_worker: float = 1.0, limits: Limits | None = None,
+              down_timeout_s: float = POOL_DOWN_TIMEOUT_S) -> "RewardPool":  # fmt: skip
         """Start `num_workers` actors and wait until each has a working sandbox; if any node cannot
         run bubblewrap, stop them all and raise that node's one-line UserError (fail closed)."""
         from workbench.errors import as_number
@@ -106,7 +108,7 @@ class RewardPool:
         # cpus_per_worker 0: logical slots sharing the cores, where the run's actors hold every CPU (M, issue 22)
         if n < 1 or cpus < 0:
             raise UserError(f"reward pool: need num_workers >= 1 and cpus_per_worker >= 0, got {num_workers}, {cpus_per_worker}")
-        pool = cls([cls._spawn(cpus, limits) for _ in range(n)], cpus, limits)
+        pool = cls([cls._spawn(cpus, limits) for _ in range(n)], cpus, limits, down_timeout_s)
         try:
             pool._wait_ready(list(range(n)))
         except BaseException:
@@ -131,7 +133,7 @@ class RewardPool:
             raise UserError(bad)
 
     def rerun(self, k: int, checks: list[CodeCheck], why: str) -> Any:
-        """Replace dead actor `k` (waiting for it, with a message, up to POOL_DOWN_TIMEOUT_S) and send it `checks`."""
+        """Replace dead actor `k` (waiting for it, with a message, up to `down_timeout_s`) and send it `checks`."""
         print(f"reward pool: {why}; re-running its {len(checks)} checks on a fresh actor", file=sys.stderr, flush=True)
         self._dead.add(k)
         self._replace_dead()
@@ -144,7 +146,7 @@ class RewardPool:
             except Exception:  # noqa: BLE001 - it is already gone
                 pass
             self.actors[k] = self._spawn(self.cpus_per_worker, self.limits)
-            self._wait_ready([k], timeout=POOL_DOWN_TIMEOUT_S)
+            self._wait_ready([k], timeout=self.down_timeout_s)
         self._dead.clear()
 
     def submit(self, checks: list[CodeCheck]) -> PendingVerdicts:

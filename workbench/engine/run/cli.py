@@ -7,9 +7,11 @@
 Writes OUT/metrics.jsonl (one object per step and per evaluation), OUT/summary.json and
 checkpoints. Ctrl-C stops after the step in flight and writes a checkpoint.
 
-With `tracking.mlflow: true` (or `--set tracking.mlflow=true`) the run is tracked like a
-Session's: it creates its MLflow run (or, resuming a folder whose run was tracked, reopens that
-run), logs params and every step once, and at the end the fit and its artifacts.
+The run is tracked like a Session's (`tracking.mlflow`, true by default; `--set tracking.mlflow=false`
+opts out): it creates its MLflow run in the store of $MLFLOW_TRACKING_URI, else the project's
+SQLite file mlflow.db (or, resuming a folder whose run was tracked, reopens that run), logs params
+and every step once, and at the end the fit and its artifacts, so `workbench compare` and
+`workbench ui` find it without flags.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from workbench.errors import UserError
 def add_parser(sub, name: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help="train a policy (async RL on Ray) and log its curve",
                        description="Train a policy with asynchronous RL on Ray (the config's recipe, model and task), log every\n"
-                                   "step to <out>/metrics.jsonl (and to MLflow with tracking.mlflow=true), then fit and backtest\n"
+                                   "step to <out>/metrics.jsonl and to MLflow (tracking.mlflow=false opts out), then fit and backtest\n"
                                    "the validation curve. The same command on the same --out resumes from the last checkpoint.",
                        epilog="examples:\n  workbench run --config configs/demo.yaml --out runs/demo --fresh\n"
                               "  workbench run --config configs/quickstart.yaml --set train.lr=3e-4 --set recipe=qwen-dapo --max-steps 200\n"
@@ -82,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.config import load_run_config
     from workbench.engine.failures import ERROR_LOG, RunFailed
     from workbench.engine.run.launch import launch, wait_with_progress
+    from workbench.engine.run.preflight import absolute_paths
     from workbench.tracking import run_tracking
 
     overrides = list(args.overrides)
@@ -93,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
         if args.max_steps < 1:
             raise UserError("--max-steps must be >= 1")
         overrides.append(f"train.max_steps={args.max_steps}")
-    cfg = load_run_config(args.config, overrides)
+    # paths absolute and a hub model id resolved before any MLflow run exists: a missing id is one
+    # line, not a failed MLflow run, and the run's params name the snapshot and commit it trains
+    cfg = absolute_paths(load_run_config(args.config, overrides))
     cfg, created = open_tracking(cfg, prev=None if args.fresh else resumed_config(cfg))
     if cfg.tracking.mlflow:
         print(f"tracking in MLflow run {cfg.tracking.run_id} ({cfg.tracking.tracking_uri})", file=sys.stderr)
