@@ -103,3 +103,21 @@ def test_a_node_without_the_drivers_snapshot_reads_the_same_commit_from_its_own_
     offline_hub(monkeypatch, other)  # a node whose cache lacks that commit: one line naming it
     with pytest.raises(UserError, match=f"'Org/tiny' \\(revision {snap.name}\\) is no local folder"):
         check_model_dir(gone.folder)
+
+
+def test_the_plan_of_a_hub_id_reads_its_config_not_its_weights(monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from workbench.engine.plan import plan_for
+    from workbench.engine.plan.memory import GB, Cluster
+
+    home = tmp_path / "hf"
+    offline_hub(monkeypatch, home)
+    shipped = Path(__file__).resolve().parents[2] / "data" / "model_configs" / "qwen2.5-7b"
+    seed_model(home, "Qwen/Qwen2.5-7B-Instruct", shipped)  # config.json alone: no weights in the cache
+    cfg = cfg_for("Qwen/Qwen2.5-7B-Instruct", tmp_path)
+    plan = plan_for(cfg, Cluster(8, 80 * GB), prompt=512)
+    assert plan.shape.params == pytest.approx(7.61e9, rel=0.01)
+    missing = cfg_for("Qwen/Not-There", tmp_path)
+    with pytest.raises(UserError, match="'Qwen/Not-There'.*hf download Qwen/Not-There"):
+        plan_for(missing, Cluster(8, 80 * GB), prompt=512)

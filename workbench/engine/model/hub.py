@@ -3,6 +3,7 @@
     snap = resolve_model("Qwen/Qwen2.5-0.5B-Instruct", revision=None)   # HubSnapshot
     snap.folder    # ~/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B-Instruct/snapshots/<sha>
     snap.commit    # the 40-hex commit sha that `revision` (default: main) pointed at
+    resolve_model_files("Qwen/Qwen2.5-7B-Instruct")   # config.json and the tokenizer only (workbench plan)
     is_hub_id("Qwen/Qwen2.5-0.5B-Instruct")   # True unless a local folder of that name exists
 
 Everything goes through `huggingface_hub` (`snapshot_download`), so its cache and environment
@@ -30,6 +31,8 @@ from workbench.errors import UserError
 IGNORED = ["original/*", "*.pth", "*.pt", "*.msgpack", "*.h5", "*.onnx", "onnx/*", "*.ot", "*.gguf", "*.tflite",
            "*.mlmodel", "coreml/*", "openvino/*"]  # fmt: skip
 COMMIT = re.compile(r"[0-9a-f]{40}")
+# What `workbench plan` reads of a hub model: config.json and the tokenizer (prompt lengths), never the weights.
+SMALL_FILES = ["*.json", "*.txt", "*.model", "*.jinja"]
 
 
 @dataclass(frozen=True)
@@ -80,14 +83,17 @@ def _repo_files(repo_id: str, revision: str) -> Optional[list[str]]:
         return None
 
 
-def _download(repo_id: str, revision: str) -> Path:
-    """snapshot_download with the module's patterns; every hub error becomes one UserError line."""
+def _download(repo_id: str, revision: str, *, small_files_only: bool = False) -> Path:
+    """snapshot_download with the module's patterns (with `small_files_only`: the config, tokenizer
+    and index files only, no weights); every hub error becomes one UserError line."""
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, HFValidationError, LocalEntryNotFoundError,
                                         RepositoryNotFoundError, RevisionNotFoundError)  # fmt: skip
 
     where = f"model.path: {repo_id!r} (revision {revision})"
     try:
+        if small_files_only:
+            return Path(snapshot_download(repo_id, revision=revision, allow_patterns=SMALL_FILES))
         return Path(snapshot_download(repo_id, revision=revision, ignore_patterns=_ignored(_repo_files(repo_id, revision))))
     except HFValidationError as e:
         raise UserError(f"model.path: {repo_id!r} is neither a local folder nor a valid hub id ({e})") from None
@@ -113,6 +119,14 @@ def resolve_model(repo_id: str, revision: Optional[str] = None) -> HubSnapshot:
     downloaded once into the hub cache unless already there; offline, the cache alone answers."""
     revision = revision or "main"
     folder = _download(repo_id, revision)
+    return HubSnapshot(repo_id=repo_id, revision=revision, commit=folder.name, folder=folder)
+
+
+def resolve_model_files(repo_id: str, revision: Optional[str] = None) -> HubSnapshot:
+    """Like `resolve_model`, but only the small files (SMALL_FILES: config.json, the tokenizer): what
+    the memory plan needs to know a model's shape, without downloading its weights."""
+    revision = revision or "main"
+    folder = _download(repo_id, revision, small_files_only=True)
     return HubSnapshot(repo_id=repo_id, revision=revision, commit=folder.name, folder=folder)
 
 
