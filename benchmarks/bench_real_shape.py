@@ -132,13 +132,20 @@ def bench_config(model: Path, task: Path, a: argparse.Namespace, out: Path) -> A
 
 
 # --- measuring --------------------------------------------------------------------------------
-def vm_hwm(pid: int) -> Optional[int]:
-    """A process's peak resident set (bytes), or None once it is gone."""
+def proc_status(pid: int) -> dict[str, int]:
+    """A process's memory lines of /proc/PID/status in bytes (VmHWM: the peak resident set;
+    RssAnon / RssFile / RssShmem: what it holds now), empty once it is gone."""
     try:
         with open(f"/proc/{pid}/status") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-    except (OSError, StopIteration):
-        return None
+            return {k: int(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in f)
+                    if k in ("VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem")}  # fmt: skip
+    except OSError:
+        return {}
+
+
+def vm_hwm(pid: int) -> Optional[int]:
+    """A process's peak resident set (bytes), or None once it is gone."""
+    return proc_status(pid).get("VmHWM")
 
 
 class PeakWatch(threading.Thread):
@@ -147,6 +154,7 @@ class PeakWatch(threading.Thread):
     def __init__(self, run: str, every: float = 0.5):
         super().__init__(daemon=True)
         self.prefix, self.every, self.peaks, self.stop = run + "/", every, {}, threading.Event()
+        self.largest: dict[str, dict[str, int]] = {}
 
     def run_once(self) -> None:
         from ray._private import state
@@ -154,8 +162,10 @@ class PeakWatch(threading.Thread):
         for info in state.actors().values():
             name = info.get("Name") or ""
             role = name.split("/")[1].lower() if name.startswith(self.prefix) else None
-            if role in ("generator", "trainer") and info.get("State") == "ALIVE" and (hwm := vm_hwm(info["Pid"])):
-                self.peaks[role] = max(self.peaks.get(role, 0), hwm)
+            if role in ("generator", "trainer") and info.get("State") == "ALIVE" and (st := proc_status(info["Pid"])):
+                if st.get("VmRSS", 0) >= self.largest.get(role, {}).get("VmRSS", 0):
+                    self.largest[role] = st  # the largest resident set seen, by kind of memory
+                self.peaks[role] = max(self.peaks.get(role, 0), st.get("VmHWM", 0))
 
     def run(self) -> None:  # type: ignore[override]
         while not self.stop.wait(self.every):
@@ -290,6 +300,8 @@ def run_engine(a: argparse.Namespace, work: Path) -> EngineRun:
         handle.kill()
     if summary.get("status") not in (None, "finished"):
         raise SystemExit(f"the run did not finish: {summary.get('status')}: {summary.get('error')}")
+    for role, st in sorted(watch.largest.items()):  # what the peak is made of (shared memory: Ray's object store)
+        print(f"{role}'s largest resident set: " + ", ".join(f"{k} {v / GB:.2f} GB" for k, v in st.items()), file=sys.stderr)
     return EngineRun(cfg, model, tok, texts, step_rows(cfg.output_dir()), dict(watch.peaks))
 
 
