@@ -7,9 +7,9 @@
 Only config.json is read (builtin:tiny: its GPT-2 shape from model.n_* and the task's alphabet);
 no weights are loaded. The cluster is what the caller gives (`--gpus-per-node`, `--gpu-memory`,
 `--nodes`), else the connected Ray cluster's own figures (GPUs per node; memory from the node's
-accelerator type or `resources.gpu_memory_gb`), else the hardware the config names
-(`resources.num_gpus` per node, `resources.gpu_memory_gb`, `resources.nodes`: the configs/gpu/
-recipes), else this host's memory for a CPU run. A config
+accelerator type or `resources.gpu_memory_gb`), else (no Ray cluster with GPUs) the hardware the
+config names (`resources.num_gpus` per node, `resources.gpu_memory_gb`, `resources.nodes`: the
+configs/gpu/ recipes), else this host's memory for a CPU run. A config
 without GPU shares planned on GPUs is planned as half the GPUs for FSDP2 trainer workers and half
 for vLLM generators (one GPU each; one GPU: shared 0.5 / 0.5), and the plan says so.
 
@@ -75,15 +75,16 @@ def _ray_or_host(cfg: Optional[RunConfig]) -> Cluster:
     import ray
 
     given = getattr(cfg.resources, "gpu_memory_gb", None) if cfg is not None else None
+    r = cfg.resources if cfg is not None else None
+    named = None  # the hardware a recipe names (configs/gpu/): planned where no GPU cluster is there to read
+    if r is not None and r.num_gpus and r.gpu_memory_gb:
+        named = Cluster(int(r.num_gpus), float(r.gpu_memory_gb) * GB, int(r.nodes or 1), "the config's resources.*")
     if not ray.is_initialized():
-        r = cfg.resources if cfg is not None else None
-        if r is not None and r.num_gpus and r.gpu_memory_gb:  # the hardware a recipe names (configs/gpu/)
-            return Cluster(int(r.num_gpus), float(r.gpu_memory_gb) * GB, int(r.nodes or 1), "the config's resources.*")
-        return Cluster(0, host_memory(), 1, "this host")
+        return named or Cluster(0, host_memory(), 1, "this host")
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     gpus = max([int(n["Resources"].get("GPU", 0)) for n in nodes] or [0])
     if gpus == 0:
-        return Cluster(0, host_memory(), 1, "this host (Ray cluster without GPUs)")
+        return named or Cluster(0, host_memory(), 1, "this host (Ray cluster without GPUs)")
     kinds = {k.split(":", 1)[1] for n in nodes for k in n["Resources"] if k.startswith("accelerator_type:")}
     known = [GPU_MEMORY_GB[k] for k in kinds if k in GPU_MEMORY_GB]
     if given:

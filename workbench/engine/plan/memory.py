@@ -45,6 +45,10 @@ Generator (vLLM), per TP rank:
     (kv_cache_memory_bytes given to vLLM: the head copy is inside the budget and no profiling runs);
     KV bytes per token = 2 * L * kv/TP' * b (TP' = min(TP, kv heads) sharding the kv heads);
     sequences at once = KV / (KV per token * row rounded up to vLLM's blocks: 16 tokens, 128 on CPU).
+    vLLM-CPU in bf16 adds two host terms: the vocabulary embeddings keep their weight beside the
+    packed copy its GEMM uses (b*V*H, each of input and output embeddings when untied), and the
+    load leaves about the bf16 weights' size (b*P/TP) in the allocator (loaded weights and their
+    packed copies side by side, layer by layer); benchmarks/bench_real_shape.py measures it.
 Torch generator: weights b*P + HF KV cache of max_batch_sequences rows + their fp32 logits.
 
 A GPU shared by fractional shares (e.g. trainer 0.5 + generator 0.5) gives each role its share:
@@ -280,6 +284,9 @@ def generator_terms(m: ModelShape, s: Settings, on_cpu: bool) -> dict[str, float
     if not on_cpu:
         terms["CUDA graphs"] = 0.0 if s.enforce_eager else float(CUDA_GRAPHS_BYTES)
         terms["CUDA context"] = float(CONTEXT_BYTES)
+    elif b != 4:  # vLLM-CPU in bf16 (benchmarks/bench_real_shape.py measures it)
+        terms["packed head copy (CPU)"] = b * m.vocab * m.hidden * (1 if m.tied else 2) / tp
+        terms["weight load slack (CPU)"] = b * p / tp
     tokens = VLLM_BATCH_TOKENS
     terms["runtime peak"] = tokens * (4 * m.hidden + 2 * m.intermediate / tp) * b + s.max_batch_sequences * m.vocab * 4 * 2 / tp
     return terms
