@@ -17,7 +17,9 @@ that all `--prompts` x `--generations` sequences trained at every step.
 Measured (`--json` prints one object; the targets are printed as PASS/FAIL lines on stderr):
 - `generator_peak_gb`, `trainer_peak_gb`: the peak resident set (VmHWM) of each role's actor
   process, polled while the run goes, less the resident set of a Ray worker that imported the same
-  modules (the runtime the plan does not count); `*_plan_gb`: `workbench plan`'s figure on this host.
+  modules (the runtime the plan does not count); `*_plan_gb`: `workbench plan`'s figure on this host;
+  `trainer_object_store_gb`: the part of the trainer's resident set that is Ray's object store
+  (shared memory: the pushed buffers it wrote), at its largest.
 - `weight_push_s`: a step's `time/weight_gather` (trainer: cast, one flat buffer, into Ray's object
   store) + `time/weight_sync` (driver: sent to the generator) from the run, + the generator's load
   of the same buffer from the object store into vLLM (`generator load`, timed in a vLLM engine of
@@ -234,6 +236,7 @@ class Figures:
     sequences_trained: list[int]
     runtime_gb: float
     generator_load_s: float
+    trainer_object_store_gb: float  # of trainer_peak_gb: Ray's object store (the pushes) mapped in the trainer
 
     def targets(self) -> list[tuple[str, bool]]:
         within = lambda peak, plan: abs(peak - plan) <= 0.25 * plan  # noqa: E731
@@ -273,6 +276,7 @@ class EngineRun:
     texts: list[str]
     rows: list[dict[str, Any]]
     peaks: dict[str, int]
+    largest: dict[str, dict[str, int]]  # role -> /proc status at its largest resident set
 
 
 def run_engine(a: argparse.Namespace, work: Path) -> EngineRun:
@@ -302,7 +306,7 @@ def run_engine(a: argparse.Namespace, work: Path) -> EngineRun:
         raise SystemExit(f"the run did not finish: {summary.get('status')}: {summary.get('error')}")
     for role, st in sorted(watch.largest.items()):  # what the peak is made of (shared memory: Ray's object store)
         print(f"{role}'s largest resident set: " + ", ".join(f"{k} {v / GB:.2f} GB" for k, v in st.items()), file=sys.stderr)
-    return EngineRun(cfg, model, tok, texts, step_rows(cfg.output_dir()), dict(watch.peaks))
+    return EngineRun(cfg, model, tok, texts, step_rows(cfg.output_dir()), dict(watch.peaks), dict(watch.largest))
 
 
 def run(a: argparse.Namespace, work: Path) -> Figures:
@@ -338,6 +342,7 @@ def run(a: argparse.Namespace, work: Path) -> Figures:
         weight_push_s=sum(push) / len(push) + load_s, weight_push_gb=push_gb, step_s=sum(steps_s) / len(steps_s),
         tokens_per_s=generated / max(sum(r["time/generate"] for r in rows), 1e-9), vllm_alone_tokens_per_s=alone,
         sequences_trained=[int(r["train/sequences_trained"]) for r in rows], runtime_gb=runtime / GB, generator_load_s=load_s,
+        trainer_object_store_gb=e.largest.get("trainer", {}).get("RssShmem", 0) / GB,
     )  # fmt: skip
 
 
