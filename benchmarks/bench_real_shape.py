@@ -15,11 +15,11 @@ trains (random text seldom gives a group mixed rewards in 2 completions), and th
 that all `--prompts` x `--generations` sequences trained at every step.
 
 Measured (`--json` prints one object; the targets are printed as PASS/FAIL lines on stderr):
-- `generator_peak_gb`, `trainer_peak_gb`: the peak resident set (VmHWM) of each role's actor
-  process, polled while the run goes, less the resident set of a Ray worker that imported the same
-  modules (the runtime the plan does not count); `*_plan_gb`: `workbench plan`'s figure on this host;
-  `trainer_object_store_gb`: the part of the trainer's resident set that is Ray's object store
-  (shared memory: the pushed buffers it wrote), at its largest.
+- `generator_peak_gb`, `trainer_peak_gb`: the largest resident set of each role's actor process
+  that is its own (VmRSS less RssShmem), polled every 0.5 s while the run goes, less the peak
+  resident set of a Ray worker that imported the same modules (the runtime the plan does not
+  count); `*_plan_gb`: `workbench plan`'s figure on this host; `trainer_object_store_gb`: Ray's
+  object store mapped in the trainer then (shared memory: the pushed buffers it wrote).
 - `weight_push_s`: a step's `time/weight_gather` (trainer: cast, one flat buffer, into Ray's object
   store) + `time/weight_sync` (driver: sent to the generator) from the run, + the generator's load
   of the same buffer from the object store into vLLM (`generator load`, timed in a vLLM engine of
@@ -151,7 +151,8 @@ def vm_hwm(pid: int) -> Optional[int]:
 
 
 class PeakWatch(threading.Thread):
-    """Polls the run's actors (by name: <run>/Generator/0, <run>/Trainer/0) for their VmHWM."""
+    """Polls the run's actors (by name: <run>/Generator/0, <run>/Trainer/0) for their own resident
+    set: VmRSS less RssShmem (Ray's object store, shared memory the pushes go through)."""
 
     def __init__(self, run: str, every: float = 0.5):
         super().__init__(daemon=True)
@@ -165,9 +166,10 @@ class PeakWatch(threading.Thread):
             name = info.get("Name") or ""
             role = name.split("/")[1].lower() if name.startswith(self.prefix) else None
             if role in ("generator", "trainer") and info.get("State") == "ALIVE" and (st := proc_status(info["Pid"])):
-                if st.get("VmRSS", 0) >= self.largest.get(role, {}).get("VmRSS", 0):
+                own = st.get("VmRSS", 0) - st.get("RssShmem", 0)  # Ray's object store is shared, not the role's
+                if own >= self.peaks.get(role, 0):
                     self.largest[role] = st  # the largest resident set seen, by kind of memory
-                self.peaks[role] = max(self.peaks.get(role, 0), st.get("VmHWM", 0))
+                self.peaks[role] = max(self.peaks.get(role, 0), own)
 
     def run(self) -> None:  # type: ignore[override]
         while not self.stop.wait(self.every):
