@@ -28,8 +28,9 @@ TINY_SESSION = {
     "resources.trainer_cpus": 0.5,
     "resources.evaluator_cpus": 0.5,
 }
-# Ray workers inherit the environment at ray.init: make the test-only checkers importable there.
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [str(HELPERS), os.environ.get("PYTHONPATH", "")] if p)
+# Ray workers inherit the environment at ray.init: make the test-only checkers importable there, and
+# the benchmarks' (tests/engine/test_real_vocab.py runs bench_real_shape's hash checker in the workers).
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [str(HELPERS), str(REPO / "benchmarks"), os.environ.get("PYTHONPATH", "")] if p)
 
 
 @pytest.fixture(scope="session", autouse=True)

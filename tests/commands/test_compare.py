@@ -147,7 +147,7 @@ def test_compare_never_creates_a_store(tmp_path, monkeypatch, capsys):
     assert f"no MLflow store at {tmp_path.resolve() / 'mlflow.db'}" in capsys.readouterr().err
     missing = tmp_path / "nonexist" / "dir" / "m.db"
     assert main(["compare", "--experiment", "e", "--tracking-uri", f"sqlite:///{missing}"]) == 2
-    assert "runs are tracked there by `workbench run`" in capsys.readouterr().err
+    assert "`workbench run` (tracking.mlflow=true, the default), a Session and `workbench sweep` create it" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml"]
 
 

@@ -92,10 +92,12 @@ def mine(tmp_path_factory):
     cfg = {"name": "mine", "recipe": {"base": "scalerl", "length_control": {"type": "none"}},
            "model": {"path": str(root / "qwen")},
            "task": {"name": "jsonl", "path": str(root / "data.jsonl"), "prompt_key": "question", "num_train": 80, "num_val": 20},
-           "generation": {"max_new_tokens": 4},
+           # 9 new tokens: above the toy's 8, which a Hugging Face model is warned about before launch
+           "generation": {"max_new_tokens": 9},
            "train": {"prompts_per_step": 4, "generations_per_prompt": 4, "max_steps": 8, "micro_batch_size": 16},
            "eval": {"every_steps": 4, "num_prompts": 10, "samples_per_prompt": 2},
-           "resources": {"generator_cpus": 0.5, "trainer_cpus": 0.5}}  # fmt: skip
+           "resources": {"generator_cpus": 0.5, "trainer_cpus": 0.5},
+           "tracking": {"mlflow": False}}  # stderr holds the failure alone (a tracked run first says where it tracks)  # fmt: skip
     (root / "mine.yaml").write_text(yaml.safe_dump(cfg))
     return root
 

@@ -154,7 +154,7 @@ def test_a_file_that_is_not_a_database_is_a_one_line_user_error(tmp_path):
 
 def test_reading_refuses_a_missing_store_and_creates_nothing(tmp_path, tracking_uri):
     missing = tmp_path / "no" / "dir" / "m.db"
-    with pytest.raises(UserError, match=f"no MLflow store at {missing} \\(runs are tracked there by"):
+    with pytest.raises(UserError, match=f"no MLflow store at {missing} \\(`workbench run` \\(tracking.mlflow=true, the default\\)"):
         store.read_client(f"sqlite:///{missing}")
     assert not (tmp_path / "no").exists()
     empty = tmp_path / "empty.db"

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.config import load_run_config
     from workbench.engine.failures import ERROR_LOG, RunFailed
     from workbench.engine.run.launch import launch, wait_with_progress
-    from workbench.engine.run.preflight import absolute_paths
+    from workbench.engine.run.preflight import absolute_paths, preflight
     from workbench.tracking import run_tracking
 
     overrides = list(args.overrides)
@@ -96,16 +96,18 @@ def run(args: argparse.Namespace) -> int:
         if args.max_steps < 1:
             raise UserError("--max-steps must be >= 1")
         overrides.append(f"train.max_steps={args.max_steps}")
-    # paths absolute and a hub model id resolved before any MLflow run exists: a missing id is one
-    # line, not a failed MLflow run, and the run's params name the snapshot and commit it trains
+    # paths absolute, a hub model id resolved and the driver's checks passed before any MLflow run
+    # exists: bad input is one line, not a failed MLflow run, and the run's params name the snapshot
+    # and commit it trains
     cfg = absolute_paths(load_run_config(args.config, overrides))
+    preflight(cfg, build_model=True)
     cfg, created = open_tracking(cfg, prev=None if args.fresh else resumed_config(cfg))
     if cfg.tracking.mlflow:
         print(f"tracking in MLflow run {cfg.tracking.run_id} ({cfg.tracking.tracking_uri})", file=sys.stderr)
     handle = None
     try:
         with run_tracking.failed_if_raises(cfg, created):  # a run that never started says so in MLflow
-            handle = launch(cfg, resume=not args.fresh)
+            handle = launch(cfg, resume=not args.fresh, checked=True)
         st = handle.status()
         if st.get("resumed_from") is not None:
             print(f"resuming {cfg.name} from step {st['resumed_from']}", file=sys.stderr)

@@ -28,10 +28,13 @@ from workbench.engine.run.preflight import absolute_paths, check_resources, pref
 from workbench.errors import UserError
 
 
-def launch(cfg: RunConfig, *, detached: bool = False, resume: bool = True, build_model: bool = True) -> RunHandle:
-    """The run's Coordinator actor, created and answering (not started: `handle.start()`)."""
+def launch(cfg: RunConfig, *, detached: bool = False, resume: bool = True, build_model: bool = True,
+           checked: bool = False) -> RunHandle:  # fmt: skip
+    """The run's Coordinator actor, created and answering (not started: `handle.start()`).
+    `checked`: the caller already ran `preflight` on this config (`workbench run` does, before MLflow)."""
     cfg = absolute_paths(cfg)
-    preflight(cfg, build_model=build_model)
+    if not checked:
+        preflight(cfg, build_model=build_model)
     started = connect_for_run(cfg)
     try:
         check_resources(cfg)
