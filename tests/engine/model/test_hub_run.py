@@ -2,13 +2,15 @@
 hub cache as "Org/tiny-qwen", a GSM8K-shaped parquet folder (train / test, "#### N" answers).
 
 The CLI runs in this process on the session's Ray cluster (its closing ray.shutdown is held back
-so the cluster stays up for the other tests). The run trains its steps, and its saved config
-names the snapshot folder and commit the driver resolved (what every actor read).
+so the cluster stays up for the other tests). The run trains its steps, its saved config names
+the snapshot folder and commit the driver resolved (what every actor read), it is in MLflow without
+any tracking flag, and it leaves its final policy in <out>/policy.
 """
 
 from __future__ import annotations
 
 import json
+import os
 
 import pandas as pd
 import pytest
@@ -48,7 +50,7 @@ def test_workbench_run_with_a_hub_id_and_an_hf_dataset_completes_offline(tmp_pat
         "train": {"prompts_per_step": 2, "generations_per_prompt": 2, "lr": 1e-3, "warmup_steps": 1, "max_steps": 2},
         "eval": {"every_steps": 2, "num_prompts": 4, "samples_per_prompt": 1},
         "resources": {"generator_cpus": 0.5, "trainer_cpus": 0.5, "evaluator_cpus": 0.5},
-        "checkpoint": {"every_steps": 2, "keep": 1, "export_policy": False},
+        "checkpoint": {"every_steps": 2, "keep": 1},
     }  # fmt: skip
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -61,3 +63,15 @@ def test_workbench_run_with_a_hub_id_and_an_hf_dataset_completes_offline(tmp_pat
     saved = saved_config(tmp_path / "out")
     assert (saved.model.path, saved.model.revision) == (str(snap), snap.name)
     assert saved.task.path == str(data)
+    # tracked in MLflow with no tracking flag (the suite's store: $MLFLOW_TRACKING_URI), params resolved
+    from mlflow import MlflowClient
+
+    client = MlflowClient(os.environ["MLFLOW_TRACKING_URI"])
+    experiment = client.get_experiment_by_name("workbench")
+    (run,) = client.search_runs([experiment.experiment_id],
+                                filter_string=f"tags.`workbench.out_dir` = '{(tmp_path / 'out').resolve()}'")  # fmt: skip
+    assert run.info.status == "FINISHED" and run.data.params["model.path"] == str(snap)
+    # and it left its final policy, which transformers loads
+    from transformers import AutoModelForCausalLM
+
+    assert AutoModelForCausalLM.from_pretrained(tmp_path / "out" / "policy").config.vocab_size > 0
