@@ -68,7 +68,7 @@ def checkpoint_dir(run: Path, step: Optional[int]) -> tuple[int, Path]:
     if not steps:
         raise UserError(f"{run} holds no checkpoint to export (checkpoints/step_*): the run saved none yet")
     if step is None:
-        step = store.latest_step() or steps[-1]
+        step = store.latest_step()  # LATEST, else the highest complete step
     elif step not in steps:
         raise UserError(f"{run} has no checkpoint of step {step}; it has steps {', '.join(map(str, steps))}")
     folder = store.path_for(step)

@@ -3,7 +3,7 @@
     snap = resolve_model("Qwen/Qwen2.5-0.5B-Instruct", revision=None)   # HubSnapshot
     snap.folder    # ~/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B-Instruct/snapshots/<sha>
     snap.commit    # the 40-hex commit sha that `revision` (default: main) pointed at
-    resolve_model_files("Qwen/Qwen2.5-7B-Instruct")   # config.json and the tokenizer only (workbench plan)
+    resolve_model("Qwen/Qwen2.5-7B-Instruct", weights=False)   # config.json and the tokenizer only (workbench plan)
     is_hub_id("Qwen/Qwen2.5-0.5B-Instruct")   # True unless a local folder of that name exists
 
 Everything goes through `huggingface_hub` (`snapshot_download`), so its cache and environment
@@ -114,19 +114,13 @@ def _download(repo_id: str, revision: str, *, small_files_only: bool = False) ->
         raise UserError(f"{where}: download failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
 
 
-def resolve_model(repo_id: str, revision: Optional[str] = None) -> HubSnapshot:
+def resolve_model(repo_id: str, revision: Optional[str] = None, *, weights: bool = True) -> HubSnapshot:
     """The local snapshot of `repo_id` at `revision` (a branch, tag or commit; None: main),
-    downloaded once into the hub cache unless already there; offline, the cache alone answers."""
+    downloaded once into the hub cache unless already there; offline, the cache alone answers.
+    `weights=False`: only the small files (SMALL_FILES: config.json, the tokenizer), what the
+    memory plan needs to know a model's shape."""
     revision = revision or "main"
-    folder = _download(repo_id, revision)
-    return HubSnapshot(repo_id=repo_id, revision=revision, commit=folder.name, folder=folder)
-
-
-def resolve_model_files(repo_id: str, revision: Optional[str] = None) -> HubSnapshot:
-    """Like `resolve_model`, but only the small files (SMALL_FILES: config.json, the tokenizer): what
-    the memory plan needs to know a model's shape, without downloading its weights."""
-    revision = revision or "main"
-    folder = _download(repo_id, revision, small_files_only=True)
+    folder = _download(repo_id, revision, small_files_only=not weights)
     return HubSnapshot(repo_id=repo_id, revision=revision, commit=folder.name, folder=folder)
 
 

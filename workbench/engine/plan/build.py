@@ -100,7 +100,7 @@ def _ray_or_host(cfg: Optional[RunConfig]) -> Cluster:
 def model_config(cfg: RunConfig, task: Any = None) -> tuple[dict[str, Any], Optional[Path]]:
     """(config.json's fields, the model folder or None for builtin) without loading any weights."""
     from workbench.engine.model.builtin import BUILTIN_PREFIX
-    from workbench.engine.model.hub import is_hub_id, resolve_model_files
+    from workbench.engine.model.hub import is_hub_id, resolve_model
 
     m = cfg.model
     if m.path.startswith(BUILTIN_PREFIX):
@@ -111,7 +111,7 @@ def model_config(cfg: RunConfig, task: Any = None) -> tuple[dict[str, Any], Opti
                 "n_head": m.n_head, "n_positions": n_pos, "tie_word_embeddings": True}, None  # fmt: skip
     d = Path(m.path).expanduser()
     if is_hub_id(m.path):  # config.json and the tokenizer from the hub (or its cache), not the weights
-        d = resolve_model_files(m.path, m.revision).folder
+        d = resolve_model(m.path, m.revision, weights=False).folder
     if not d.is_dir():
         raise UserError(f"model.path: no such directory: {d} (a Hugging Face model folder with config.json, or builtin:tiny)")
     if not (d / "config.json").is_file():

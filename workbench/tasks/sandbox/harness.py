@@ -238,7 +238,11 @@ def harness(part, sock, pid):
 
 
 def run_assert_check(a_fd, b_fd):
-    """In the check's PID 1, confined: fork the completion's process, then be the harness."""
+    """In the check's PID 1, confined: fork the completion's process, then be the harness. The
+    exec() calls of this file run model-written code and the spec's test: only here, inside the
+    bubblewrap worker, whose root has no /etc and no /home (never in a workbench process)."""
+    if os.path.exists("/etc") or os.path.exists("/home"):
+        raise SystemExit("sandbox harness: not inside its bwrap worker; refusing to run code")
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # PID 1 with no handler: its namespace cannot signal it
     ours, theirs = socket.socketpair()
     pid = os.fork()
