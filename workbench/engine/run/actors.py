@@ -9,7 +9,7 @@ last checkpoint (`load_trainer(path, restart=True)`; the generators are forced o
 weights). Start-up order (`start_order`): all actors at once, or, when vLLM engines share a GPU,
 the trainer first and then each engine in turn. Resources come from `cfg.resources`; logical
 resources let tests place "GPU" actors on a CPU machine. A task with code gets a RewardPool
-of sandboxed workers (rewards.py), handed to the generators; the evaluator checks in a sandbox of
+of sandboxed workers (reward_metrics.py), handed to the generators; the evaluator checks in a sandbox of
 its own. The actors get their config parts, not the run config: `actor_config(cfg, task)` resolves
 the model folder once, then `trainer_parts` / `generator_parts` pick each role's sections and
 values (the one place they are chosen). Every actor class goes through `failures.held_errors`: a
@@ -38,7 +38,7 @@ from workbench.engine.cluster.common import kill_actors
 from workbench.engine.failures import held_errors
 from workbench.engine.plan.build import gpu_settings
 from workbench.engine.train.group import TrainCall, TrainerGroup
-from workbench.engine.run.rewards import start_reward_pool
+from workbench.engine.run.reward_metrics import start_reward_pool
 from workbench.engine.run.weight_sync import WeightSync
 
 
@@ -87,7 +87,7 @@ class Workers:
         self, generators: list, trainer: Optional[TrainerGroup], evaluator, n_params: int, *, n_per_prompt: int,
         evaluation: EvalConfig, algorithm: str, reward_pool: Any = None,
     ):  # fmt: skip
-        self.reward_pool = reward_pool  # sandboxed code checks (rewards.py), None without code
+        self.reward_pool = reward_pool  # sandboxed code checks (reward_metrics.py), None without code
         self.generators = generators
         self.trainer = trainer
         self.evaluator = evaluator
@@ -180,7 +180,7 @@ def spawn_workers(cfg: RunConfig, task: Any) -> Workers:
     cfg = actor_config(cfg, task)
     r = cfg.resources
     # code checks: the generators score through the pool; the evaluator through a sandbox of its own,
-    # so validation's checks never queue ahead of training's (engine/run/rewards.py)
+    # so validation's checks never queue ahead of training's (engine/run/reward_metrics.py)
     pool = start_reward_pool(cfg, task)
     groups, out = concurrency_groups(task.sandboxed), cfg.output_dir()
     gen_cls = ray.remote(concurrency_groups=groups)(held_errors(generator_class(cfg), out))

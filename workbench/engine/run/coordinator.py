@@ -38,7 +38,7 @@ from workbench.configtools import to_dict
 from workbench.engine.batch import Chunk, GroupBuffer
 from workbench.engine.failures import RunFailed, describe_error, record_failure
 from workbench.engine.run import accounting as acc
-from workbench.engine.run import rewards
+from workbench.engine.run import reward_metrics
 from workbench.engine.run.actors import Workers, spawn_workers
 from workbench.engine.run.learning import LearningWatch
 from workbench.engine.run.metrics import RunLog, run_summary, step_row
@@ -51,7 +51,7 @@ from workbench.tracking.sink import MetricSink
 
 
 def _fresh_gen_stats() -> dict[str, float]:
-    return {"gen_seconds": 0.0, "swaps": 0, "chunks": 0, "rewards": rewards.fresh_reward_stats()}
+    return {"gen_seconds": 0.0, "swaps": 0, "chunks": 0, "rewards": reward_metrics.fresh_reward_stats()}
 
 
 @dataclass
@@ -208,7 +208,7 @@ class RunCoordinator:
             counters=self.counters, n_params=self.n_params, trainer_nodes=self.trainer_nodes, restarts=self.restarts,
             events=self.log.events, generation=self.generation, error=self.error, extra=self.learning.summary(self.counters.samples_trained),
         )  # fmt: skip
-        summary.update(rewards.reward_summary(self.task, self.earlier_rows + self.log.rows, self.counters.trainer_wall_seconds))
+        summary.update(reward_metrics.reward_summary(self.task, self.earlier_rows + self.log.rows, self.counters.trainer_wall_seconds))
         summary["retirement"] = self.sampler.retirement()  # No-Positive-Resampling's retired share (report.retirement_line)
         summary["policy"] = self.policy  # the exported final policy (runs/export.py), or None
         self.log.finish(summary, self.status)
@@ -307,7 +307,7 @@ class RunCoordinator:
         ):
             batch = lp.groups.take(per_step)
             waited = lp.trainer_clock.step_sent(self.counters, queue_was_empty=not lp.train_q)
-            reward_row = rewards.step_reward_row(self.task, batch, lp.gen_stats["rewards"], waited)
+            reward_row = reward_metrics.step_reward_row(self.task, batch, lp.gen_stats["rewards"], waited)
             lp.train_q.append((w.train(batch, self.step + len(lp.train_q)), {"gen": dict(lp.gen_stats), "rewards": reward_row}))
             lp.gen_stats = _fresh_gen_stats()
 
@@ -362,7 +362,7 @@ class RunCoordinator:
         lp.gen_stats["gen_seconds"] += chunk.gen_seconds
         lp.gen_stats["swaps"] += chunk.weight_swaps
         lp.gen_stats["chunks"] += 1
-        rewards.add_chunk(lp.gen_stats["rewards"], chunk)
+        reward_metrics.add_chunk(lp.gen_stats["rewards"], chunk)
 
     def _on_trained(self, w, deadline: float) -> None:
         cfg, lp = self.cfg, self.loop

@@ -1,12 +1,11 @@
 """torch.distributed for the trainer workers: process group, FSDP2 sharding, gathers, checkpoints.
 
-Used by `Trainer` when `resources.trainer_workers > 1` (trainer_group.py starts the workers and
+Used by `Trainer` when `resources.trainer_workers > 1` (train/group.py starts the workers and
 hands them the rendezvous address chosen by rank 0). gloo on CPU, NCCL on CUDA.
 
-- `PolicyForward` is the module FSDP2 shards as its root: its forward runs the body and the
-  head together, so the root's parameters (embeddings, final norm, the head) are unsharded for
-  the head too. It returns the log-probs and entropies of the selected positions only
-  (`completion_logprobs`: no full-vocabulary logits over the prompt).
+- The root FSDP2 shards is `PolicyForward` (engine/model/policy.py): its forward runs the body
+  and the head together, so the root's parameters (embeddings, final norm, the head) are
+  unsharded for the head too.
 - Start-up without N copies of the model: each worker builds the model on the `meta` device
   from its config (`load_skeleton`: config and tokenizer only), `shard(...)` cuts it, and
   `load_from_rank0` allocates the shards and fills them by broadcast from rank 0, the only
@@ -29,41 +28,14 @@ import contextlib
 import datetime
 from pathlib import Path
 import warnings
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 import torch
 import torch.distributed as dist
 
 from workbench.engine.model.devices import Precision
+from workbench.engine.model.policy import PolicyForward
 from workbench.errors import UserError
-from workbench.engine.model.forward import PromptShare, body_hidden, shared_prompt_hidden
-from workbench.rl.head import completion_logprobs
-
-
-class PolicyForward(torch.nn.Module):
-    """A HF causal LM's log-probs and entropies at chosen positions, as one module (the unit
-    FSDP2 hooks into): the body over every position, the head only where `positions` is set."""
-
-    def __init__(self, model: torch.nn.Module, fp32_head: bool):
-        super().__init__()
-        self.model = model
-        self.fp32_head = fp32_head
-
-    def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, temperature: float = 1.0,
-        share: Optional[PromptShare] = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """positions: bool [N, L-1], position t predicting token t+1 (the loss mask's layout).
-        Returns (log p(token), entropy) at those positions, float32, in row-major order.
-        With `share` (rows [prompt | completion | pad] and their prompt groups) the rows of a group
-        run their prompt once (engine/model/forward.shared_prompt_hidden): same values, fewer tokens."""
-        if share is not None and len(set(share.groups)) < input_ids.shape[0]:
-            hidden_at = shared_prompt_hidden(self.model, input_ids, attention_mask, positions, share)
-        else:
-            hidden_at = body_hidden(self.model, input_ids, attention_mask)[:, :-1][positions]
-        return completion_logprobs(
-            self.model, hidden_at, input_ids[:, 1:][positions], temperature=temperature, fp32_head=self.fp32_head,
-        )  # fmt: skip
 
 
 def node_ip() -> str:

@@ -22,7 +22,7 @@ import torch
 
 from workbench.engine.model.devices import Precision
 from workbench.engine.model.forward import PromptShare
-from workbench.engine.train.fsdp import PolicyForward
+from workbench.engine.model.policy import PolicyForward
 
 
 class ReferencePolicy:

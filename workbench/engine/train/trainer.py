@@ -24,10 +24,10 @@ import torch
 from workbench.config import ModelConfig, TrainConfig
 from workbench.engine.cluster.common import free_port
 from workbench.engine.failures import answers_when_broken
-from workbench.engine.train import fsdp as distributed
+from workbench.engine.train import fsdp
 from workbench.engine.model.devices import move_to, resolve_device, trainer_memory_fraction, trainer_precision, within_share
 from workbench.engine.model.forward import PromptShare
-from workbench.engine.train.fsdp import PolicyForward
+from workbench.engine.model.policy import PolicyForward
 from workbench.engine.model.logs import quiet_hf
 from workbench.errors import UserError
 from workbench.engine.weights import FlatWeights
@@ -76,7 +76,7 @@ class Trainer:
         # fp32 master weights always (a bf16 weight does not move at lr 5e-7); see devices.py
         self.precision = trainer_precision(model.dtype, self.device)
         # model.path is the model folder the driver resolved (run/actors.actor_config)
-        load = load_policy if world_size == 1 else distributed.load_skeleton  # N > 1: weights from rank 0 at connect
+        load = load_policy if world_size == 1 else fsdp.load_skeleton  # N > 1: weights from rank 0 at connect
         with within_share(self.memory_share):
             self.model, self.tokenizer = load(model, device=str(self.device), dtype=self.precision.master,
                                              compute=self.precision.compute, progress=False)
@@ -103,13 +103,13 @@ class Trainer:
 
     def rendezvous(self) -> tuple[str, int]:
         """Rank 0: the address and a free port where the process group meets."""
-        return distributed.node_ip(), free_port()
+        return fsdp.node_ip(), free_port()
 
     def connect(self, address: str, port: int, timeout_s: float = 600.0) -> int:
         """Join the process group and shard the model (every rank at once)."""
-        distributed.init_group(self.device, address, port, self.rank, self.world_size, timeout_s)
-        self.policy = distributed.shard(self.model, self.device, self.precision, self.recipe.fp32_head)
-        distributed.load_from_rank0(self.policy, self.device, self.model.workbench_info["dir"])
+        fsdp.init_group(self.device, address, port, self.rank, self.world_size, timeout_s)
+        self.policy = fsdp.shard(self.model, self.device, self.precision, self.recipe.fp32_head)
+        fsdp.load_from_rank0(self.policy, self.device, self.model.workbench_info["dir"])
         if self.recipe.loss.kl_coef:
             self.reference = ReferencePolicy.sharded(self.model_cfg, self.device, self.precision, self.recipe.fp32_head)
         self._build_optimizer()
@@ -140,7 +140,7 @@ class Trainer:
         keep = (head.weight, getattr(head, "bias", None)) if self.recipe.fp32_head and head is not None else ()
         flat = FlatWeights.from_state_dict(
             self.model.state_dict(), dtype=self.precision.compute, keep=keep,
-            gather=distributed.to_local if self.sharded else None, write=self.rank == 0,
+            gather=fsdp.to_local if self.sharded else None, write=self.rank == 0,
         )  # fmt: skip
         return flat if self.rank == 0 else None
 
@@ -190,10 +190,10 @@ class Trainer:
         t_fwd = time.perf_counter()
         part = self._accumulate(rows)
         if self.sharded:
-            part = merge_ranks(distributed.gather_objects(part))
+            part = merge_ranks(fsdp.gather_objects(part))
         loss_total, sums, ent_sum, tok_sum = part["loss"], part["sums"], part["ent"], part["tok"]
         norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.train_cfg.grad_clip)
-        grad_norm = float(distributed.to_local(norm)) if self.sharded else float(norm)
+        grad_norm = float(fsdp.to_local(norm)) if self.sharded else float(norm)
         stats["train/loss"] = loss_total
         stats["train/grad_norm"] = grad_norm
         stats["train/entropy"] = ent_sum / max(tok_sum, 1.0)
@@ -304,7 +304,7 @@ class Trainer:
             "torch_rng": torch.get_rng_state(),
             "workers": self.world_size,
         }
-        distributed.save_state(p / TRAINER_DCP, self.policy, self.optimizer)
+        fsdp.save_state(p / TRAINER_DCP, self.policy, self.optimizer)
         if self.rank == 0:
             tmp = p / "trainer_meta.pt.tmp"
             torch.save(state, tmp)
@@ -317,7 +317,7 @@ class Trainer:
         p = Path(path)
         if (p / "trainer_meta.pt").exists():
             state = torch.load(p / "trainer_meta.pt", map_location="cpu", weights_only=True)
-            distributed.load_state(p / TRAINER_DCP, self.policy, self.optimizer)
+            fsdp.load_state(p / TRAINER_DCP, self.policy, self.optimizer)
         elif (p / "trainer.pt").exists():
             if self.sharded:
                 raise UserError(
@@ -341,7 +341,7 @@ class Trainer:
         even when the constructor failed, e.g. on a model under an out_dir this node does not see)."""
         from workbench.runs.checkpoint import reads_token
 
-        return {"node_ip": distributed.node_ip(), "seen": reads_token(path, token)}
+        return {"node_ip": fsdp.node_ip(), "seen": reads_token(path, token)}
 
     def ping(self) -> int:
         return self.version
@@ -350,4 +350,4 @@ class Trainer:
         return os.getpid()
 
     def shutdown(self) -> None:
-        distributed.destroy()
+        fsdp.destroy()

@@ -9,7 +9,7 @@ import pytest
 from workbench.config import load_run_config
 from workbench.engine.batch import Chunk, Group, PackedGroups
 from workbench.engine.model.sampling import Completion
-from workbench.engine.run.rewards import add_chunk, fresh_reward_stats, reward_pool_size, reward_summary, step_reward_row
+from workbench.engine.run.reward_metrics import add_chunk, fresh_reward_stats, reward_pool_size, reward_summary, step_reward_row
 from workbench.tasks.types import Example
 
 

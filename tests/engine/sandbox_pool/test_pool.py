@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.engine.reward import RewardPool
+from workbench.engine.sandbox_pool import RewardPool
 from workbench.errors import UserError
 from workbench.tasks.sandbox import CodeCheck, code_spec
 

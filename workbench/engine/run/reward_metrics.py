@@ -49,7 +49,7 @@ def start_reward_pool(cfg: RunConfig, task: Any) -> Optional[Any]:
         return None
     import ray
 
-    from workbench.engine.reward.pool import RewardPool
+    from workbench.engine.sandbox_pool.pool import RewardPool
 
     workers, cpus = reward_pool_size(cfg, float(ray.cluster_resources().get("CPU", 0.0)))
     return RewardPool.start(num_workers=workers, cpus_per_worker=cpus)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from workbench.engine.reward.pool import ACTOR_PREFIX
+from workbench.engine.sandbox_pool.pool import ACTOR_PREFIX
 from workbench.engine.run.launch import launch
 from workbench.tracking.sink import read_jsonl
 
