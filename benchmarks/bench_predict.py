@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_predict.py --csv examples/predict/ladder/*.csv --by model.n_embd
     .venv/bin/python benchmarks/bench_predict.py --paper      # Table 1 of the paper, curves regenerated
 
-Prints, per ladder, `workbench.scaling.ladder.leave_largest_out`: the prediction's RMSE on the
+Prints, per ladder, `workbench.scaling.forecast.ladder.leave_largest_out`: the prediction's RMSE on the
 held-out run's measured points beside the two naive answers ("the same curve as the largest run
 seen", "that curve scaled to the held-out run's own A"), the 95% prediction band's coverage, and
 the predicted vs measured A. Targets (issue 26): RMSE under both naive answers, coverage >= 80%.
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from workbench.scaling import fit_sigmoid  # noqa: E402
-from workbench.scaling.ladder import leave_largest_out  # noqa: E402
+from workbench.scaling.forecast.blend.ladder import leave_largest_out  # noqa: E402
 
 PAPER_R0 = 0.4017  # the 8B run's digitised start (reference sheet, section 1)
 
@@ -62,7 +62,7 @@ def main() -> None:
         print(" ", leave_largest_out(paper_fits("train.generations_per_prompt"), key="train.generations_per_prompt"))
         print(f"  ({time.perf_counter() - t:.1f} s)")
     if args.folders or args.csv:
-        from workbench.runs.predict import runs_from_csvs, runs_from_folders
+        from workbench.runs.by_setting import runs_from_csvs, runs_from_folders
 
         if args.folders:
             runs = runs_from_folders(args.folders, args.by, x=args.x or "compute/device_hours")

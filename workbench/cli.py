@@ -28,15 +28,15 @@ from workbench.errors import UserError
 
 # sub-command name -> module with `add_parser(subparsers)` and `run(args) -> int`
 COMMANDS = {
-    "fit": "workbench.scaling.cli",
-    "run": "workbench.engine.run.cli",
+    "fit": "workbench.scaling.fit_command",
+    "run": "workbench.engine.run.run_command",
     "sweep": "workbench.sweep",
     "compare": "workbench.commands.compare",
     "kernel": "workbench.kernel",
-    "cluster": "workbench.engine.cluster.cli",
+    "cluster": "workbench.engine.cluster.cluster_command",
     "ui": "workbench.commands.ui",
     "check": "workbench.commands.check",
-    "plan": "workbench.engine.plan.cli",
+    "plan": "workbench.engine.plan.plan_command",
     "predict": "workbench.commands.predict",
     "config": "workbench.commands.config",
     "export": "workbench.commands.export",

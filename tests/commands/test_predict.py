@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.runs.test_predict import AT, WIDTHS, law, write_csv
+from tests.runs.test_by_setting import AT, WIDTHS, law, write_csv
 from workbench.cli import main
 
 

@@ -5,7 +5,7 @@
     workbench predict --experiment ladder --where task.name=addition --by model.n_embd --at 256 --plot ladder.png
     workbench predict runs/w32 runs/w48 runs/w64 --by model.params --at 2e6   # along the parameter count the runs recorded
 
-The runs are read and checked by `workbench.runs.predict` (load_runs), the prediction is
+The runs are read and checked by `workbench.runs.by_setting` (load_runs), the prediction is
 `workbench.scaling.predict_config`; this module only parses and prints. --json prints one object:
 A, B, C_mid, R0 with their intervals, the forms kept, the backtest table, `reach` (with --target)
 and `worth` (against the largest run, at its last compute or --budget).
@@ -17,7 +17,7 @@ import json
 from typing import Any, Sequence
 
 from workbench.errors import UserError
-from workbench.runs.predict import load_runs, predict_runs
+from workbench.runs.by_setting import load_runs, predict_runs
 
 
 def add_parser(subparsers: Any, name: str) -> Any:

@@ -8,6 +8,7 @@
                 of fit artifacts in the run folder (fit.json, backtest.json, fit.html, fit.png)
     forecast    a fit's forecast at a compute budget (pass rate, band, scaling-gain verdict)
     fits        fit and compare several runs read back from MLflow (`workbench compare`, sweeps)
+    by_setting  runs that differ in one setting, loaded and fitted for `workbench predict` (predict_config)
     liveness    a run's heartbeat, and ending the MLflow runs of drivers that died (mark_dead_runs)
 
 Below it: tracking (metrics.jsonl and MLflow I/O), config, scaling. Above it: the engine, which

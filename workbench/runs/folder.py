@@ -143,7 +143,7 @@ def has_checkpoint(out_dir: Path) -> bool:
 
 # Config keys that say how a run executes, not what it trains (prefixes): a resume may change them.
 # The policy's parameter count, counted by the trainer: summary.json's PARAMS_SUMMARY_KEY and the MLflow
-# tag PARAMS_KEY; `workbench predict --by model.params` predicts along it (runs/predict.py).
+# tag PARAMS_KEY; `workbench predict --by model.params` predicts along it (runs/by_setting.py).
 PARAMS_KEY = "model.params"
 PARAMS_SUMMARY_KEY = "model/params"
 

@@ -6,7 +6,7 @@
 - `local`: the recorded `ray start --head` cluster: `start`, `stop`, `hold`/`release`,
   `live_runs`, `cluster_pids`, `pids_with_env`, `terminate`, `started_addresses`.
 - `common`: `NAMESPACE`, `free_port`, `kill_actors`, token authentication.
-- `cli`: `workbench cluster status|stop`.
+- `cluster_command`: `workbench cluster status|stop`.
 
     from workbench.engine import cluster
     address = cluster.connect_for_session(cfg)

@@ -4,7 +4,7 @@
   its docstring) and the plan as text (format_plan), pure Python. `fit`: roles placed on devices,
   budgets, the verdict and its fix.
 - `build`: a RunConfig + cluster shape -> Plan; `guard(cfg)` refuses a launch that does not fit.
-- `cli`: `workbench plan`. In a notebook: `Session.plan()`.
+- `plan_command`: `workbench plan`. In a notebook: `Session.plan()`.
 
     from workbench.engine.plan import plan_for, cluster_shape
     print(plan_for(cfg, cluster_shape(gpus_per_node=8, gpu_memory_gb=80)))

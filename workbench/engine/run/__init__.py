@@ -7,5 +7,5 @@
 - `handle`: the `Coordinator` Ray actor and the driver's `RunHandle`, `attach`
 - `preflight`: path resolution and fail-fast checks in the driver (lengths against the tokenizer and config.json)
 - `learning`: the not-learning watch (warnings, the stop option)
-- `launch`: `launch`, `run_to_end`, `wait_with_progress`; `accounting`: compute and time; `cli`: `workbench run`
+- `launch`: `launch`, `run_to_end`, `wait_with_progress`; `accounting`: compute and time; `run_command`: `workbench run`
 """

@@ -1,6 +1,6 @@
 """Runs for `workbench.scaling.predict_config`: from run folders, MLflow or CSVs, checked and fitted.
 
-    from workbench.runs.predict import runs_from_folders, runs_from_mlflow, runs_from_csvs, predict_runs
+    from workbench.runs.by_setting import runs_from_folders, runs_from_mlflow, runs_from_csvs, predict_runs
     runs = runs_from_folders(["runs/ladder/w32", "runs/ladder/w48", "runs/ladder/w64"], by="model.n_embd")
     runs = runs_from_mlflow("ladder", by="model.n_embd", where={"task.name": "addition"})
     runs = runs_from_csvs(["a/model.n_embd=32.csv", ...], by="model.n_embd")   # or a column model.n_embd
@@ -35,7 +35,7 @@ from workbench.errors import UserError
 from workbench.runs.folder import EXECUTION_KEYS, PARAMS_KEY, PARAMS_SUMMARY_KEY
 from workbench.runs.report import SCORE_KEY, fit_curves
 from workbench.scaling.data import Curve
-from workbench.scaling.predict import ConfigPrediction, predict_config
+from workbench.scaling.forecast.blend.config_curve import ConfigPrediction, predict_config
 from workbench.tracking.queries import closest
 
 FREE_KEYS = EXECUTION_KEYS + ("seed",)  # may differ between the runs of one prediction

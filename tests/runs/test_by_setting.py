@@ -1,4 +1,4 @@
-"""workbench.runs.predict and `workbench predict`: runs from folders, MLflow (real SQLite) and CSVs,
+"""workbench.runs.by_setting and `workbench predict`: runs from folders, MLflow (real SQLite) and CSVs,
 and their bad inputs as one line. The runs are a synthetic width ladder: A linear in ln(width),
 C_mid a power law, so the prediction at the largest width has a known truth."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from tests.scaling.synthetic import synth
 from workbench.errors import UserError
-from workbench.runs.predict import load_runs, predict_runs, runs_from_csvs, runs_from_folders, runs_from_mlflow
+from workbench.runs.by_setting import load_runs, predict_runs, runs_from_csvs, runs_from_folders, runs_from_mlflow
 
 WIDTHS = (32, 64, 128)
 AT = 256
