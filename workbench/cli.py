@@ -13,46 +13,49 @@
     workbench config show --config configs/quickstart.yaml --set train.lr=3e-4
     workbench export runs/quickstart --out policies/quickstart
 
-Each sub-command lives in the module that owns its concern and registers itself here through
-`add_parser(subparsers)` / `main(args) -> int`. User errors (bad files, bad values) print one
-line on stderr and exit with status 2; they never show a traceback.
+Each sub-command lives in the module that owns its concern and is imported here by name: a
+module that is missing or fails to import fails `workbench` itself (no command drops out
+silently). A command module has `add_parser(subparsers, name)` and `run(args) -> int`. User
+errors (bad files, bad values) print one line on stderr and exit with status 2; they never show a
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
+from types import ModuleType
 
+from workbench import kernel, sweep
+from workbench.commands import check, compare, config, export, predict, ui
+from workbench.engine.cluster import cluster_command
+from workbench.engine.plan import plan_command
+from workbench.engine.run import run_command
 from workbench.errors import UserError
+from workbench.scaling import fit_command
 
-# sub-command name -> module with `add_parser(subparsers)` and `run(args) -> int`
-COMMANDS = {
-    "fit": "workbench.scaling.fit_command",
-    "run": "workbench.engine.run.run_command",
-    "sweep": "workbench.sweep",
-    "compare": "workbench.commands.compare",
-    "kernel": "workbench.kernel",
-    "cluster": "workbench.engine.cluster.cluster_command",
-    "ui": "workbench.commands.ui",
-    "check": "workbench.commands.check",
-    "plan": "workbench.engine.plan.plan_command",
-    "predict": "workbench.commands.predict",
-    "config": "workbench.commands.config",
-    "export": "workbench.commands.export",
+# sub-command name -> its module (`add_parser(subparsers, name)`, `run(args) -> int`), in help order
+COMMANDS: dict[str, ModuleType] = {
+    "fit": fit_command,
+    "run": run_command,
+    "sweep": sweep,
+    "compare": compare,
+    "kernel": kernel,
+    "cluster": cluster_command,
+    "ui": ui,
+    "check": check,
+    "plan": plan_command,
+    "predict": predict,
+    "config": config,
+    "export": export,
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `workbench` parser with every command of COMMANDS (a module without `add_parser` or `run` raises)."""
     parser = argparse.ArgumentParser(prog="workbench", description="Predictable RL on LLMs: run, fit, forecast, compare.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module_name in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as e:
-            if e.name and e.name.startswith("workbench"):
-                continue  # that sub-command is not built yet
-            raise
+    for name, module in COMMANDS.items():
         p = module.add_parser(sub, name)
         p.set_defaults(_handler=module.run)
     return parser
