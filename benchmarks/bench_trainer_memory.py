@@ -93,7 +93,7 @@ def old_step(tr, groups, micro_rows: int) -> None:
     from workbench.rl.head import token_entropy, token_logprobs
     from workbench.rl.losses import policy_loss
 
-    _, rows, _ = tr.plan(PackedGroups.from_groups(groups))
+    _, rows, _ = tr.prepare(PackedGroups.from_groups(groups))
     for start in range(0, rows.num_rows, micro_rows):
         sl = slice(start, start + micro_rows)
         ids = rows.input_ids[sl]

@@ -15,3 +15,12 @@ def test_policy_forward_old_path() -> None:
     from workbench.engine.train import fsdp
 
     assert fsdp.PolicyForward is PolicyForward
+
+
+def test_reward_and_step_preparation_old_paths() -> None:
+    from workbench import rl
+    from workbench.engine.rollout import scoring
+    from workbench.rl import reward, step
+
+    assert scoring.reward_for is reward.reward_for is rl.reward_for
+    assert step.plan_step is step.prepare_step

@@ -1,4 +1,4 @@
-"""plan_step (rl/step.py), the pure plan of one RL step: which rows are trained on, their advantages
+"""prepare_step (rl/step.py), the pure plan of one RL step: which rows are trained on, their advantages
 and weights, the skip reasons, the staleness stats, and the overlong penalty's place before the
 zero-variance filter."""
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import torch
 
 from workbench.rl.recipe import load_recipe
-from workbench.rl.step import plan_step
+from workbench.rl.step import prepare_step
 
 
 def rollouts(rewards: list[float], groups: list[int], lengths: list[int] | None = None, versions: int = 0, width: int = 6):
@@ -32,7 +32,7 @@ def rollouts(rewards: list[float], groups: list[int], lengths: list[int] | None 
 def test_zero_variance_groups_are_dropped_and_the_rest_get_centred_advantages():
     recipe = load_recipe("scalerl")
     batch = rollouts([1.0, 0.0, 1.0, 1.0], [0, 0, 1, 1])  # group 1: both right, no signal
-    stats, rows, why = plan_step(batch, version=3, recipe=recipe, max_new_tokens=8)
+    stats, rows, why = prepare_step(batch, version=3, recipe=recipe, max_new_tokens=8)
     assert why == "" and rows.num_rows == 2
     assert stats["train/zero_variance_frac"] == 0.5
     assert rows.input_ids.tolist() == batch.input_ids[:2].tolist()
@@ -45,18 +45,18 @@ def test_zero_variance_groups_are_dropped_and_the_rest_get_centred_advantages():
 
 def test_without_the_filter_every_row_is_kept():
     recipe = dataclasses.replace(load_recipe("scalerl"), zero_variance_filter=False)
-    stats, rows, _ = plan_step(rollouts([1.0, 0.0, 1.0, 1.0], [0, 0, 1, 1]), 0, recipe, 8)
+    stats, rows, _ = prepare_step(rollouts([1.0, 0.0, 1.0, 1.0], [0, 0, 1, 1]), 0, recipe, 8)
     assert rows.num_rows == 4 and stats["train/zero_variance_frac"] == 0.0
 
 
 def test_a_step_with_no_signal_is_skipped_with_its_reason():
-    stats, rows, why = plan_step(rollouts([1.0, 1.0, 0.0, 0.0], [0, 0, 1, 1]), 0, load_recipe("scalerl"), 8)
+    stats, rows, why = prepare_step(rollouts([1.0, 1.0, 0.0, 0.0], [0, 0, 1, 1]), 0, load_recipe("scalerl"), 8)
     assert rows is None and why == "every group had zero reward variance"
     assert stats["train/zero_variance_frac"] == 1.0
 
 
 def test_staleness_is_measured_over_the_tokens_trained_on():
-    stats, _, _ = plan_step(rollouts([1.0, 0.0], [0, 0], versions=2), 5, load_recipe("scalerl"), 8)
+    stats, _, _ = prepare_step(rollouts([1.0, 0.0], [0, 0], versions=2), 5, load_recipe("scalerl"), 8)
     assert stats["train/staleness_mean"] == 3.0 and stats["train/staleness_max"] == 3.0
 
 
@@ -65,7 +65,21 @@ def test_the_overlong_penalty_comes_before_the_filter():
     base = load_recipe("scalerl")
     recipe = dataclasses.replace(base, length_control=dataclasses.replace(base.length_control, type="penalty"))
     batch = rollouts([1.0, 1.0], [0, 0], lengths=[2, 8], width=11)
-    _, rows, why = plan_step(batch, 0, recipe, max_new_tokens=8)
+    _, rows, why = prepare_step(batch, 0, recipe, max_new_tokens=8)
     assert why == "" and rows.num_rows == 2 and rows.advantages[0] > 0 > rows.advantages[1]
-    _, none, why = plan_step(batch, 0, base, max_new_tokens=8)  # interruption, no penalty: no signal
+    _, none, why = prepare_step(batch, 0, base, max_new_tokens=8)  # interruption, no penalty: no signal
     assert none is None and why == "every group had zero reward variance"
+
+
+def test_groups_beyond_the_staleness_bound_are_dropped_here_first():
+    recipe = load_recipe("scalerl")
+    k = recipe.off_policy.k
+    batch = rollouts([1.0, 0.0, 1.0, 0.0], [0, 0, 1, 1], versions=10)
+    batch.versions[2, 1] = 10 - k - 1  # one token of group 1 is one version too old: the whole group goes
+    batch.versions[:, 0] = -1  # outside the completions (build_batch's marker) never counts
+    stats, rows, why = prepare_step(batch, version=10, recipe=recipe, max_new_tokens=8)
+    assert why == "" and stats["train/dropped_stale_groups"] == 1.0
+    assert rows.input_ids.tolist() == batch.input_ids[:2].tolist() and rows.groups == [0, 0]
+    assert stats["train/staleness_max"] == 0.0  # over the fresh rows only
+    _, none, why = prepare_step(batch, version=10 + k + 1, recipe=recipe, max_new_tokens=8)
+    assert none is None and why == "no groups within the staleness bound"

@@ -65,7 +65,7 @@ def test_the_export_loads_in_transformers_and_gives_the_trainers_logprobs(traine
     model = AutoModelForCausalLM.from_pretrained(result.out, dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(result.out)
     assert tok.decode(tok.encode("12+34=")) == "12+34="  # the run's tokenizer came along
-    _, rows, _ = tr.plan(PackedGroups.from_groups(steps[2]))
+    _, rows, _ = tr.prepare(PackedGroups.from_groups(steps[2]))
     pos = rows.loss_mask > 0
     with torch.no_grad():
         want, _ = tr.policy(rows.input_ids, rows.attention_mask, pos, 1.0, None)

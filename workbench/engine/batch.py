@@ -127,6 +127,19 @@ class PackedGroups:
             fields[name] = sum(vals, []) if name == "split" else np.concatenate(vals)
         return PackedGroups(**fields)
 
+    def rollout_stats(self) -> dict[str, float]:
+        """What a step's rollouts hold, before any filter: groups, mean reward, pass, truncation and
+        interruption rates, mean completion length (`train/...` metrics; NaN rates when empty)."""
+        has_seq = self.num_sequences > 0
+        return {
+            "train/groups": float(len(self)),
+            "train/reward_mean": float(self.rewards.mean()) if has_seq else float("nan"),
+            "train/pass_rate": float(self.correct.mean()) if has_seq else float("nan"),
+            "train/response_len": float(self.t_len.mean()) if has_seq else 0.0,
+            "train/truncation_rate": float((~self.finished).mean()) if has_seq else 0.0,
+            "train/interruption_rate": float(self.interrupted.mean()) if has_seq else 0.0,
+        }
+
     def min_version_per_group(self, default: int) -> np.ndarray:
         """Oldest policy version among each group's tokens (`default` for groups with none)."""
         big = np.iinfo(np.int64).max

@@ -1,15 +1,19 @@
-"""One RL step's plan, as a pure function: from a step's rollouts to the rows trained on and their
-weights. No devices, no Ray, no optimizer: the trainer (engine/train/trainer.py) calls it, moves
-the rows to its device and runs forward/backward over them.
+"""One RL step's preparation, as a pure function: from a step's rollouts to the rows trained on
+and their weights. Every filter of the step is here. No devices, no Ray, no optimizer: the
+trainer (engine/train/trainer.py) calls it, moves the rows to its device and runs
+forward/backward over them.
 
-    stats, rows, why = plan_step(batch, version, recipe, max_new_tokens)
+    stats, rows, why = prepare_step(batch, version, recipe, max_new_tokens)
     if rows is None: skip the step (why says which filter emptied it)
 
-The order is the recipe's (ScaleRL): the overlong penalty on the rewards (when length control is
-"penalty") -> zero-variance filtering (groups whose rewards are all equal carry no signal) ->
-advantages (group baseline, batch- or prompt-level normalisation) -> per-token aggregation
-weights over the WHOLE step (so micro-batch gradients add up to the full-batch gradient).
-`batch` is any object with the tensors of `RolloutBatch` (engine/batch.py's TrainBatch).
+The order: groups beyond the staleness bound dropped (PipelineRL's k: a group whose oldest token
+is more than `recipe.off_policy.k` versions behind the trainer) -> the recipe's penalties on the
+rewards (rl/reward.step_rewards: the overlong penalty when length control is "penalty") ->
+zero-variance filtering (groups whose rewards are all equal carry no signal) -> advantages (group
+baseline, batch- or prompt-level normalisation) -> per-token aggregation weights over the WHOLE
+step (so micro-batch gradients add up to the full-batch gradient). `batch` is any object with
+the tensors of `RolloutBatch` (engine/batch.py's TrainBatch). ("Plan" is the memory plan's word:
+engine/plan; `plan_step` is this function's old name.)
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ import torch
 
 from workbench.rl.advantages import group_advantages, zero_variance_keep
 from workbench.rl.aggregation import aggregation_weights
-from workbench.rl.length import overlong_penalty
 from workbench.rl.recipe import RecipeConfig
+from workbench.rl.reward import step_rewards
 
 
 class RolloutBatch(Protocol):
@@ -58,26 +62,40 @@ class StepRows:
         return int(self.input_ids.shape[0])
 
 
-def plan_step(
+def fresh_groups(batch: RolloutBatch, version: int, k: int) -> torch.Tensor:
+    """bool [N]: each sequence's group is within `k` policy versions of `version` (its oldest
+    token counts; a group without tokens is fresh)."""
+    big = torch.iinfo(torch.int64).max
+    group = batch.prompt_index
+    token_versions = torch.where(batch.versions >= 0, batch.versions, big)  # -1: no completion token there
+    oldest = token_versions.amin(1) if token_versions.shape[1] else torch.full(group.shape, big)
+    n_groups = int(group.max()) + 1 if group.numel() else 0
+    group_oldest = torch.full((n_groups,), big, dtype=torch.int64).scatter_reduce(0, group, oldest, "amin")
+    return (version - torch.where(group_oldest == big, version, group_oldest) <= k)[group]
+
+
+def prepare_step(
     batch: RolloutBatch, version: int, recipe: RecipeConfig, max_new_tokens: int
 ) -> tuple[dict[str, float], Optional[StepRows], str]:
     """(stats, the rows to train on or None, the reason when None) for a trainer at `version`.
 
-    Stats: the share of sequences zero-variance filtering removed, and the staleness (trainer
-    version minus the version that sampled each token trained on), mean and max."""
-    stats: dict[str, float] = {}
-    rewards = batch.rewards
-    if recipe.length_control.type == "penalty":
-        lc = recipe.length_control
-        rewards = rewards + overlong_penalty(batch.lengths.float(), max_new_tokens, lc.l_max, lc.l_cache)
-    keep = zero_variance_keep(rewards, batch.prompt_index) if recipe.zero_variance_filter else torch.ones_like(rewards, dtype=torch.bool)
-    stats["train/zero_variance_frac"] = float(1.0 - keep.float().mean())
-    stale = (version - batch.versions)[batch.loss_mask > 0].float()
+    Stats: the groups dropped as stale, the share of sequences zero-variance filtering removed,
+    and the staleness (trainer version minus the version that sampled each token trained on),
+    mean and max."""
+    fresh = fresh_groups(batch, version, recipe.off_policy.k)
+    stats: dict[str, float] = {"train/dropped_stale_groups": float(torch.unique(batch.prompt_index[~fresh]).numel())}
+    if not bool(fresh.any()):
+        return stats, None, "no groups within the staleness bound"
+    rewards = step_rewards(batch.rewards, batch.lengths, recipe, max_new_tokens)
+    keep = zero_variance_keep(rewards, batch.prompt_index) if recipe.zero_variance_filter else torch.ones_like(fresh)
+    keep_fresh = keep[fresh]
+    stats["train/zero_variance_frac"] = float(1.0 - keep_fresh.float().mean())
+    stale = (version - batch.versions[fresh])[batch.loss_mask[fresh] > 0].float()
     stats["train/staleness_mean"] = float(stale.mean()) if stale.numel() else 0.0
     stats["train/staleness_max"] = float(stale.max()) if stale.numel() else 0.0
-    if not bool(keep.any()):
+    if not bool(keep_fresh.any()):
         return stats, None, "every group had zero reward variance"
-    idx = keep.nonzero().squeeze(-1)
+    idx = (keep & fresh).nonzero().squeeze(-1)
     prompt_index = torch.unique(batch.prompt_index[idx], return_inverse=True)[1]
     mask = batch.loss_mask[idx]
     if float(mask.sum()) == 0:
@@ -97,3 +115,6 @@ def plan_step(
         groups=prompt_index.tolist(),
     )
     return stats, rows, ""
+
+
+plan_step = prepare_step  # the old name, kept importable ("plan" is now the memory plan's word)

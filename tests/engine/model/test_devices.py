@@ -38,7 +38,7 @@ def test_every_tensor_the_trainer_computes_with_is_on_its_device(tiny_config):
     groups = mixed_groups(cfg)
     tr = Trainer(**trainer_parts(cfg))
     tr.device = torch.device("meta")
-    _, rows, reason = tr.plan(PackedGroups.from_groups(groups))
+    _, rows, reason = tr.prepare(PackedGroups.from_groups(groups))
     assert rows is not None, reason
     for name in ("input_ids", "attention_mask", "loss_mask", "gen_logp", "advantages", "weights"):
         assert getattr(rows, name).device.type == "meta", name

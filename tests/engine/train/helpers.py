@@ -21,12 +21,12 @@ def batches(cfg: Any, n: int) -> list:
 
 
 def head_recorder(calls: list[dict]) -> Callable:
-    """A stand-in for `fsdp.completion_logprobs` (set it with monkeypatch or setattr) that
+    """A stand-in for `policy.completion_logprobs` (set it with monkeypatch or setattr) that
     records each call of the trainer's head, then runs the real one: rows, the dtypes of the
     hidden states and of the head weight as the head sees it, and that weight's values."""
-    from workbench.engine.train import fsdp
+    from workbench.engine.model import policy
 
-    original = fsdp.completion_logprobs
+    original = policy.completion_logprobs
 
     def recording(model, hidden, targets, **kw):
         w = model.get_output_embeddings().weight

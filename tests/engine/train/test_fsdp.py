@@ -12,7 +12,7 @@ from tests.engine.train.gloo import run_ranks
 from tests.engine.train.helpers import batches, head_recorder
 from tests.helpers.tiny_hf import build_tiny_hf, task_texts
 from workbench.engine.model.hf_dir import WEIGHT_FILES
-from workbench.engine.train import fsdp
+from workbench.engine.model import policy as policy_module
 from workbench.engine.train.trainer import Trainer
 from workbench.engine.run.actors import trainer_parts
 
@@ -68,7 +68,7 @@ def test_only_rank0_reads_the_weights_and_both_workers_start_from_them(tiny_conf
 
 def _head_in_bf16(rank, world, ranks, cfg, groups):
     calls: list[dict] = []
-    fsdp.completion_logprobs = head_recorder(calls)
+    policy_module.completion_logprobs = head_recorder(calls)
     tr = ranks.trainer(cfg)
     weights = tr.get_weights()
     stats, _ = tr.train_step(groups, 0)
@@ -81,7 +81,7 @@ def test_one_and_two_workers_compute_the_head_in_fp32_under_bf16(tiny_config, mo
     cfg = tiny_config({"model.dtype": "bfloat16"}, for_actors=True)
     groups = batches(cfg, 1)[0]
     calls: list[dict] = []
-    monkeypatch.setattr(fsdp, "completion_logprobs", head_recorder(calls))
+    monkeypatch.setattr(policy_module, "completion_logprobs", head_recorder(calls))
     one = Trainer(**trainer_parts(cfg))
     one.share_prompts = False  # as the sharded workers run
     master = one.model.get_output_embeddings().weight.detach().clone()

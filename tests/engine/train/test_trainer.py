@@ -16,7 +16,7 @@ from workbench.config import run_config_from_dict
 from workbench.configtools import ConfigError, to_dict
 from workbench.engine.batch import PackedGroups
 from workbench.engine.rollout.torch_backend import Generator
-from workbench.engine.train import fsdp
+from workbench.engine.model import policy as policy_module
 from workbench.engine.train.trainer import Trainer
 from workbench.engine.run.actors import generator_parts, trainer_parts
 from workbench.rl import head as head_module
@@ -27,7 +27,7 @@ from workbench.rl.losses import policy_loss
 
 def record_head_calls(monkeypatch) -> list[dict]:
     calls: list[dict] = []
-    monkeypatch.setattr(fsdp, "completion_logprobs", head_recorder(calls))
+    monkeypatch.setattr(policy_module, "completion_logprobs", head_recorder(calls))
     return calls
 
 
@@ -35,7 +35,7 @@ def test_the_head_sees_only_the_positions_trained_on(tiny_config, monkeypatch):
     cfg = tiny_config(for_actors=True)
     groups = batches(cfg, 1)[0]
     tr = Trainer(**trainer_parts(cfg))
-    _, rows, reason = tr.plan(PackedGroups.from_groups(groups))
+    _, rows, reason = tr.prepare(PackedGroups.from_groups(groups))
     assert rows is not None, reason
     calls = record_head_calls(monkeypatch)
     stats, _ = tr.train_step(groups, 0)
@@ -55,7 +55,7 @@ def test_a_chunked_token_budget_step_gives_the_full_computations_loss_and_gradie
     tr = Trainer(**trainer_parts(cfg))
     monkeypatch.setattr(head_module, "HEAD_CHUNK_BYTES", 4 * tr.model.config.vocab_size * 3)
     reference = copy.deepcopy(tr.model)
-    _, rows, _ = tr.plan(PackedGroups.from_groups(groups))
+    _, rows, _ = tr.prepare(PackedGroups.from_groups(groups))
     calls = record_head_calls(monkeypatch)
     stats, _ = tr.train_step(groups, 0)
     assert len(calls) >= 4  # micro-batches of 1-2 rows

@@ -48,7 +48,7 @@ def _step_against_plain_loop(cfg, *, skew_gen: bool, with_ref: bool):
     tr = Trainer(**trainer_parts(cfg))
     tr.share_prompts = False  # the plain loop runs every row whole
     start = copy.deepcopy(tr.model)
-    _, rows, reason = tr.plan(PackedGroups.from_groups(groups))
+    _, rows, reason = tr.prepare(PackedGroups.from_groups(groups))
     assert rows is not None, reason
     stats, _ = tr.train_step(groups, 0)
     loss, plain_stats = _plain_loop(start, rows, cfg, ref_model=copy.deepcopy(start) if with_ref else None)

@@ -7,6 +7,7 @@ Verdicts come from `workbench.tasks.base.check_batch` (one per completion, promp
 sample whose check hit a sandbox error is never scored as a wrong answer: in training its whole
 group is left out (counted in the chunk's `dropped_groups` and `reward/verdict/sandbox_error`),
 in validation the sample is left out of its prompt's mean (counted in `val/verdict/sandbox_error`).
+A verdict's reward is `rl/reward.reward_for` (+1 / -1).
 More than half of a batch's checks failing that way stops the run (`refuse_broken_sandbox`).
 
 Validation of a single task gives today's names (`val/pass_rate`, `val/pass_rate_se`, ...). A
@@ -21,13 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from workbench.engine.batch import Group
+from workbench.rl.reward import reward_for
 from workbench.tasks.base import refuse_broken_sandbox, verdict_counts
 from workbench.tasks.types import VERDICTS, Example, Verdict
-
-
-def reward_for(correct: bool) -> float:
-    """ScaleRL rewards: +1 correct, -1 incorrect."""
-    return 1.0 if correct else -1.0
 
 
 def verdict_groups(

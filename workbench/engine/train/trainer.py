@@ -1,8 +1,8 @@
 """The trainer worker: one optimizer step of the recipe's loss on a batch of rollout groups.
 
 Runs as the Ray actor `Trainer` (see launch.py); the class itself is plain Python so tests can
-drive it directly. Per step: groups beyond the staleness bound dropped -> the recipe's plan
-(rl/step.py: penalty, zero-variance filter, advantages, aggregation weights over the WHOLE step)
+drive it directly. Per step: the step prepared (rl/step.prepare_step: every filter - stale
+groups, zero variance -, the penalties, advantages, aggregation weights over the WHOLE step)
 -> forward/backward in micro-batches cut by tokens (micro.py), the FP32 head only at the positions
 trained on, log-probs and entropy chunked (rl/head.py) -> clip -> AdamW (warm-up, then constant
 LR). With `recipe.loss.tis_cap` the loss gets the pre-update log-probs (this forward's, detached);
@@ -38,7 +38,7 @@ from workbench.engine.train.optim import build_optimizer, build_scheduler
 from workbench.rl.losses import policy_loss
 from workbench.runs.checkpoint import TRAINER_DCP
 from workbench.rl.recipe import RecipeConfig
-from workbench.rl.step import StepRows, plan_step
+from workbench.rl.step import StepRows, prepare_step
 
 
 def count_params(model: Any) -> int:
@@ -152,24 +152,15 @@ class Trainer:
                 "node_id": node}
 
     # -- one step ------------------------------------------------------------------------
-    def plan(self, pg: PackedGroups) -> tuple[dict[str, float], Optional[StepRows], str]:
-        """Drop the groups beyond the staleness bound, then the recipe's plan (rl/step.py) on the
-        host; the rows come back on the trainer's device (or None with the reason to skip)."""
-        stats: dict[str, float] = {"train/groups": float(len(pg))}
-        # Staleness in policy versions, per token; groups beyond k are dropped (PipelineRL-k's bound).
-        fresh = self.version - pg.min_version_per_group(default=self.version) <= self.recipe.off_policy.k
-        stats["train/dropped_stale_groups"] = float((~fresh).sum())
-        has_seq = pg.num_sequences > 0
-        stats["train/reward_mean"] = float(pg.rewards.mean()) if has_seq else float("nan")
-        stats["train/pass_rate"] = float(pg.correct.mean()) if has_seq else float("nan")
-        stats["train/response_len"] = float(pg.t_len.mean()) if has_seq else 0.0
-        stats["train/truncation_rate"] = float((~pg.finished).mean()) if has_seq else 0.0
-        stats["train/interruption_rate"] = float(pg.interrupted.mean()) if has_seq else 0.0
-        kept = pg if bool(fresh.all()) else pg.select(fresh)
-        if not kept.num_sequences:
-            return stats, None, "no groups within the staleness bound"
-        planned, rows, reason = plan_step(build_batch(kept, self.pad_id), self.version, self.recipe, self.max_new_tokens)
-        stats.update(planned)
+    def prepare(self, packed: PackedGroups) -> tuple[dict[str, float], Optional[StepRows], str]:
+        """The step's rollouts as rows to train on: the batch and what it holds, then every filter,
+        the penalties, advantages and weights (rl/step.prepare_step) on the host; the rows come
+        back on the trainer's device (or None with the reason to skip)."""
+        stats = packed.rollout_stats()
+        if not packed.num_sequences:
+            return stats, None, "no sequences in the step"
+        prepared, rows, reason = prepare_step(build_batch(packed, self.pad_id), self.version, self.recipe, self.max_new_tokens)
+        stats.update(prepared)
         return stats, (move_to(rows, self.device) if rows is not None else None), reason
 
     def train_step(self, groups: list[Group] | PackedGroups, step: int) -> tuple[dict[str, float], Any]:
@@ -183,7 +174,7 @@ class Trainer:
     def _train_step(self, groups: list[Group] | PackedGroups, step: int) -> tuple[dict[str, float], Any]:
         t0 = time.perf_counter()
         pg = groups if isinstance(groups, PackedGroups) else PackedGroups.from_groups(groups)
-        stats, rows, reason = self.plan(pg)
+        stats, rows, reason = self.prepare(pg)
         if rows is None:
             return self._skip(stats, t0, reason)
         self.optimizer.zero_grad(set_to_none=True)
