@@ -355,13 +355,13 @@ def validate(cfg: RunConfig) -> None:
             f"resources.trainer_workers={r.trainer_workers} needs one whole GPU per worker "
             f"(resources.trainer_gpus=1, got {r.trainer_gpus:g})"
         )
-    if cfg.recipe.off_policy.k < 1:
-        raise ConfigError("recipe.off_policy.k must be >= 1")
     if cfg.eval.every_steps < 1 or cfg.eval.num_prompts < 1 or cfg.eval.samples_per_prompt < 1:
         raise ConfigError("eval.every_steps, eval.num_prompts and eval.samples_per_prompt must be >= 1")
+    from workbench.rl.honoured import check_honoured
     from workbench.rl.recipe import validate_recipe
 
-    validate_recipe(cfg.recipe)
+    validate_recipe(cfg.recipe)  # recipe.off_policy.k >= 1 among them
+    check_honoured(cfg)  # settings the engine would not honour in this setup (rl/honoured.py)
     validate_mix(cfg.task)
     if cfg.task.num_val < cfg.eval.num_prompts and cfg.task.path is None and not cfg.task.mix:
         raise ConfigError(
