@@ -280,8 +280,8 @@ def test_killed_trainer_worker_leaves_a_clean_record_in_mlflow(ray_cluster, tiny
 
 
 def test_impossible_resources_are_refused_clearly(ray_cluster, tiny_config):
-    cfg = tiny_config({"resources.trainer_gpus": 4}, name="nogpu")
-    with pytest.raises(UserError, match=r"asks for 4 GPUs .* the Ray cluster has 0"):
+    cfg = tiny_config({"resources.trainer_gpus": 1}, name="nogpu")  # more than 1 per worker is refused at load
+    with pytest.raises(UserError, match=r"asks for 1 GPUs .* the Ray cluster has 0"):
         launch(cfg)
 
 
