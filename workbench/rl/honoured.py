@@ -39,16 +39,16 @@ RECIPE_FIELDS: dict[str, str] = {
     "npr_max_retired_share": "rl/sampler.py; refused: a cap under one prompt of the training set (preflight)",
     "npr_max_epochs": "engine/run/coordinator.py -> rl/sampler.npr_off_reason",
     "fp32_head": "trainer (PolicyForward), model/sampling.py, vLLM: vllm/extension.py (a head it cannot patch: warned)",
-    "length_control.type": "interrupt: the generators (rollout/worker.py, vllm/decode.py); penalty: rl/step.py",
+    "length_control.type": "interrupt: the generators (rollout/worker.py, vllm/decode.py); penalty: rl/reward.py",
     "length_control.budget_min": "rl/length.py; refused: a budget that does not fit max_new_tokens (preflight)",
     "length_control.budget_max": "rl/length.py; refused: a budget that does not fit max_new_tokens (preflight)",
     "length_control.answer_budget": "rl/length.py; refused: an answer that does not fit max_new_tokens (preflight)",
     "length_control.phrase": "rl/length.py; refused: a phrase the tokenizer cannot spell or fit (preflight)",
     "length_control.end_think": "rl/length.py; refused: not in the phrase (load), not spelled (preflight)",
-    "length_control.l_max": "rl/step.py overlong_penalty; refused: past max_new_tokens (preflight)",
-    "length_control.l_cache": "rl/step.py overlong_penalty; refused: above l_max (load, preflight)",
+    "length_control.l_max": "rl/reward.py step_rewards; refused: past max_new_tokens (preflight)",
+    "length_control.l_cache": "rl/reward.py step_rewards; refused: above l_max (load, preflight)",
     "off_policy.algorithm": "engine/run/weight_sync.py and coordinator._dispatch_generation",
-    "off_policy.k": "engine/train/trainer.py staleness bound; pipeline: caps max_ahead_steps; ppo-off-policy: steps a round",
+    "off_policy.k": "rl/step.py drops staler groups; pipeline: caps max_ahead_steps; ppo-off-policy: steps a round",
 }
 
 

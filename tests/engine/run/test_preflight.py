@@ -78,12 +78,12 @@ def test_micro_batch_budget_below_the_longest_sequence(qwen_dir):
 
 def test_builtin_model_is_checked_without_being_built(tiny_config):
     """builtin:tiny: its character tokenizer and n_positions come from the task, nothing is built."""
+    phrase = "12+34=46" * 3 + "=="  # in the task's alphabet (the default phrase is not: tests/engine/run/test_preflight_fields.py)
     cfg = tiny_config({"recipe.length_control.type": "interrupt", "generation.max_new_tokens": 48,
+                       "recipe.length_control.phrase": phrase, "recipe.length_control.end_think": "==",
                        "model.cache_dir": "/nonexistent/never-built"})  # fmt: skip
     msg = refusal(cfg)
-    from workbench.rl.recipe import LengthControlConfig
-
-    assert f"phrase {len(LengthControlConfig().phrase)} +" in msg  # one token per character of the default phrase
+    assert f"phrase {len(phrase)} +" in msg  # one token per character of the phrase
     msg = refusal(tiny_config({"generation.max_new_tokens": 100, "model.cache_dir": "/nonexistent/never-built"}))
     assert "past the model's context of 64 (builtin:tiny's n_positions)" in msg
     msg = refusal(tiny_config({"task.chat_template": True, "model.cache_dir": "/nonexistent/never-built"}))

