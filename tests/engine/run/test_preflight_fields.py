@@ -47,6 +47,19 @@ def test_a_forced_phrase_the_tokenizer_cannot_spell():
     assert pf.spelled(tok, "=2") and not pf.spelled(tok, "</think>") and not pf.spelled(tok, "")
 
 
+def test_an_overlong_penalty_past_max_new_tokens():
+    pen = {"recipe.length_control.type": "penalty", "generation.max_new_tokens": 8}
+    c = cfg(**pen, **{"recipe.length_control.l_max": 10, "recipe.length_control.l_cache": 4})
+    msg = one_line(pf.check_sequences, c, load_task(c.task))
+    assert msg.startswith("recipe.length_control.l_max=10 is 10 tokens, past generation.max_new_tokens = 8")
+    assert "the penalty never reaches -1" in msg
+    c = cfg(**pen, **{"recipe.length_control.l_max": 12, "recipe.length_control.l_cache": 2})
+    assert "the penalty never applies (it starts at 10)" in one_line(pf.check_sequences, c, load_task(c.task))
+    for honoured in ({"recipe.length_control.l_max": 8, "recipe.length_control.l_cache": 2}, {}):  # tokens; the fractions
+        c = cfg(**pen, **honoured)
+        pf.check_sequences(c, load_task(c.task))
+
+
 def test_a_retired_share_cap_under_one_prompt():
     small = {"task.num_train": 5, "train.max_steps": 1, "train.prompts_per_step": 4}
     c = cfg(**small)

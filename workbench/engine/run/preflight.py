@@ -144,6 +144,7 @@ def check_sequences(cfg: RunConfig, task: Any) -> None:
         import torch
 
         overlong_penalty(torch.zeros(1), g.max_new_tokens, lc.l_max, lc.l_cache)
+        check_penalty_reach(lc, g.max_new_tokens)
     for stop in task.stop or []:
         if not spelled(tok, stop):
             raise UserError(f"the task's stop string {stop!r} cannot be spelled by the model's tokenizer ({cfg.model.path}): "
@@ -163,6 +164,20 @@ def check_sequences(cfg: RunConfig, task: Any) -> None:
         raise UserError(f"train.micro_batch_tokens = {cfg.train.micro_batch_tokens} is below the longest sequence the trainer "
                         f"will see ({n} prompt + {g.max_new_tokens} generation.max_new_tokens = {longest} tokens): raise "
                         f"train.micro_batch_tokens to at least {longest}, or lower generation.max_new_tokens")
+
+
+def check_penalty_reach(lc: Any, max_new_tokens: int) -> None:
+    """The overlong penalty's l_max past generation.max_new_tokens: no completion is that long, so the
+    penalty never reaches -1 (and, from l_max - l_cache on, never applies at all)."""
+    from workbench.rl.length import resolve_tokens
+
+    L = resolve_tokens(lc.l_max, max_new_tokens, "length_control.l_max")
+    if L > max_new_tokens:
+        start = L - resolve_tokens(lc.l_cache, max_new_tokens, "length_control.l_cache")
+        never = f"the penalty never applies (it starts at {start})" if start >= max_new_tokens else "the penalty never reaches -1"
+        raise UserError(f"recipe.length_control.l_max={lc.l_max:g} is {L} tokens, past generation.max_new_tokens = "
+                        f"{max_new_tokens}: no completion is that long, so {never}; set l_max <= max_new_tokens (or a "
+                        "fraction <= 1 of it), or raise generation.max_new_tokens")
 
 
 def spelled(tok: Any, text: Any) -> bool:
