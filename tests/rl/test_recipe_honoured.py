@@ -76,9 +76,17 @@ def refused(**overrides) -> str:
          ["is below eval.samples_per_prompt=16", "the torch evaluator"]),
         # vLLM generators queue what exceeds max_batch_sequences; the evaluator without GPUs is a torch one
         ({"generation.backend": "vllm", "generation.max_batch_sequences": 2}, ["is below eval.samples_per_prompt=4"]),
+        ({"generation.num_generators": 3, "train.prompts_per_step": 2, "recipe.off_policy.algorithm": "sync"},
+         ["generation.num_generators=3 with recipe.off_policy.algorithm=sync", "1 would never generate", "to 2"]),
+        ({"generation.num_generators": 5, "train.prompts_per_step": 2},  # pipeline: min(k 8, max_ahead_steps 2) steps
+         ["algorithm=pipeline", "=2 steps' prompts (4 at train.prompts_per_step=2)"]),
+        ({"generation.num_generators": 7, "train.prompts_per_step": 2, "recipe": "deepseek-grpo", "recipe.off_policy.k": 3},
+         ["recipe.off_policy.k=3 steps' prompts (6 at"]),
+        ({"generation.num_generators": 4, "train.prompts_per_step": 2, "train.max_steps": 1}, ["train.max_steps=1 steps'"]),
     ],
     ids=["max-ahead-0", "trainer-2-gpus", "trainer-workers", "torch-tp", "torch-generator-gpus", "torch-evaluator-gpus",
-         "torch-group", "torch-eval-group", "vllm-torch-evaluator"],
+         "torch-group", "torch-eval-group", "vllm-torch-evaluator", "sync-idle-generators", "pipeline-idle-generators",
+         "ppo-off-policy-idle-generators", "short-run-idle-generators"],
 )  # fmt: skip
 def test_settings_the_engine_cannot_honour_are_refused_at_load(overrides, needles):
     msg = refused(**overrides)
@@ -89,6 +97,9 @@ def test_settings_the_engine_cannot_honour_are_refused_at_load(overrides, needle
 def test_the_same_settings_where_the_engine_honours_them_load():
     run_config_from_dict({}, {"generation.max_ahead_steps": 1, "resources.trainer_gpus": 1, "resources.generator_gpus": 1,
                               "generation.max_batch_sequences": 8})  # fmt: skip
+    run_config_from_dict({}, {"generation.num_generators": 4, "train.prompts_per_step": 2})  # two steps in flight
+    run_config_from_dict({}, {"generation.num_generators": 6, "train.prompts_per_step": 2, "recipe": "deepseek-grpo",
+                              "recipe.off_policy.k": 3})  # fmt: skip
     # vLLM: tensor parallelism over whole GPUs, generators that queue a group larger than the batch
     run_config_from_dict({}, {"generation.backend": "vllm", "resources.generator_gpus": 2, "resources.evaluator_gpus": 2,
                               "generation.vllm_tensor_parallel_size": 2, "generation.max_batch_sequences": 2})  # fmt: skip

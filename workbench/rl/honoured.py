@@ -34,10 +34,10 @@ RECIPE_FIELDS: dict[str, str] = {
     "aggregation": "rl/step.py -> rl/aggregation.py, weights over the whole step (all three modes)",
     "advantage_norm": "rl/step.py -> rl/advantages.py (all three modes)",
     "zero_variance_filter": "rl/step.py; train.generations_per_prompt < 2 is refused for every recipe",
-    "no_positive_resampling": "engine/run/coordinator.py -> rl/sampler.py (off, and said, past npr_max_epochs)",
+    "no_positive_resampling": "the run's prompt supply (engine/run) -> rl/sampler.py (off, and said, past npr_max_epochs)",
     "resample_threshold": "rl/sampler.py, with No-Positive-Resampling on",
     "npr_max_retired_share": "rl/sampler.py; refused: a cap under one prompt of the training set (preflight)",
-    "npr_max_epochs": "engine/run/coordinator.py -> rl/sampler.npr_off_reason",
+    "npr_max_epochs": "the run's prompt supply (engine/run) -> rl/sampler.npr_off_reason",
     "fp32_head": "trainer (PolicyForward), model/sampling.py, vLLM: vllm/extension.py (a head it cannot patch: warned)",
     "length_control.type": "interrupt: the generators (rollout/worker.py, vllm/decode.py); penalty: rl/reward.py",
     "length_control.budget_min": "rl/length.py; refused: a budget that does not fit max_new_tokens (preflight)",
@@ -47,7 +47,7 @@ RECIPE_FIELDS: dict[str, str] = {
     "length_control.end_think": "rl/length.py; refused: not in the phrase (load), not spelled (preflight)",
     "length_control.l_max": "rl/reward.py step_rewards; refused: past max_new_tokens (preflight)",
     "length_control.l_cache": "rl/reward.py step_rewards; refused: above l_max (load, preflight)",
-    "off_policy.algorithm": "engine/run/weight_sync.py and coordinator._dispatch_generation",
+    "off_policy.algorithm": "engine/run/weight_sync.py and the coordinator; refused: generators it cannot keep busy (load)",
     "off_policy.k": "rl/step.py drops staler groups; pipeline: caps max_ahead_steps; ppo-off-policy: steps a round",
 }
 
@@ -62,6 +62,7 @@ def check_honoured(cfg: Any) -> None:
         raise ConfigError(f"resources.trainer_gpus={r.trainer_gpus:g}: a trainer worker computes on one GPU, so the "
                           f"others would sit idle; set resources.trainer_gpus=1 and resources.trainer_workers="
                           f"{r.trainer_workers * max(1, int(r.trainer_gpus))} (FSDP2 over one GPU each)")  # fmt: skip
+    _check_generators_used(cfg.recipe.off_policy, g, t)
     if g.backend == "torch":
         _check_torch_generators(g, r)
     # rollout/worker.py decodes at least one prompt's whole group at once (vLLM queues the rest)
@@ -74,6 +75,21 @@ def check_honoured(cfg: Any) -> None:
             raise ConfigError(f"generation.max_batch_sequences={g.max_batch_sequences} is below {key}={group}: the torch "
                               f"{who} decodes a prompt's {group} samples together; raise generation.max_batch_sequences "
                               f"to {group} or more")  # fmt: skip
+
+
+def _check_generators_used(op: Any, g: Any, t: Any) -> None:
+    """Generators the off-policy algorithm can never keep busy: a step's prompts go out in at most one
+    chunk per generator, and only so many steps are in flight at once (coordinator._dispatch_generation)."""
+    why = {"sync": (1, "one step's"), "ppo-off-policy": (op.k, f"recipe.off_policy.k={op.k} steps'"),
+           "pipeline": (min(op.k, g.max_ahead_steps), "min(recipe.off_policy.k, generation.max_ahead_steps)="
+                        f"{min(op.k, g.max_ahead_steps)} steps'")}[op.algorithm]  # fmt: skip
+    steps, said = why if why[0] <= t.max_steps else (t.max_steps, f"train.max_steps={t.max_steps} steps'")
+    most = steps * t.prompts_per_step  # prompt chunks in flight at most
+    if g.num_generators > most:
+        raise ConfigError(f"generation.num_generators={g.num_generators} with recipe.off_policy.algorithm={op.algorithm}: at "
+                          f"most {said} prompts ({most} at train.prompts_per_step={t.prompts_per_step}) are generating at "
+                          f"once, one chunk per generator, so {g.num_generators - most} would never generate; lower "
+                          f"generation.num_generators to {most}, or raise train.prompts_per_step")  # fmt: skip
 
 
 def _check_torch_generators(g: Any, r: Any) -> None:
