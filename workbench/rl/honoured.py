@@ -38,7 +38,7 @@ RECIPE_FIELDS: dict[str, str] = {
     "resample_threshold": "rl/sampler.py, with No-Positive-Resampling on",
     "npr_max_retired_share": "rl/sampler.py; refused: a cap under one prompt of the training set (preflight)",
     "npr_max_epochs": "the run's prompt supply (engine/run) -> rl/sampler.npr_off_reason",
-    "fp32_head": "trainer (PolicyForward), model/sampling.py, vLLM: vllm/extension.py (a head it cannot patch: warned)",
+    "fp32_head": "trainer (PolicyForward), model/sampling.py, vllm/extension.py; refused: a vLLM it cannot patch (preflight)",
     "length_control.type": "interrupt: the generators (rollout/worker.py, vllm/decode.py); penalty: rl/reward.py",
     "length_control.budget_min": "rl/length.py; refused: a budget that does not fit max_new_tokens (preflight)",
     "length_control.budget_max": "rl/length.py; refused: a budget that does not fit max_new_tokens (preflight)",

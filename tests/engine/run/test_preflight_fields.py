@@ -111,11 +111,25 @@ def test_vllm_cuda_build_and_version_and_absence(monkeypatch):
     assert one_line(pf.check_vllm, cfg(**vllm)).startswith("generation.backend=vllm needs the vllm package")
 
 
+def test_an_fp32_head_this_vllm_cannot_patch(monkeypatch):
+    monkeypatch.setattr(pf, "vllm_build", lambda: ("0.33.0", "cuda"))  # explicit bf16 on CUDA stays bf16 on any host
+    monkeypatch.setattr(pf, "vllm_head_patchable", lambda: False)
+    bf16 = {"generation.backend": "vllm", "model.dtype": "bfloat16", "resources.generator_gpus": 1}
+    msg = one_line(pf.check_vllm, cfg(**bf16))
+    assert msg.startswith("recipe.fp32_head=true with the installed vLLM 0.33.0: its LogitsProcessor has no head projection")
+    assert "project in bfloat16 while the trainer projects in fp32" in msg
+    for honoured in ({"recipe.fp32_head": False}, {"model.dtype": "float32"}):
+        pf.check_vllm(cfg(**{**bf16, **honoured}))
+    monkeypatch.setattr(pf, "vllm_head_patchable", lambda: None)  # the file is not where it is looked for: trusted
+    pf.check_vllm(cfg(**bf16))
+
+
 def test_the_installed_build_is_read_without_importing_vllm():
     pytest.importorskip("vllm")
-    code = "import sys; from workbench.engine.run.preflight import vllm_build; print(vllm_build()[1], 'vllm' in sys.modules)"
+    code = ("import sys; from workbench.engine.run.preflight import vllm_build, vllm_head_patchable; "
+            "print(vllm_build()[1], vllm_head_patchable(), 'vllm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout.split()
-    assert out[0] in ("cpu", "cuda") and out[1] == "False"
+    assert out[0] in ("cpu", "cuda") and out[1] == "True" and out[2] == "False"  # the pinned vLLM's head is patched
 
 
 @pytest.mark.slow

