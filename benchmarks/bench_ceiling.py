@@ -13,7 +13,7 @@ default, and longer for the 2,800-step run), side by side:
   does not hang on the interval method;
 - a stretched exponential R0 + (P - R0) * (1 - exp(-(C/tau)^k)) with the same fixed R0: its
   plateau P with a profile interval the same way, and both families' RMSE (this is the run
-  report's ceiling check, workbench.scaling.ceiling).
+  report's ceiling check, workbench.scaling.decide.ceiling).
 Equal RMSE with different ceilings means the data cannot choose the ceiling; the longer run then
 shows which family's ceiling the curve goes to. Nothing here runs Ray: the curves are the runs'
 saved evaluations (examples/curves/demo/README.md says where each came from).
@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from workbench.scaling import ceiling_check, fit_sigmoid  # noqa: E402
 from workbench.scaling import SigmoidFit, scaling_gain  # noqa: E402
-from workbench.scaling.families import profile_threshold  # noqa: E402
+from workbench.scaling.forecast.families import profile_threshold  # noqa: E402
 
 X_COLUMNS = {"compute": "compute", "step": "step", "flops": "flops"}
 A_GRID = np.round(np.arange(0.40, 1.0001, 0.005), 3)
@@ -145,7 +145,7 @@ def far_table(paths: list[Path], x: str, ceiling: float) -> None:
 def _simulated(family: str, last: float, seed: int) -> tuple[np.ndarray, np.ndarray, float, float]:
     """(compute, score, 10x compute, true score there) of one simulated curve."""
     from tests.scaling.synthetic import PAPER_8B, sigmoid, synth
-    from workbench.scaling.stretched import stretched_curve
+    from workbench.scaling.fit.stretched import stretched_curve
 
     if family == "sigmoid":
         c, y = synth(n=60, lo=1500, hi=last, noise=0.01, seed=1000 + seed)

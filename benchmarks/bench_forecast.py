@@ -34,8 +34,8 @@ import numpy as np  # noqa: E402
 
 from workbench.errors import UserError  # noqa: E402
 from workbench.scaling import SigmoidPrior, fit_sigmoid, r0_rule  # noqa: E402
-from workbench.scaling.backtest import holdout_noise  # noqa: E402
-from workbench.scaling.scoreboard import format_table, load_folder, score_prefix, summary  # noqa: E402
+from workbench.scaling.forecast.backtest import holdout_noise  # noqa: E402
+from workbench.scaling.forecast.scoreboard import format_table, load_folder, score_prefix, summary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = (ROOT / "examples" / "curves", ROOT / "examples" / "curves" / "more")

@@ -71,7 +71,7 @@ def run_seed(config: str, seed: int, out: Path, overrides: list[str]) -> dict:
         "fallback": read_run(out),
         "events": summary.get("events", []),
         "line": line,
-        "ceiling_check": fit.ceiling_check,  # the run report's (workbench.scaling.ceiling)
+        "ceiling_check": fit.ceiling_check,  # the run report's (workbench.scaling.decide.ceiling)
     }
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.scaling.test_predict import WIDTHS, curve
+from tests.scaling.test_config_curve import WIDTHS, curve
 from workbench.errors import UserError
 from workbench.scaling import fit_sigmoid
 from workbench.sweep.grid import Grid

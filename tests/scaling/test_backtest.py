@@ -1,4 +1,4 @@
-"""Backtests on synthetic and real curves (workbench/scaling/backtest.py)."""
+"""Backtests on synthetic and real curves (workbench/scaling/forecast/backtest.py)."""
 
 from __future__ import annotations
 

@@ -89,9 +89,9 @@ def test_the_check_travels_in_fit_json_and_prints_in_the_summary():
 
 
 def test_a_check_that_fails_numerically_leaves_the_fit_whole(monkeypatch):
-    import workbench.scaling.families as families
+    import workbench.scaling.forecast.families as families
 
-    from workbench.scaling.ceiling import attach_ceiling_check
+    from workbench.scaling.decide.ceiling import attach_ceiling_check
 
     assert attach_ceiling_check(fit_sigmoid(*_demo("seed0"))).family_dependent
 

@@ -1,4 +1,4 @@
-"""Ranking recipes with the paper's tie rule (workbench/scaling/compare.py)."""
+"""Ranking recipes with the paper's tie rule (workbench/scaling/decide/compare.py)."""
 
 from __future__ import annotations
 

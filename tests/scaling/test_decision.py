@@ -1,4 +1,4 @@
-"""Is scaling worth it? (workbench/scaling/decision.py)."""
+"""Is scaling worth it? (workbench/scaling/decide/gain.py)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ import pytest
 
 from workbench.errors import UserError
 from workbench.scaling import fit_sigmoid
-from workbench.scaling.early_stop import rung_decisions
+from workbench.scaling.decide.early_stop import rung_decisions
 
 
 def _fit(A: float, B: float = 1.5, C_mid: float = 1.0, seed: int = 0, noise: float = 0.005, method: str = "auto"):

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from workbench.scaling import SigmoidFit, fit_sigmoid, scaling_gain
-from workbench.scaling.forecast import Horizon
-from workbench.scaling.stretched import stretched_curve
+from workbench.scaling.forecast.blend import Horizon
+from workbench.scaling.fit.stretched import stretched_curve
 from tests.scaling.synthetic import EXAMPLE_CURVES, PAPER_8B, sigmoid, synth
 
 DEMO_CEILING = 0.512  # configs/demo.yaml: the share of validation sums with at most 3 digits

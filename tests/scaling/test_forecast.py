@@ -10,7 +10,7 @@ import pytest
 from workbench.errors import UserError
 from workbench.scaling import SigmoidFit, fit_sigmoid
 from workbench.scaling.data import Curve
-from workbench.scaling.forecast import MIN_POINTS_BLEND
+from workbench.scaling.forecast.blend import MIN_POINTS_BLEND
 
 from .synthetic import EXAMPLE_CURVES, synth
 
@@ -131,7 +131,7 @@ def test_the_forecast_continues_from_the_fit_with_no_jump_at_the_last_fitted_com
     dropped 0.015 and its band jumped wide at the last fitted compute, where the blend took over)."""
     import math
 
-    from workbench.scaling.forecast import ANCHOR_HORIZONS
+    from workbench.scaling.forecast.blend import ANCHOR_HORIZONS
 
     cv = Curve.from_csv(EXAMPLE_CURVES / "qwen2.5-0.5b-instruct_gsm8k_ppo__val.csv")
     fit = fit_sigmoid(cv.compute, cv.score, fit_until=0.5 * cv.compute[-1])

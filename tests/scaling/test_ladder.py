@@ -1,13 +1,13 @@
-"""workbench.scaling.ladder: the leave-largest-out backtest and the rule that stops a ladder."""
+"""workbench.scaling.forecast.ladder: the leave-largest-out backtest and the rule that stops a ladder."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.scaling.test_predict import WIDTHS, curve
+from tests.scaling.test_config_curve import WIDTHS, curve
 from workbench.errors import UserError
 from workbench.scaling import fit_sigmoid
-from workbench.scaling.ladder import leave_largest_out, next_rung
+from workbench.scaling.forecast.ladder import leave_largest_out, next_rung
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""No-gain fits (workbench/scaling/sigmoid.py, result.py): flat, falling and noisy data never get a
+"""No-gain fits (workbench/scaling/fit/sigmoid.py, result.py): flat, falling and noisy data never get a
 sigmoid that collapses or jumps past the observed range; the forecast is flat with an honest band.
 
 The yardstick (issue 11): on every curve and prefix, the forecast's held-out RMSE is never worse
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from workbench.scaling import MIN_POINTS, Curve, backtest, compare, fit_sigmoid, fit_sigmoid_multi, refit_at_shared_A, scaling_gain
-from workbench.scaling.result import SigmoidFit
+from workbench.scaling.fit.result import SigmoidFit
 
 from .synthetic import GEMMA_TRAIN, GEMMA_VAL, QWEN_TRAIN, QWEN_VAL, curve_path, synth
 
@@ -201,7 +201,7 @@ def test_qwen_validation_with_its_early_jump_misses_the_bar_by_a_little():
     # Measured and kept honest: fitted from compute 0, the 0.001 -> 0.46 jump in the first three
     # evaluations forces a steep sigmoid whose ceiling (0.50-0.52) sits under the slow later
     # rise; the 25% and 40% forecasts are 0.003 and 0.016 worse than the last value (0.004 and
-    # 0.003 with the previous blend, forecast.py). Not a
+    # 0.003 with the previous blend, forecast/blend.py). Not a
     # no-gain case (the curve rises); the fix is the paper's fit_from (test above).
     bt = backtest(Curve.from_csv(curve_path(QWEN_VAL)), fractions=(0.25, 0.4), n_boot=0)
     for r in bt.rows:

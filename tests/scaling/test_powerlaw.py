@@ -1,4 +1,4 @@
-"""Power law R = A - D / C^B (workbench/scaling/powerlaw.py) and the paper's point against it."""
+"""Power law R = A - D / C^B (workbench/scaling/fit/powerlaw.py) and the paper's point against it."""
 
 from __future__ import annotations
 

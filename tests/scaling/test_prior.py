@@ -8,7 +8,7 @@ import pytest
 from tests.scaling.synthetic import sigmoid
 from workbench.errors import UserError
 from workbench.scaling import fit_sigmoid
-from workbench.scaling.prior import SigmoidPrior
+from workbench.scaling.fit.prior import SigmoidPrior
 
 FAMILY = {"R0": 0.20, "A": 0.60, "C_mid": 6000.0, "B": 2.0}
 

@@ -1,4 +1,4 @@
-"""SigmoidFit (workbench/scaling/result.py): predictions, bands, compute to reach, JSON."""
+"""SigmoidFit (workbench/scaling/fit/result.py): predictions, bands, compute to reach, JSON."""
 
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from workbench.scaling.backtest import excess_error, holdout_noise, last_k_rmse
+from workbench.scaling.forecast.backtest import excess_error, holdout_noise, last_k_rmse
 from workbench.scaling.data import Curve
-from workbench.scaling.scoreboard import PrefixScore, format_table, score_prefix, summary
+from workbench.scaling.forecast.scoreboard import PrefixScore, format_table, score_prefix, summary
 
 
 def _sigmoid(c):

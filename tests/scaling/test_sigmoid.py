@@ -1,4 +1,4 @@
-"""Fitting the sigmoid (workbench/scaling/sigmoid.py): recovery, honesty of intervals, options."""
+"""Fitting the sigmoid (workbench/scaling/fit/sigmoid.py): recovery, honesty of intervals, options."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from workbench.scaling.stretched import fit_stretched, profile_sse, stretched_curve
+from workbench.scaling.fit.stretched import fit_stretched, profile_sse, stretched_curve
 
 TRUE = (0.49, math.log(600.0), 0.9)  # the CPU demo's shape: plateau 0.49, tau 600 steps, k 0.9
 R0 = 0.148

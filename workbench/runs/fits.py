@@ -9,7 +9,7 @@
 
 Each run's curve is `workbench.tracking.queries.run_curve(run_id, metric, x)`; it is fitted with
 `workbench.runs.report.fit_curves` (the one run-curve fit: R0 = the score at compute 0 when the run
-logged one, else its first point) and the fits are ranked by `workbench.scaling.compare`. Several
+logged one, else its first point) and the fits are ranked by `workbench.scaling.decide.compare`. Several
 runs under one name (the seeds of a sweep point) are fitted jointly, so their intervals carry
 the seed spread into compare's +-0.02 tie rule. A run whose curve is missing or cannot be fitted
 is listed with the reason instead of stopping the comparison.
@@ -59,7 +59,7 @@ class RunFits:
     run_ids: dict[str, Any]  # name -> run_id, or a list of run ids fitted jointly (seeds)
     fits: dict[str, Any] = field(default_factory=dict)  # name -> workbench.scaling SigmoidFit
     errors: dict[str, str] = field(default_factory=dict)
-    comparison: Any = None  # workbench.scaling.compare.Comparison (None when nothing was fitted)
+    comparison: Any = None  # workbench.scaling.decide.compare.Comparison (None when nothing was fitted)
     stopped: dict[str, str] = field(default_factory=dict)  # name -> why a sweep stopped it by forecast
 
     @property
@@ -154,7 +154,7 @@ def fit_runs(
     """Fit each run's `metric`-vs-`x` curve (runs: display name -> run_id, or -> a list of run ids
     fitted jointly; or a plain list of run ids, each named by its id) and compare them; `stopped` marks names a sweep stopped by forecast."""
     from workbench.runs.report import fit_curves
-    from workbench.scaling.compare import compare
+    from workbench.scaling.decide.compare import compare
 
     if isinstance(runs, str) or not isinstance(runs, (Mapping, list, tuple)):
         raise UserError(f"runs must be a dict display name -> MLflow run id (or a list of run ids), got {runs!r}")

@@ -20,7 +20,7 @@ writes them at the end of a run, and so does `workbench.Session` (which also log
 The backtest is the run checking its own forecast: the sigmoid fitted to the evaluations within
 the first `BACKTEST_FRACTION` of the run's compute forecasts the later ones; the report gives the
 held-out RMSE and the share of them inside the 95% prediction band (the paper's way to trust a fit).
-The ceiling check (workbench.scaling.ceiling, kept in fit.json as `ceiling_check`) says whether a
+The ceiling check (workbench.scaling.decide.ceiling, kept in fit.json as `ceiling_check`) says whether a
 stretched exponential fits as well with another plateau, i.e. whether the run pins its ceiling.
 The report ends its fit lines with the verdict on 10x more compute (workbench.scaling.scaling_gain:
 over both curve families where the check finds the data cannot tell them apart, how far past the
@@ -42,10 +42,10 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from workbench.errors import UserError
-from workbench.scaling.ceiling import attach_ceiling_check
-from workbench.scaling.decision import scaling_gain
+from workbench.scaling.decide.ceiling import attach_ceiling_check
+from workbench.scaling.decide.gain import scaling_gain
 from workbench.scaling.data import r0_rule
-from workbench.scaling.sigmoid import MIN_POINTS
+from workbench.scaling.fit.sigmoid import MIN_POINTS
 from workbench.tracking.sink import read_jsonl
 
 # Fit on the evaluations up to this share of the run's final compute, forecast the rest.
@@ -91,7 +91,7 @@ def fit_curves(curves: Sequence[tuple[Any, Any]], *, fit_from: Optional[float] =
     several seeds of one run jointly (fit_sigmoid_multi, whole-run bootstrap).
 
     R0 is the score measured at compute 0 when every curve has one, else each curve's first point."""
-    from workbench.scaling.sigmoid import fit_sigmoid, fit_sigmoid_multi
+    from workbench.scaling.fit.sigmoid import fit_sigmoid, fit_sigmoid_multi
 
     curves = [(np.asarray(c, dtype=float), np.asarray(y, dtype=float)) for c, y in curves]
     if not curves:

@@ -13,32 +13,39 @@
     from workbench.scaling import chart_fit, save_chart       # Altair, imported on first use
 
 numpy/scipy only: no torch, Ray or notebooks here. Altair is loaded lazily by the chart functions.
-Modules: data (validation, CSV), engine (grid + LM + bootstrap numerics), result (SigmoidFit),
-sigmoid (fit functions), forecast (the default blend: sigmoid / paper / trend weighted by a
-rolling-origin backtest), paper (the paper's procedure), prior (history prior, MAP fit), powerlaw,
-backtest, scoreboard (forecasts vs naive ones over many curves), compare, decision, early_stop,
-predict (a configuration's curve from runs that differ in one setting),
-charts, cli (`workbench fit`).
+Modules by concern (docs/concepts/layout.md): data (validation, CSV), charts, fit_command (`workbench fit`);
+fit/: sigmoid (fit_sigmoid, one straight sequence), numerics (grid + LM + bootstrap), result (SigmoidFit),
+prior (history prior, MAP fit), paper (the paper's procedure), stretched, powerlaw;
+forecast/: blend (the default: sigmoid / paper / trend weighted by a rolling-origin backtest), families
+and far (past the data), backtest, scoreboard (forecasts vs naive ones over many curves), config_curve
+(predict_config: a configuration's curve from runs that differ in one setting), ladder;
+decide/: gain (scaling_gain), compare, early_stop, ceiling.
+The flat paths of before (workbench.scaling.sigmoid, .engine, ...) still import: moved.py.
 MIN_POINTS (the fewest fitted points any fit accepts) is the one constant sessions and reports import.
-Flat, falling-to-nothing or noisy data give a no-gain fit (`fit.no_gain`): a flat forecast, see sigmoid.py.
+Flat, falling-to-nothing or noisy data give a no-gain fit (`fit.no_gain`): a flat forecast, see fit/sigmoid.py.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from workbench.scaling.backtest import BacktestResult, BacktestRow, backtest
-from workbench.scaling.ceiling import CeilingCheck, ceiling_check
-from workbench.scaling.compare import Comparison, CompareRow, compare
+from workbench.scaling.forecast.backtest import BacktestResult, BacktestRow, backtest
+from workbench.scaling.decide.ceiling import CeilingCheck, ceiling_check
+from workbench.scaling.decide.compare import Comparison, CompareRow, compare
 from workbench.scaling.data import Curve, check_curve
-from workbench.scaling.decision import ScalingGain, scaling_gain
-from workbench.scaling.forecast import Blend
-from workbench.scaling.powerlaw import PowerLawFit, fit_power_law
-from workbench.scaling.predict import ConfigPrediction, Worth, predict_config
-from workbench.scaling.prior import SigmoidPrior
-from workbench.scaling.result import Reach, SigmoidFit
+from workbench.scaling.decide.gain import ScalingGain, scaling_gain
+from workbench.scaling.forecast.blend import Blend
+from workbench.scaling.fit.powerlaw import PowerLawFit, fit_power_law
+from workbench.scaling.forecast.config_curve import ConfigPrediction, Worth, predict_config
+from workbench.scaling.fit.prior import SigmoidPrior
+from workbench.scaling.fit.result import Reach, SigmoidFit
 from workbench.scaling.data import r0_rule
-from workbench.scaling.sigmoid import METHODS, MIN_POINTS, FitOptions, fit_sigmoid, fit_sigmoid_multi, refit_at_shared_A
+from workbench.scaling.fit.sigmoid import METHODS, MIN_POINTS, FitOptions, fit_sigmoid, fit_sigmoid_multi, refit_at_shared_A
+
+from workbench.scaling import moved
+
+moved.install()  # the old flat module paths (workbench.scaling.sigmoid, ...) keep importing
 
 _CHARTS = ("chart_fit", "chart_overlay", "save_chart")
 
@@ -81,4 +88,6 @@ def __getattr__(name: str) -> Any:
         from workbench.scaling import charts
 
         return getattr(charts, name)
+    if name in moved.MOVED:  # an old module path read as an attribute: workbench.scaling.early_stop
+        return importlib.import_module(moved.target(name))
     raise AttributeError(f"module 'workbench.scaling' has no attribute {name!r}")

@@ -24,7 +24,7 @@ import altair as alt
 import numpy as np
 
 from workbench.errors import UserError
-from workbench.scaling.result import SigmoidFit
+from workbench.scaling.fit.result import SigmoidFit
 
 STATUS_COLORS = {"fitted": "#1f77b4", "excluded": "#9e9e9e", "held out": "#ff7f0e"}
 
@@ -270,10 +270,10 @@ def chart_backtest(
         save_chart(chart_backtest(fit, prefix, title="run"), "fit.html")
 
     Self-contained on purpose: it reads the fits' public data and methods only."""
-    from workbench.scaling.backtest import score_holdout
+    from workbench.scaling.forecast.backtest import score_holdout
 
     if prefix.fit_until is None:
-        raise UserError("chart_backtest needs a prefix fit (fit_until set): see workbench.scaling.backtest")
+        raise UserError("chart_backtest needs a prefix fit (fit_until set): see workbench.scaling.forecast.backtest")
     pos = fit.compute > 0
     if not pos.any():
         raise UserError("nothing to draw: no point with compute > 0")

@@ -6,7 +6,7 @@ The grid's points are the rungs: each sets KEY (a notebook parameter, or a key o
 to a different number, and nothing else may differ (the seed aside). They run one at a time, the
 smallest value first. Before each rung, once 3 rungs have finished, the finished rungs' curves
 are fitted (`workbench.runs.report.fit_curves`) and the rung's curve is predicted from them
-(`workbench.scaling.ladder.next_rung`, i.e. `predict_config` and its `worth_it`): when even the
+(`workbench.scaling.forecast.ladder.next_rung`, i.e. `predict_config` and its `worth_it`): when even the
 upper end of its predicted gain over the largest rung so far, at that rung's compute (or
 `--budget`), is below `--min-gain`, the ladder stops there and the remaining rungs are recorded
 as SKIPPED with the reason. Every prediction is kept in the sweep folder's `ladder.json`.
@@ -68,7 +68,7 @@ class LadderGate:
     log: list[dict[str, Any]] = field(default_factory=list)
 
     def decide(self, value: float) -> tuple[bool, str]:
-        from workbench.scaling.ladder import next_rung
+        from workbench.scaling.forecast.ladder import next_rung
 
         fits = {}
         for v, rid in self.done.items():

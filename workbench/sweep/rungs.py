@@ -4,7 +4,7 @@ Points run in rungs of evaluations (`--rung-evals N`, at least MIN_POINTS). A mo
 the sweep process reads every point's curve from MLflow every few seconds; whenever a running
 point completes a rung (N more evaluations at compute > 0), it refits every point (finished,
 stopped and running; the seeds of one point jointly) and asks
-`workbench.scaling.early_stop.rung_decisions` which points cannot win. A losing point that has
+`workbench.scaling.decide.early_stop.rung_decisions` which points cannot win. A losing point that has
 completed at least one rung is asked to stop (`workbench.sweep.stop`: the monitor writes the
 point's stop-request file, $WORKBENCH_STOP_REQUEST in its papermill process), which `workbench.Session` honours
 by stopping its run after the step in flight, with a checkpoint. The stopped point keeps its
@@ -35,7 +35,7 @@ import numpy as np
 
 from workbench.errors import UserError
 from workbench.runs.report import SCORE_KEY
-from workbench.scaling.sigmoid import MIN_POINTS
+from workbench.scaling.fit.sigmoid import MIN_POINTS
 from workbench.sweep.stop import request_stop
 
 
@@ -239,7 +239,7 @@ class RungMonitor:
         return max(full) if full else float("nan")
 
     def decide(self, runs: dict[str, _Run]) -> list[str]:
-        from workbench.scaling.early_stop import rung_decisions
+        from workbench.scaling.decide.early_stop import rung_decisions
 
         budget = self.current_budget(runs)
         if not np.isfinite(budget) or budget <= 0:

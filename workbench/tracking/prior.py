@@ -8,7 +8,7 @@
 Finished runs (MLflow status FINISHED) of the experiment, optionally filtered by parameter values
 (`where`: column of `queries.runs_frame` -> value, compared as strings), are each fitted with the
 plain sigmoid (`fit_sigmoid(method="sigmoid")`; R0 measured at compute 0 when logged, else the
-first point), and those that show a rise become `workbench.scaling.prior.SigmoidPrior.from_fits`.
+first point), and those that show a rise become `workbench.scaling.fit.prior.SigmoidPrior.from_fits`.
 Runs whose curve is missing or too short are skipped; fewer than two usable runs is a UserError.
 """
 
@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from workbench.errors import UserError
-from workbench.scaling.prior import SigmoidPrior
+from workbench.scaling.fit.prior import SigmoidPrior
 from workbench.scaling.data import r0_rule
-from workbench.scaling.sigmoid import MIN_POINTS, fit_sigmoid
+from workbench.scaling.fit.sigmoid import MIN_POINTS, fit_sigmoid
 from workbench.tracking.queries import closest, run_curve, runs_frame
 
 

@@ -96,7 +96,7 @@ def fit_metrics(fit: Any, prefix: str = "fit") -> dict[str, float]:
          f"{prefix}/no_gain": float(getattr(fit, "no_gain", False))}
     for k, ci in (("A", fit.A_ci), ("B", fit.B_ci), ("C_mid", fit.C_mid_ci)):
         m[f"{prefix}/{k}_lo"], m[f"{prefix}/{k}_hi"] = ci
-    check = getattr(fit, "ceiling_check", None)  # the run report's (workbench.scaling.ceiling)
+    check = getattr(fit, "ceiling_check", None)  # the run report's (workbench.scaling.decide.ceiling)
     if check:
         m[f"{prefix}/ceiling_lo"], m[f"{prefix}/ceiling_hi"] = check["ceiling_range"]
         m[f"{prefix}/ceiling_family_dependent"] = float(check["family_dependent"])

@@ -9,7 +9,7 @@ interval pushes every bootstrap replicate through the same difference (so the co
 the two forecasts is kept; it is narrower than differencing two bands). The verdict is "worth it"
 when even the low end of the interval clears `min_gain`, "not worth it" when the high end does
 not, and "uncertain" otherwise. The forecast is the fit's: with method "auto" the blend of
-forecast.py, which may pass the sigmoid's A (the share of the headroom to A then exceeds 100%, and
+forecast/blend.py, which may pass the sigmoid's A (the share of the headroom to A then exceeds 100%, and
 the verdict says so); the backtests (backtest.py) tell how far forecasts held on real curves. A
 no-gain fit (flat forecast) gets gain 0 and the verdict "no gain detected: ... not worth it".
 
@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from workbench.errors import UserError, as_number
-from workbench.scaling.families import APART_SDS
-from workbench.scaling.result import SigmoidFit, _ci
+from workbench.scaling.forecast.families import APART_SDS
+from workbench.scaling.fit.result import SigmoidFit, _ci
 
 
 @dataclass(frozen=True)

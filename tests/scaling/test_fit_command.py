@@ -1,4 +1,4 @@
-"""`workbench fit` end to end, in a subprocess (workbench/scaling/cli.py)."""
+"""`workbench fit` end to end, in a subprocess (workbench/scaling/fit_command.py)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@
 Prints A, B, C_mid with intervals, R^2, the ceiling check (ceiling.py: does a stretched
 exponential fit as well with another plateau?), which forecast was used and why (method "auto": the
 sigmoid, the paper's sigmoid and a log-linear trend weighted by their rolling-origin backtest
-inside the fitted prefix, see forecast.py), the forecast at 2x and 10x the last fitted
+inside the fitted prefix, see forecast/blend.py), the forecast at 2x and 10x the last fitted
 compute, each with how far past the data it is against its backtest's reach, and the verdict on
 10x more compute (decision.scaling_gain: over both curve families where the ceiling check finds
 the data cannot tell them apart, with why and what would settle it). With --until / --until-fraction the rest of the curve scores the forecast, beside the
@@ -36,12 +36,12 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.scaling.backtest import naive_rmse, score_holdout
-from workbench.scaling.ceiling import attach_ceiling_check
+from workbench.scaling.forecast.backtest import naive_rmse, score_holdout
+from workbench.scaling.decide.ceiling import attach_ceiling_check
 from workbench.scaling.data import Curve
-from workbench.scaling.decision import scaling_gain
-from workbench.scaling.scoreboard import COLUMNS, PrefixScore, curve_files, format_table, score_prefix, summary
-from workbench.scaling.sigmoid import METHODS, fit_sigmoid
+from workbench.scaling.decide.gain import scaling_gain
+from workbench.scaling.forecast.scoreboard import COLUMNS, PrefixScore, curve_files, format_table, score_prefix, summary
+from workbench.scaling.fit.sigmoid import METHODS, fit_sigmoid
 
 
 def _r0(text: str) -> float | str:

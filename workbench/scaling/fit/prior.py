@@ -23,7 +23,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from workbench.errors import UserError
-from workbench.scaling import engine
+from workbench.scaling.fit import numerics
 
 PRIOR_SD_FLOOR = (0.02, 0.25, 0.15)  # gain (the paper's A margin), ln C_mid, ln B
 SIGMA_FLOOR = 0.005
@@ -57,7 +57,7 @@ class SigmoidPrior:
         return asdict(self)
 
 
-def fit_map(x: np.ndarray, y: np.ndarray, r0: float, prior: SigmoidPrior, sigma: float, theta0: np.ndarray, bounds: engine.Bounds) -> np.ndarray:
+def fit_map(x: np.ndarray, y: np.ndarray, r0: float, prior: SigmoidPrior, sigma: float, theta0: np.ndarray, bounds: numerics.Bounds) -> np.ndarray:
     """MAP theta = (A, ln C_mid, ln B) on x = ln C, started at theta0 and at the prior mean."""
     mu = np.array([r0 + prior.gain, prior.ln_cmid, prior.ln_b])
     sd = np.array([prior.gain_sd, prior.ln_cmid_sd, prior.ln_b_sd])
@@ -65,7 +65,7 @@ def fit_map(x: np.ndarray, y: np.ndarray, r0: float, prior: SigmoidPrior, sigma:
     lo, hi = bounds.lo(), bounds.hi()
 
     def resid(th: np.ndarray) -> np.ndarray:
-        return np.concatenate([(y - engine.predict(th[None, :], r0, x[None, :])[0]) / s, (th - mu) / sd])
+        return np.concatenate([(y - numerics.predict(th[None, :], r0, x[None, :])[0]) / s, (th - mu) / sd])
 
     best = None
     for start in (theta0, mu):
@@ -76,21 +76,21 @@ def fit_map(x: np.ndarray, y: np.ndarray, r0: float, prior: SigmoidPrior, sigma:
     return best.x
 
 
-def map_theta(x: np.ndarray, y: np.ndarray, r0: float, prior: SigmoidPrior, bounds: engine.Bounds | None = None) -> tuple[np.ndarray, np.ndarray]:
+def map_theta(x: np.ndarray, y: np.ndarray, r0: float, prior: SigmoidPrior, bounds: numerics.Bounds | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(MAP theta, least-squares theta) for one data set; sigma from the least-squares residuals."""
-    bounds = bounds or engine.Bounds.for_data(x)
-    th, sse, _ = engine.fit_global(x, y, r0, bounds)
+    bounds = bounds or numerics.Bounds.for_data(x)
+    th, sse, _ = numerics.fit_global(x, y, r0, bounds)
     sigma = math.sqrt(sse / max(len(y) - 3, 1))
     return fit_map(x, y, r0, prior, sigma, th, bounds), th
 
 
-def bootstrap_map(x: np.ndarray, y: np.ndarray, theta: np.ndarray, run: np.ndarray, r0: float, prior: SigmoidPrior, bounds: engine.Bounds,
+def bootstrap_map(x: np.ndarray, y: np.ndarray, theta: np.ndarray, run: np.ndarray, r0: float, prior: SigmoidPrior, bounds: numerics.Bounds,
                   n_boot: int, L: int, rng: np.random.Generator) -> np.ndarray:
-    """(n_boot, 3) MAP refits of y* = fitted + block-resampled residuals (as engine.bootstrap)."""
-    fitted = engine.predict(theta[None, :], r0, x[None, :])[0]
+    """(n_boot, 3) MAP refits of y* = fitted + block-resampled residuals (as numerics.bootstrap)."""
+    fitted = numerics.predict(theta[None, :], r0, x[None, :])[0]
     resid = y - fitted
     sigma = math.sqrt(float(resid @ resid) / max(len(y) - 3, 1))
-    Ystar = np.clip(fitted[None, :] + engine.resample_residuals(resid, run, 3, n_boot, L, rng), 0.0, 1.0)
+    Ystar = np.clip(fitted[None, :] + numerics.resample_residuals(resid, run, 3, n_boot, L, rng), 0.0, 1.0)
     return np.array([fit_map(x, ys, r0, prior, sigma, theta, bounds) for ys in Ystar])
 
 

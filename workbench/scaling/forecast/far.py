@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from workbench.scaling.families import Families
-from workbench.scaling.forecast import Horizon
+from workbench.scaling.forecast.families import Families
+from workbench.scaling.forecast.blend import Horizon
 
 
 @dataclass(frozen=True)

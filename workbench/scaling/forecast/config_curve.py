@@ -66,9 +66,9 @@ from scipy.special import expit, logit
 from scipy.stats import norm
 
 from workbench.errors import UserError, as_number
-from workbench.scaling.result import Interval, Reach, SigmoidFit, _ci, _curve, _reach
+from workbench.scaling.fit.result import Interval, Reach, SigmoidFit, _ci, _curve, _reach
 from workbench.scaling.data import r0_rule
-from workbench.scaling.sigmoid import fit_sigmoid
+from workbench.scaling.fit.sigmoid import fit_sigmoid
 
 PARAMS = ("R0", "A", "B", "C_mid")
 # param -> (form name, link, has a slope in u); the link is the scale the form is linear on

@@ -12,7 +12,7 @@ grid in [B_MIN, B_MAX] and the best (A, C_mid, B) is polished by a 1-D search on
 what `curve_fit` on B does. For a fixed (C_mid, B) the squared error is a quadratic in A, so the
 whole A x C_mid x B grid costs one matrix product per B row.
 
-Intervals: the residual bootstrap of `engine.bootstrap`, started at the paper's estimate.
+Intervals: the residual bootstrap of `numerics.bootstrap`, started at the paper's estimate.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import expit
 
-from workbench.scaling import engine
+from workbench.scaling.fit import numerics
 
 A_STEP = 0.005  # the paper's A grid step
 N_CMID = 100  # the paper's number of C_mid values
@@ -37,7 +37,7 @@ def grids(x: np.ndarray, y: np.ndarray, r0: float) -> tuple[np.ndarray, np.ndarr
     rising = float(np.mean(y[np.argsort(x)][-k:])) >= r0
     a = np.arange(r0, 1.0 + 1e-12, A_STEP) if rising else np.arange(r0, -1e-12, -A_STEP)
     m = np.linspace(float(x.min()), float(x.max()) + math.log(CMID_SPAN), N_CMID)
-    lb = np.linspace(math.log(engine.B_MIN), math.log(engine.B_MAX), N_B)
+    lb = np.linspace(math.log(numerics.B_MIN), math.log(numerics.B_MAX), N_B)
     return a, m, lb
 
 
@@ -59,7 +59,7 @@ def fit_paper(x: np.ndarray, y: np.ndarray, r0: float) -> tuple[np.ndarray, floa
     A, M = float(a[ia]), float(m[im])
 
     def sse_b(lbv: float) -> float:
-        return float(((y - engine.predict(np.array([[A, M, lbv]]), r0, x[None, :])[0]) ** 2).sum())
+        return float(((y - numerics.predict(np.array([[A, M, lbv]]), r0, x[None, :])[0]) ** 2).sum())
 
     lo, hi = lb[max(j - 1, 0)], lb[min(j + 1, len(lb) - 1)]
     res = minimize_scalar(sse_b, bounds=(lo, hi), method="bounded")
@@ -68,7 +68,7 @@ def fit_paper(x: np.ndarray, y: np.ndarray, r0: float) -> tuple[np.ndarray, floa
     return theta, sse_b(lbest)
 
 
-def bounds_for(x: np.ndarray, r0: float) -> engine.Bounds:
+def bounds_for(x: np.ndarray, r0: float) -> numerics.Bounds:
     """Bootstrap bounds matching the paper's grids (C_mid up to CMID_SPAN x the last compute)."""
-    b = engine.Bounds.for_data(x)
-    return engine.Bounds(b.a_lo, b.a_hi, float(x.min()), float(x.max()) + math.log(CMID_SPAN))
+    b = numerics.Bounds.for_data(x)
+    return numerics.Bounds(b.a_lo, b.a_hi, float(x.min()), float(x.max()) + math.log(CMID_SPAN))

@@ -5,7 +5,7 @@
     fit = fit_sigmoid_multi({"seed0": (c0, s0), "seed1": (c1, s1)})   # one recipe, several seeds
     print(fit.summary())
 
-How (see engine.py): R0 is fixed, never fitted (the paper measures it). A is searched in [0, 1],
+How (see numerics.py): R0 is fixed, never fitted (the paper measures it). A is searched in [0, 1],
 so a rising curve gets A > R0 and a falling curve A < R0 without special cases; C_mid and B are
 searched on a grid derived from the data in log-compute, A is solved exactly at each grid point,
 then the best local minima are polished. Intervals: a residual moving-block bootstrap (block
@@ -17,13 +17,13 @@ No gain (never forecast nonsense). A sigmoid fitted to flat, noisy or wandering 
 noise: a step (B = 20) just past the data, then a forecast that collapses to 0 or jumps to 1.
 After the fit, three rules decide whether the sigmoid is kept; if any fires, the result is a
 no-gain fit (`no_gain=True`, converged=False, reason "no gain detected: ..."):
-1. Gain test (engine.gain_test): T = the share of the variance around the mean the sigmoid
+1. Gain test (numerics.gain_test): T = the share of the variance around the mean the sigmoid
    explains, against T on flat replicates (the mean plus the fit's residuals, block-resampled
    as in the bootstrap, so autocorrelated noise is calibrated for; 200 replicates, coarse grid),
    and the same for a straight line in log-compute (more power on a run's first, steady
    evaluations); p is the smaller of the two. The sigmoid is kept when p <= 0.05, or p <= 0.01 for a fit that did not converge (its
    forecast extrapolates an unidentified shape). A clear rise skips the replicates (F-test
-   shortcut, see engine.gain_test), so rising curves cost no more.
+   shortcut, see numerics.gain_test), so rising curves cost no more.
 2. Step: B at its upper bound with fewer than MIN_POINTS fitted points on one side of C_mid
    (a jump carried by a few points, e.g. C_mid just past the data).
 3. Collapse: A on its lower bound 0 while every fitted score is above 0.03.
@@ -52,10 +52,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from workbench.errors import UserError, as_number
-from workbench.scaling import engine, forecast, paper
-from workbench.scaling.prior import SigmoidPrior, bootstrap_map, fit_map, shift_note
+from workbench.scaling.fit import numerics, paper
+from workbench.scaling.forecast import blend
+from workbench.scaling.fit.prior import SigmoidPrior, bootstrap_map, fit_map, shift_note
 from workbench.scaling.data import Curve, as_curve, resolve_r0
-from workbench.scaling.result import SigmoidFit, _ci
+from workbench.scaling.fit.result import SigmoidFit, _ci
 
 MIN_POINTS = 4  # fewest fitted points for any fit (sessions, reports and sweeps import this one)
 GAIN_ALPHA = 0.05  # the sigmoid is kept only when the gain test's p-value is at most this...
@@ -79,7 +80,7 @@ class FitOptions:
     method: how to forecast (see METHODS). "auto" (default): A, B, C_mid and their intervals are
     the least-squares sigmoid's, and the forecast beyond the data blends the sigmoid, the paper's
     sigmoid and a log-linear trend by their rolling-origin backtest inside the prefix
-    (forecast.py; `fit.forecast_used` says which and why). "sigmoid": the sigmoid (or the flat
+    (forecast/blend.py; `fit.forecast_used` says which and why). "sigmoid": the sigmoid (or the flat
     level when no gain is detected) alone. "paper": the paper's procedure (paper.py).
     prior: a SigmoidPrior (history of finished runs): the sigmoid is its MAP fit.
     """
@@ -151,7 +152,7 @@ def fit_sigmoid_multi(runs: Sequence[Any] | Mapping[str, Any], options: FitOptio
     opts = fit_options(options, **kw).checked()
     data = _FitData.gather(runs, opts)
     theta, sse, lm_ok, bounds, prior_note = _point_fit(data, opts)
-    fitted = engine.predict(theta[None, :], data.R0, data.x[None, :])[0]
+    fitted = numerics.predict(theta[None, :], data.R0, data.x[None, :])[0]
     resid = data.y - fitted
     rho, L = _block(resid, data.run_used, opts.block)
     converged, reason, warnings = _diagnose(theta, bounds, lm_ok, data.n, opts.fixed_A, float(data.y.max()))
@@ -165,7 +166,7 @@ def fit_sigmoid_multi(runs: Sequence[Any] | Mapping[str, Any], options: FitOptio
         if why:  # no gain: the flat level is the forecast (a blend would extrapolate noise)
             return _flat_fit(data.y, data.compute[data.used], data.run_used, why, gain_p, opts.n_boot, rng, common)
     if opts.method == "auto":
-        common["forecast"] = forecast.blend(data.x, data.y, data.R0, theta, prior=opts.prior)
+        common["forecast"] = blend.fit_blend(data.x, data.y, data.R0, theta, prior=opts.prior)
     samples = _bootstrap(data, theta, fitted, resid, L, bounds, opts, rng, warnings)
     A, C_mid, B = float(theta[0]), float(math.exp(theta[1])), float(math.exp(theta[2]))
     nan = (math.nan, math.nan)
@@ -246,21 +247,21 @@ def _point_fit(data: _FitData, opts: FitOptions) -> tuple[np.ndarray, float, boo
     if opts.method == "paper":
         theta, sse = paper.fit_paper(x, y, data.R0)
         return theta, sse, True, paper.bounds_for(x, data.R0), ""
-    bounds = engine.Bounds.for_data(x)
-    theta, sse, lm_ok = engine.fit_global(x, y, data.R0, bounds, opts.fixed_A)
+    bounds = numerics.Bounds.for_data(x)
+    theta, sse, lm_ok = numerics.fit_global(x, y, data.R0, bounds, opts.fixed_A)
     if opts.prior is None:
         return theta, sse, lm_ok, bounds, ""
     lsq = theta
     theta = fit_map(x, y, data.R0, opts.prior, math.sqrt(sse / max(len(y) - 3, 1)), lsq, bounds)
-    sse = float(((y - engine.predict(theta[None, :], data.R0, x[None, :])[0]) ** 2).sum())
+    sse = float(((y - numerics.predict(theta[None, :], data.R0, x[None, :])[0]) ** 2).sum())
     return theta, sse, lm_ok, bounds, shift_note(opts.prior, lsq, theta)
 
 
 def _block(resid: np.ndarray, run: np.ndarray, block: int | str) -> tuple[float, int]:
     """(lag-1 autocorrelation of the residuals, bootstrap block length: from it, or as given)."""
-    rho = float(np.mean([engine.lag1_autocorr(resid[run == i]) for i in np.unique(run)]))
+    rho = float(np.mean([numerics.lag1_autocorr(resid[run == i]) for i in np.unique(run)]))
     if block == "auto":
-        return rho, engine.block_length(rho, int(np.median(np.bincount(run)[np.unique(run)])))
+        return rho, numerics.block_length(rho, int(np.median(np.bincount(run)[np.unique(run)])))
     if isinstance(block, (int, np.integer)) and not isinstance(block, bool) and block >= 1:
         return rho, int(block)
     raise UserError(f"block must be 'auto' or a length >= 1, got {block!r}")
@@ -271,7 +272,7 @@ def _gain(data: _FitData, theta: np.ndarray, sse: float, resid: np.ndarray, rho:
     """(gain test p, why the sigmoid is not kept: "" when it is); the three rules of the module doc."""
     x, y = data.x, data.y
     # the gain test has its own random stream, so a rising curve's intervals do not depend on it
-    gain_p = engine.gain_test(x, y, data.run_used, data.R0, bounds, sse, resid, rho, L, N_NULL, np.random.default_rng([seed, 1]))
+    gain_p = numerics.gain_test(x, y, data.run_used, data.R0, bounds, sse, resid, rho, L, N_NULL, np.random.default_rng([seed, 1]))
     step_side = int(min((x < theta[1]).sum(), (x >= theta[1]).sum())) if theta[2] >= bounds.lb_hi - 1e-6 else data.n
     collapse = theta[0] <= bounds.a_lo + 1e-6 and data.R0 > bounds.a_lo and float(y.min()) > 0.03
     sst = float(((y - y.mean()) ** 2).sum())
@@ -288,7 +289,7 @@ def _bootstrap(data: _FitData, theta: np.ndarray, fitted: np.ndarray, resid: np.
         th_b = bootstrap_map(data.x, data.y, theta, data.run_used, data.R0, opts.prior, bounds, opts.n_boot, L, rng)
         at_bound = np.zeros(opts.n_boot, bool)
     else:
-        th_b, at_bound = engine.bootstrap(data.x, fitted, resid, data.run_used, data.R0, theta, bounds, opts.n_boot, L,
+        th_b, at_bound = numerics.bootstrap(data.x, fitted, resid, data.run_used, data.R0, theta, bounds, opts.n_boot, L,
                                           rng, opts.fixed_A)
     if at_bound.mean() > 0.1:
         warnings.append(f"{at_bound.mean():.0%} of bootstrap refits hit the C_mid/B search bounds: the intervals are truncated")
@@ -322,12 +323,12 @@ def _flat_fit(y: np.ndarray, c: np.ndarray, run: np.ndarray, why: str, gain_p: f
     # few to see autocorrelation); replicate series are block-resampled from them and each
     # replicate's level is the mean of its latest k points, so a wander widens the interval.
     r = y - y.mean()
-    rho = float(np.mean([engine.lag1_autocorr(r[run == i]) for i in np.unique(run)]))
-    L = engine.block_length(rho, int(np.median(np.bincount(run)[np.unique(run)])))
+    rho = float(np.mean([numerics.lag1_autocorr(r[run == i]) for i in np.unique(run)]))
+    L = numerics.block_length(rho, int(np.median(np.bincount(run)[np.unique(run)])))
     level = common["level"]
     samples = np.zeros((0, 3))
     if n_boot:
-        lv = lvl + engine.resample_residuals(r, run, 1, n_boot, L, rng)[:, sel].mean(1)
+        lv = lvl + numerics.resample_residuals(r, run, 1, n_boot, L, rng)[:, sel].mean(1)
         samples = np.column_stack([np.clip(lv, 0.0, 1.0), np.full(n_boot, math.nan), np.full(n_boot, math.nan)])
     sse_all = float(((y - lvl) ** 2).sum())
     sst = float(((y - y.mean()) ** 2).sum())
@@ -382,7 +383,7 @@ def rising_tail(x: np.ndarray, y: np.ndarray) -> dict[str, float] | None:
     return {"origin": float(math.exp(x[-1])), "level": float(tail.mean()), "span": span, "z": float(z), "k": float(k), "rise": rise}
 
 
-def _diagnose(theta: np.ndarray, b: engine.Bounds, lm_ok: bool, n: int, fixed_A: float | None, y_max: float) -> tuple[bool, str, list[str]]:
+def _diagnose(theta: np.ndarray, b: numerics.Bounds, lm_ok: bool, n: int, fixed_A: float | None, y_max: float) -> tuple[bool, str, list[str]]:
     """converged=False with a reason when the optimum sits on a search bound (not identified)."""
     tol = 1e-6
     reasons, warnings = [], []
@@ -393,9 +394,9 @@ def _diagnose(theta: np.ndarray, b: engine.Bounds, lm_ok: bool, n: int, fixed_A:
     if theta[1] <= b.m_lo + tol:
         reasons.append("C_mid ran to its lower bound: the fitted points are all saturated; fit earlier points")
     if theta[2] >= b.lb_hi - tol:
-        reasons.append(f"B ran to its upper bound {engine.B_MAX:g}: a step, not a sigmoid")
+        reasons.append(f"B ran to its upper bound {numerics.B_MAX:g}: a step, not a sigmoid")
     if theta[2] <= b.lb_lo + tol:
-        reasons.append(f"B ran to its lower bound {engine.B_MIN:g}: no sigmoid shape in the data")
+        reasons.append(f"B ran to its lower bound {numerics.B_MIN:g}: no sigmoid shape in the data")
     if fixed_A is None and theta[0] >= b.a_hi - tol:
         if y_max < 0.97:
             # an optimum pushing past a pass rate of 1 while no score is near 1: no ceiling in sight

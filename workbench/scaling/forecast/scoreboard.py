@@ -32,10 +32,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from workbench.errors import UserError
-from workbench.scaling.backtest import excess_error, holdout_noise, last_k_rmse, naive_rmse, score_holdout
+from workbench.scaling.forecast.backtest import excess_error, holdout_noise, last_k_rmse, naive_rmse, score_holdout
 from workbench.scaling.data import RANGES_FILE, Curve
 from workbench.scaling.data import r0_rule
-from workbench.scaling.sigmoid import fit_sigmoid
+from workbench.scaling.fit.sigmoid import fit_sigmoid
 
 COLUMNS = ("workbench", "paper", "last", "mean", "last3")
 EXCESS_COLUMNS = ("workbench", "paper", "last3")  # the forecasts compared on their error beyond the noise

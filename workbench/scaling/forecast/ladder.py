@@ -24,8 +24,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from workbench.errors import UserError
-from workbench.scaling.predict import MIN_RUNS, ConfigPrediction, predict_config
-from workbench.scaling.result import SigmoidFit, _curve
+from workbench.scaling.forecast.config_curve import MIN_RUNS, ConfigPrediction, predict_config
+from workbench.scaling.fit.result import SigmoidFit, _curve
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.scaling.families import A_MARGIN
-from workbench.scaling.result import SigmoidFit
+from workbench.scaling.forecast.families import A_MARGIN
+from workbench.scaling.fit.result import SigmoidFit
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ The intervals come from bootstrap replicates kept in `samples` (columns A, B, C_
 derived quantity (a forecast, a band, the compute to reach a target) gets an interval by pushing
 each replicate through the same formula and taking percentiles.
 
-Forecast: with method "auto" (fit_sigmoid's default) `forecast` holds a Blend (forecast.py):
+Forecast: with method "auto" (fit_sigmoid's default) `forecast` holds a Blend (forecast/blend.py):
 at and beyond the last fitted compute, predict / band / sample_curves use it instead of the
 sigmoid alone; `forecast_used` says which forecast and why. compute_to_reach stays the sigmoid's
 (A, B, C_mid are what recipes are compared by).
@@ -40,8 +40,8 @@ from scipy.special import expit
 from scipy.stats import norm
 
 from workbench.errors import UserError, as_number
-from workbench.scaling.far import PastTheData
-from workbench.scaling.forecast import MIN_POINTS_BLEND, Blend
+from workbench.scaling.forecast.far import PastTheData
+from workbench.scaling.forecast.blend import MIN_POINTS_BLEND, Blend
 
 Interval = tuple[float, float]
 

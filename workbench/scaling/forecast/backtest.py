@@ -30,8 +30,8 @@ import numpy as np
 
 from workbench.errors import UserError
 from workbench.scaling.data import as_curve
-from workbench.scaling.result import SigmoidFit
-from workbench.scaling.sigmoid import fit_sigmoid
+from workbench.scaling.fit.result import SigmoidFit
+from workbench.scaling.fit.sigmoid import fit_sigmoid
 
 
 @dataclass(frozen=True)

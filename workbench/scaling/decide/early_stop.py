@@ -36,8 +36,8 @@ from typing import Mapping, Optional
 import numpy as np
 
 from workbench.errors import UserError
-from workbench.scaling.compare import A_MARGIN
-from workbench.scaling.result import SigmoidFit
+from workbench.scaling.decide.compare import A_MARGIN
+from workbench.scaling.fit.result import SigmoidFit
 
 
 @dataclass(frozen=True)

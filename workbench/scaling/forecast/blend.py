@@ -75,7 +75,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from workbench.scaling import engine
+from workbench.scaling.fit import numerics
 
 # Candidates: sigmoids fitted by least squares ("sigmoid") or the paper's grid ("paper"), and lines
 # in ln C through the recent level with the recent slope times a damping factor (1 = the trend;
@@ -139,14 +139,14 @@ def _weights(mse: dict[str, float], noise_var: float) -> dict[str, float]:
 
 def _sigmoid(kind: str, x: np.ndarray, y: np.ndarray, r0: float, prior: Any = None) -> np.ndarray:
     if prior is not None and kind == "sigmoid":
-        from workbench.scaling.prior import map_theta
+        from workbench.scaling.fit.prior import map_theta
 
         return map_theta(x, y, r0, prior)[0]
     if kind == "paper":
-        from workbench.scaling.paper import fit_paper
+        from workbench.scaling.fit.paper import fit_paper
 
         return fit_paper(x, y, r0)[0]
-    theta, _, _ = engine.fit_global(x, y, r0, engine.Bounds.for_data(x), None, n_m=48, n_b=32, n_starts=3)
+    theta, _, _ = numerics.fit_global(x, y, r0, numerics.Bounds.for_data(x), None, n_m=48, n_b=32, n_starts=3)
     return theta
 
 
@@ -154,7 +154,7 @@ def _candidates(x: np.ndarray, y: np.ndarray, r0: float, lo: float, hi: float, p
     out: dict[str, Predictor] = {}
     for k in SIGMOIDS:
         th = _sigmoid(k, x, y, r0, prior)
-        out[k] = lambda xn, th=th: engine.predict(th[None, :], r0, xn[None, :])[0]
+        out[k] = lambda xn, th=th: numerics.predict(th[None, :], r0, xn[None, :])[0]
     level, _ = _flat(x, y)
     slope, _, _ = _trend(x, y)
     x0 = float(x[-1])
@@ -272,7 +272,7 @@ class Blend:
         return cls(**kw)
 
 
-def blend(x: np.ndarray, y: np.ndarray, r0: float, sigmoid_theta: np.ndarray, lo: float = 0.0, hi: float = 1.0, prior: Any = None) -> Blend | None:
+def fit_blend(x: np.ndarray, y: np.ndarray, r0: float, sigmoid_theta: np.ndarray, lo: float = 0.0, hi: float = 1.0, prior: Any = None) -> Blend | None:
     """Weigh the candidates on rolling origins inside (x = ln C, y), sorted by x. None when the
     prefix is too short for a backtest (then the sigmoid alone is the forecast). With a history
     prior (prior.SigmoidPrior) the "sigmoid" candidate is its MAP fit, on every origin too."""

@@ -34,7 +34,7 @@ import numpy as np
 from scipy.stats import f as f_dist
 from scipy.stats import norm
 
-from workbench.scaling.stretched import Profile, profile
+from workbench.scaling.fit.stretched import Profile, profile
 
 GRID_STEP = 0.005  # the plateau grid of the profile likelihood
 A_MARGIN = 0.02  # the paper's margin: ceilings (A values) closer than this count as one (compare.py ranks by it)

@@ -29,9 +29,9 @@ import numpy as np
 
 from workbench.errors import UserError
 from workbench.scaling.data import as_curve
-from workbench.scaling.families import A_MARGIN  # owned there: the ceiling check and SigmoidFit use it too
-from workbench.scaling.result import SigmoidFit, _ci
-from workbench.scaling.sigmoid import fit_sigmoid_multi, refit_at_shared_A
+from workbench.scaling.forecast.families import A_MARGIN  # owned there: the ceiling check and SigmoidFit use it too
+from workbench.scaling.fit.result import SigmoidFit, _ci
+from workbench.scaling.fit.sigmoid import fit_sigmoid_multi, refit_at_shared_A
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ exponentially in (C/tau)^k, as the gains of a small model mastering a narrow tas
 number of parameters (R0 is measured), so their fits compare directly. ceiling.py uses its
 profile to ask whether a curve pins its ceiling, and families.py to bound a forecast past the data
 when the two families fit alike. As a forecast candidate of the blend it was measured and
-rejected (forecast.py's list of variants); fit_stretched is the free fit that measurement used.
+rejected (forecast/blend.py's list of variants); fit_stretched is the free fit that measurement used.
 
-The profile is computed like the sigmoid's fit (engine.py): for a fixed shape (tau, k) the model
+The profile is computed like the sigmoid's fit (numerics.py): for a fixed shape (tau, k) the model
 is linear in P - R0, so a (ln tau, k) grid scores every plateau at once; each plateau's best grid
 shape is then polished by a Levenberg-Marquardt loop run on all plateaus together. Measured
 against one scipy least_squares per plateau (several starts) on the demo curves and synthetic
