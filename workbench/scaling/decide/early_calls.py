@@ -1,0 +1,137 @@
+"""Early decisions, measured: would a fraction of each run have ranked the recipes as the full runs do?
+
+A study is a mapping recipe -> its runs (seeds), each run a curve (compute, score), as in
+`findings`. Each run is cut at a fraction of its own compute (25% and 50% by default); the cut
+runs are fitted per recipe and ranked two ways:
+- by forecast: the fitted curve's score at the recipe's full compute (the mean over its runs);
+- by A then B: `compare` under the paper's +-0.02 rule on A.
+
+The truth is the full runs. Only the pairs the full runs separate are scored:
+- by forecast: the measured final scores (each run's last three points), whose t-intervals over
+  the seeds do not overlap;
+- by A then B: A intervals that do not overlap beyond the margin, or, for a tie on A, intervals
+  of B refit at the shared A that do not overlap.
+With fewer than `min_pairs` separable pairs the share is not reported (None): at that count a
+percentage says nothing.
+
+    calls = early_calls(study)          # [EarlyCall(fraction=0.25, by="forecast", ...), ...]
+    for c in calls: print(c.sentence())
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+from scipy import stats
+
+from workbench.errors import UserError
+from workbench.scaling.data import as_curve
+from workbench.scaling.decide.compare import Comparison, compare
+from workbench.scaling.decide.findings import fit_study
+from workbench.scaling.forecast.families import A_MARGIN
+
+Ranking = Literal["forecast", "A then B"]
+
+
+@dataclass(frozen=True)
+class EarlyCall:
+    fraction: float  # of each run's compute that the early fits saw
+    by: Ranking
+    ranking: list[str]  # the early ranking, best first
+    separable: int  # pairs the full runs separate
+    correct: int  # of those, ordered the same way early
+    share: float | None  # correct / separable; None below the minimum count of pairs
+    winner: str | None  # the full runs' winner; None when their top two are not separable
+    picked: bool | None  # the early ranking put the winner first; None without a winner
+
+    def sentence(self) -> str:
+        head = f"at {self.fraction:.0%} of compute, ranked by {self.by}: "
+        if self.share is None:
+            pairs = f"not measurable at this scale ({self.separable} separable pairs, {self.correct} ordered correctly)"
+        else:
+            pairs = f"{self.share:.0%} of {self.separable} separable pairs ordered correctly"
+        if self.winner is None:
+            top = "no winner to pick (the full runs' top two are not separable)"
+        else:
+            top = f"the winner {self.winner} {'picked' if self.picked else 'not picked'} (early top: {self.ranking[0]})"
+        return head + pairs + "; " + top
+
+
+def cut(run: Any, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """A run's points up to `fraction` of its own last compute."""
+    c = as_curve(run)
+    keep = c.compute <= fraction * float(np.max(c.compute)) + 1e-12
+    return c.compute[keep], c.score[keep]
+
+
+def _final(runs: Sequence[Any], level: float) -> tuple[float, float, float]:
+    """Mean measured final score over the runs (each run's last three points), with its t-interval."""
+    finals = np.array([float(np.mean(as_curve(r).score[-3:])) for r in runs])
+    m = float(finals.mean())
+    if len(finals) < 2:
+        return m, -math.inf, math.inf
+    half = float(stats.t.ppf((1 + level) / 2, len(finals) - 1) * finals.std(ddof=1) / math.sqrt(len(finals)))
+    return m, m - half, m + half
+
+
+def _apart(lo1: float, hi1: float, lo2: float, hi2: float) -> bool:
+    return hi1 < lo2 or hi2 < lo1
+
+
+def _truth_by_forecast(study: Mapping[str, Sequence[Any]], level: float) -> tuple[dict[tuple[str, str], bool], str | None]:
+    """(pair -> first is better) for the separable pairs, and the separable winner."""
+    fin = {n: _final(r, level) for n, r in study.items()}
+    order = sorted(fin, key=lambda n: -fin[n][0])
+    better = {(a, b): fin[a][0] > fin[b][0] for a in order for b in order if a < b and _apart(*fin[a][1:], *fin[b][1:])}
+    top2 = order[:2]
+    winner = order[0] if len(order) == 1 or _apart(*fin[top2[0]][1:], *fin[top2[1]][1:]) else None
+    return better, winner
+
+
+def _truth_by_a_then_b(cmp: Comparison, margin: float) -> dict[tuple[str, str], bool]:
+    rows = {r.name: r for r in cmp.rows}
+    better = {}
+    for a in rows:
+        for b in rows:
+            if not a < b:
+                continue
+            x, y = rows[a], rows[b]
+            if x.group != y.group:
+                sep = abs(x.A - y.A) > margin and _apart(x.A_lo, x.A_hi, y.A_lo, y.A_hi)
+            else:
+                sep = all(map(math.isfinite, (x.B_shared, y.B_shared))) and _apart(x.B_shared_lo, x.B_shared_hi, y.B_shared_lo, y.B_shared_hi)
+            if sep:
+                better[(a, b)] = x.rank < y.rank
+    return better
+
+
+def _score(fraction: float, by: Ranking, ranking: list[str], truth: Mapping[tuple[str, str], bool], winner: str | None,
+           min_pairs: int) -> EarlyCall:
+    pos = {n: i for i, n in enumerate(ranking)}
+    correct = sum((pos[a] < pos[b]) == first_better for (a, b), first_better in truth.items())
+    share = correct / len(truth) if len(truth) >= min_pairs else None
+    return EarlyCall(fraction, by, ranking, len(truth), correct, share, winner, None if winner is None else ranking[0] == winner)
+
+
+def early_calls(study: Mapping[str, Sequence[Any]], *, fractions: Sequence[float] = (0.25, 0.5), min_pairs: int = 10,
+                margin: float = A_MARGIN, level: float = 0.95, seed: int = 0, **fit_kw: Any) -> list[EarlyCall]:
+    """Score early rankings against the full runs' (module docstring), per fraction and ranking."""
+    if len(study) < 2:
+        raise UserError(f"early_calls needs at least two recipes, got {len(study)}")
+    if any(not 0 < f < 1 for f in fractions):
+        raise UserError(f"early_calls: fractions must lie in (0, 1), got {list(fractions)}")
+    full_cmp = compare(fit_study(study, seed=seed, level=level, **fit_kw), margin=margin, level=level, seed=seed)
+    truth_f, winner_f = _truth_by_forecast(study, level)
+    truth_ab, winner_ab = _truth_by_a_then_b(full_cmp, margin), full_cmp.winner
+    budget = {n: float(np.mean([np.max(as_curve(r).compute) for r in runs])) for n, runs in study.items()}
+    out = []
+    for f in fractions:
+        fits = fit_study({n: [cut(r, f) for r in runs] for n, runs in study.items()}, seed=seed, level=level, **fit_kw)
+        by_forecast = sorted(fits, key=lambda n: -float(fits[n].predict(budget[n])))
+        out.append(_score(f, "forecast", by_forecast, truth_f, winner_f, min_pairs))
+        by_ab = [r.name for r in compare(fits, margin=margin, level=level, seed=seed).rows]
+        out.append(_score(f, "A then B", by_ab, truth_ab, winner_ab, min_pairs))
+    return out
