@@ -29,6 +29,14 @@ combination whose predicted curves score the lowest mean RMSE against the left-o
 points wins (within PARSIMONY of the best score, the one with the fewest coefficients). `backtest` lists every combination's score and
 `loo_largest` its error on the largest run, so the rejected forms are on record per prediction.
 
+The laws must also beat the plainest answer: carrying the nearest run's curve over (for a value
+past the largest run, the largest run's curve as it is). It is scored by the same leave-one-out
+backtest (each left-out run predicted by its nearest neighbour's parameters) and sits in the
+backtest table as the row "carried over". When no combination of laws scores below it, the
+prediction falls back to it and says so (`fallback`, a warning): the curve is the nearest run's,
+and its draws are that run's bootstrap replicates plus z x one neighbour-to-neighbour difference
+(the law error of "nothing changes"), so the band spans what the neighbouring runs differ by.
+
 Uncertainty: each draw picks one bootstrap replicate (A, B, C_mid) per run, refits the chosen
 forms and predicts at the new value; it then adds the law's own error, z x one leave-one-out
 residual vector of the chosen forms (z ~ N(0, 1), the fold drawn at random; the vector keeps
@@ -199,22 +207,47 @@ def _loo_params(r: _Runs) -> dict[tuple[int, int], np.ndarray]:
     return out
 
 
-def _select(r: _Runs) -> tuple[tuple[int, ...], list[dict[str, Any]], dict[tuple[int, int], np.ndarray]]:
-    """The forms (one index per parameter) with the lowest mean leave-one-out curve RMSE, and the table of all."""
+CARRIED = "carried over"  # the backtest row (and forms) of the nearest run's curve carried over unchanged
+_CARRY_LINKS = ("id", "id", "log", "log")  # R0, A on their own scale; B, C_mid in log (as the constant forms)
+
+
+def _nearest(u: np.ndarray, at: float, exclude: int | None = None) -> int:
+    """Index of the run nearest to `at` in log value (a tie goes to the larger run)."""
+    d = np.abs(u - at) - 1e-9 * u  # the tie-break: larger u is nearer
+    if exclude is not None:
+        d[exclude] = np.inf
+    return int(np.argmin(d))
+
+
+def _carry_loo(r: _Runs) -> np.ndarray:
+    """(n, 4): each run's parameters as predicted by its nearest other run's (leave-one-out)."""
+    return np.array([r.point[_nearest(r.u, r.u[j], exclude=j)] for j in range(len(r.fits))])
+
+
+def _rmse(c: np.ndarray, y: np.ndarray, params: Any) -> float:
+    return float(np.sqrt(np.mean((_curve(c, *params) - y) ** 2)))
+
+
+def _select(r: _Runs) -> tuple[tuple[int, ...] | None, list[dict[str, Any]], dict[tuple[int, int], np.ndarray]]:
+    """The forms (one index per parameter) with the lowest mean leave-one-out curve RMSE, and the table of all;
+    None for the forms when no combination beats carrying the nearest run's curve over."""
     loo = _loo_params(r)
     obs = [r.observed(j) for j in range(len(r.fits))]
     table = []
     for combo in itertools.product(*(range(len(FORMS[p])) for p in PARAMS)):
-        rmse = []
-        for j, (c, y) in enumerate(obs):
-            r0, a, b, cm = (loo[(k, fi)][j] for k, fi in enumerate(combo))
-            rmse.append(float(np.sqrt(np.mean((_curve(c, r0, a, b, cm) - y) ** 2))))
+        rmse = [_rmse(c, y, [loo[(k, fi)][j] for k, fi in enumerate(combo)]) for j, (c, y) in enumerate(obs)]
         table.append({**{p: FORMS[p][fi][0] for p, fi in zip(PARAMS, combo)}, "loo_rmse": float(np.mean(rmse)),
                       "loo_largest": rmse[-1], "n_coef": sum(1 + FORMS[p][fi][2] for p, fi in zip(PARAMS, combo)), "_combo": combo})
     table.sort(key=lambda row: (row["loo_rmse"], row["n_coef"]))
     # parsimony: within PARSIMONY of the best score, the fewest coefficients (few runs overfit easily)
     near = [row for row in table if row["loo_rmse"] <= table[0]["loo_rmse"] * (1 + PARSIMONY)]
     chosen = min(near, key=lambda row: (row["n_coef"], row["loo_rmse"]))
+    carried = [_rmse(c, y, params) for (c, y), params in zip(obs, _carry_loo(r))]
+    carry = {**{p: CARRIED for p in PARAMS}, "loo_rmse": float(np.mean(carried)), "loo_largest": carried[-1], "n_coef": 0, "_combo": None}
+    if carry["loo_rmse"] <= chosen["loo_rmse"]:  # the laws do not beat "nothing changes": fall back to it
+        chosen = carry
+    table.append(carry)
+    table.sort(key=lambda row: (row["loo_rmse"], row["n_coef"]))
     best = chosen["_combo"]
     for row in table:
         row["chosen"] = row is chosen
@@ -246,6 +279,19 @@ def _draws(r: _Runs, combo: tuple[int, ...], loo: Mapping[tuple[int, int], np.nd
     point[0], draws[:, 0] = np.clip(point[0], 0, 1), np.clip(draws[:, 0], 0, 1)
     point[2], draws[:, 2] = max(point[2], B_FLOOR), np.maximum(draws[:, 2], B_FLOOR)  # B linear in u may cross 0
     return point, draws
+
+
+def _carry_draws(r: _Runs, at: float, n_draws: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(point, draws) of the nearest run's curve carried over: its bootstrap replicates plus z x one
+    neighbour-to-neighbour difference of the parameters (the error of assuming nothing changes)."""
+    i = _nearest(r.u, math.log(at))
+    s = r.samples(i)
+    picked = np.column_stack([np.full(n_draws, r.point[i, 0]), s[rng.integers(0, len(s), n_draws)]])
+    diff = np.column_stack([_to(link, r.point[:, k]) - _to(link, _carry_loo(r)[:, k]) for k, link in enumerate(_CARRY_LINKS)])
+    step = diff[rng.integers(0, len(r.fits), n_draws)] * rng.standard_normal(n_draws)[:, None]
+    draws = np.column_stack([_back(link, _to(link, picked[:, k]) + step[:, k]) for k, link in enumerate(_CARRY_LINKS)])
+    draws[:, :2] = np.clip(draws[:, :2], 0, 1)
+    return r.point[i].copy(), draws
 
 
 @dataclass(frozen=True)
@@ -283,6 +329,7 @@ class ConfigPrediction:
     backtest: list[dict[str, Any]]
     fits: list[SigmoidFit] = field(repr=False)
     warnings: list[str] = field(default_factory=list)
+    fallback: str = ""  # the run whose curve was carried over because the laws did not beat it; "" when a law predicts
 
     R0 = property(lambda s: float(s.point[0]))
     A = property(lambda s: float(s.point[1]))
@@ -390,7 +437,7 @@ class ConfigPrediction:
             out[p], out[f"{p}_ci"] = getattr(self, p), list(self.interval(p))
         out.update(sigma=self.sigma, runs=[{"name": n, "value": v, "A": f.A, "B": f.B, "C_mid": f.C_mid, "R0": f.R0}
                                            for n, v, f in zip(self.names, self.values, self.fits)],
-                   backtest=self.backtest, warnings=list(self.warnings))
+                   backtest=self.backtest, warnings=list(self.warnings), fallback=self.fallback)
         return out
 
     def chart(self, *, extend: float = 2.0, x_title: str = "compute", y_title: str = "score", title: str | None = None,
@@ -431,12 +478,21 @@ def predict_config(runs: Mapping[Any, Any], at: float, *, key: str = "setting", 
         raise UserError(f"level must be in (0, 1), got {level}")
     r = _check_runs(runs, at, seed, names)
     combo, table, loo = _select(r)
-    point, draws = _draws(r, combo, loo, at, int(as_number("n_draws", n_draws, integer=True)), np.random.default_rng(seed))
+    n, rng = int(as_number("n_draws", n_draws, integer=True)), np.random.default_rng(seed)
+    point, draws = _carry_draws(r, at, n, rng) if combo is None else _draws(r, combo, loo, at, n, rng)
     warnings = [f"run {n} did not converge ({f.reason}): the law weights its parameters by their (wide) intervals"
                 for n, f in zip(r.names, r.fits) if not f.converged]
+    fallback = ""
+    if combo is None:
+        fallback = r.names[_nearest(r.u, math.log(at))]
+        best_law = min(row["loo_rmse"] for row in table if row["A"] != CARRIED)
+        warnings.insert(0, f"no law beat carrying the nearest run's curve over (leave-one-out curve RMSE {best_law:.4f} for the "
+                           f"best law vs {next(row['loo_rmse'] for row in table if row['chosen']):.4f}): predicting run "
+                           f"{fallback}'s curve unchanged, its band widened by how much neighbouring runs differ")
     lo, hi = r.values.min(), r.values.max()
     if at > hi * (hi / lo) or at < lo / (hi / lo):
         warnings.append(f"{key}={at:g} is further from the runs ({lo:g}..{hi:g}) than their own span: the laws are extrapolated far")
-    forms = {p: FORMS[p][fi][0] for p, fi in zip(PARAMS, combo)}
+    forms = {p: CARRIED if combo is None else FORMS[p][combo[k]][0] for k, p in enumerate(PARAMS)}
     sigma = float(np.median([f.sigma for f in r.fits]))
-    return ConfigPrediction(key, at, [float(v) for v in r.values], r.names, forms, point, draws, sigma, level, table, r.fits, warnings)
+    return ConfigPrediction(key, at, [float(v) for v in r.values], r.names, forms, point, draws, sigma, level, table, r.fits,
+                            warnings, fallback)

@@ -90,4 +90,5 @@ def next_rung(fits: Mapping[float, SigmoidFit], at: float, *, key: str = "settin
         return RungDecision(True, f"{len(fits)} rung(s) done: fewer than {MIN_RUNS} to predict {key}={at:g} from, so it runs")
     p = predict_config(fits, at, key=key)
     w = p.worth_it(budget, min_gain=min_gain)
-    return RungDecision(w.worth is not False, w.verdict, p)
+    why = f"no law beat carrying run {p.fallback}'s curve over, so that curve is the prediction; " if p.fallback else ""
+    return RungDecision(w.worth is not False, why + w.verdict, p)
