@@ -127,8 +127,9 @@ def measure(variant: str, model_dir: Path, rows: int, micro_rows: int, prompt: i
     if variant == "before":
         old_step(tr, groups, micro_rows)
     else:
-        stats, _ = tr.train_step(groups, 0)
-        assert stats["train/skipped"] == 0.0, stats.get("_skip_reason")
+        result = tr.train_step(groups, 0)[0]
+        stats = result.stats
+        assert stats["train/skipped"] == 0.0, result.skipped
     if device == "cuda":
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base

@@ -90,7 +90,7 @@ def measure(tr, steps: list, profile: bool) -> tuple[float, int, str]:
     for i, groups in enumerate(steps[3:]):
         at_version(groups, tr.version)
         t0 = time.perf_counter()
-        stats, _ = tr.train_step(groups, i)
+        stats = tr.train_step(groups, i)[0].stats
         t += time.perf_counter() - t0
         rows += int(stats["train/sequences_trained"])
     table = ""

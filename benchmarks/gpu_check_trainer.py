@@ -79,12 +79,12 @@ def trainer_section(cfg: RunConfig, folder: str) -> dict[str, Any]:
             torch.cuda.reset_peak_memory_stats()
         tr = Trainer(**trainer_parts(cfg))
         before = {k: p.detach().clone() for k, p in tr.model.named_parameters()}
-        first, _ = tr.train_step(steps[0], 0)
+        first = tr.train_step(steps[0], 0)[0].stats
         moved = sum(int((p.detach() != before[k]).sum()) for k, p in tr.model.named_parameters())
         total = sum(p.numel() for p in tr.model.parameters())
         del before
         path = tr.save(os.path.join(folder, "trainer-check"))
-        nxt, _ = tr.train_step(steps[1], 1)
+        nxt = tr.train_step(steps[1], 1)[0].stats
         expected = {k: p.detach().cpu().clone() for k, p in tr.model.named_parameters()}
         peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
         figures = {"master_dtype": str(tr.precision.master), "compute_dtype": str(tr.precision.compute),
@@ -94,7 +94,7 @@ def trainer_section(cfg: RunConfig, folder: str) -> dict[str, Any]:
         _release()
         again = Trainer(**trainer_parts(cfg))
         figures["resumed_version"] = again.load(os.path.dirname(path))
-        repeat, _ = again.train_step(steps[1], 1)
+        repeat = again.train_step(steps[1], 1)[0].stats
         figures["repeat_loss_diff"] = abs(repeat["train/loss"] - nxt["train/loss"])
         figures["repeat_max_weight_diff"] = max(
             float((p.detach().cpu() - expected[k]).abs().max()) for k, p in again.model.named_parameters()
@@ -161,15 +161,15 @@ def workers_section(cfg: RunConfig, folder: str, workers: int = 2) -> dict[str, 
     _connect(cfg, workers)
     one = _group(_with_workers(cfg, 1))
     try:
-        ref = [ray.get(one.train(groups, step).stats) for step, groups in enumerate(steps)]
+        ref = [ray.get(one.train(groups, step).result).stats for step, groups in enumerate(steps)]
     finally:
         one.kill()
     group = _group(_with_workers(cfg, workers))
     try:
-        got = [ray.get(group.train(steps[0], 0).stats)]
+        got = [ray.get(group.train(steps[0], 0).result).stats]
         group.save(os.path.join(folder, "workers-check"))
         call = group.train(steps[1], 1)
-        got.append(ray.get(call.stats))
+        got.append(ray.get(call.result).stats)
         expected = ray.get(call.weights).tensors()
         group.restart()  # fresh workers with the initial weights
         version = group.load(os.path.join(folder, "workers-check"))

@@ -10,7 +10,7 @@ import torch
 
 from workbench.engine.rollout.torch_backend import Evaluator, Generator
 from workbench.engine.batch import build_batch
-from workbench.engine.train.trainer import Trainer
+from workbench.engine.train.trainer import StepResult, Trainer
 from workbench.engine.run.actors import generator_parts, trainer_parts
 from workbench.engine.model.forward import causal_lm_forward
 from workbench.rl.head import token_logprobs
@@ -63,7 +63,8 @@ def test_trainer_skips_when_every_group_has_zero_variance(cfg):
     for g in chunk.groups:
         g.rewards = [-1.0] * len(g.rewards)
     before = {k: v.clone() for k, v in tr.model.state_dict().items()}
-    stats, weights = tr.train_step(chunk.groups, 0)
+    result, weights = tr.train_step(chunk.groups, 0)
+    stats = result.stats
     assert weights is None and stats["train/skipped"] == 1.0 and tr.version == 0
     assert all(torch.equal(before[k], v) for k, v in tr.model.state_dict().items())
 
@@ -75,7 +76,8 @@ def test_trainer_skips_a_nonfinite_update_and_counts_it(cfg):
     chunk.groups[0].completions[0].logprobs[0] = -math.inf  # rho = inf -> weight capped, loss stays finite
     with torch.no_grad():
         tr.model.lm_head.weight[0, 0] = float("nan")
-    stats, weights = tr.train_step(chunk.groups, 0)
+    result, weights = tr.train_step(chunk.groups, 0)
+    stats = result.stats
     assert weights is None and stats["train/nonfinite"] == 1.0 and stats["train/nonfinite_in_a_row"] == 1.0
 
 
@@ -113,8 +115,11 @@ def test_run_stops_after_too_many_nonfinite_updates_in_a_row(cfg):
         num_generators = 1
 
     coord.clock = type("C", (), {"tick": lambda self: None})()
-    skipped = {"train/skipped": 1.0, "train/nonfinite": 1.0, "policy/version": 0.0}  # as the trainer reports a skip
-    coord._finish_step(NoWorkers(), {**skipped, "train/nonfinite_in_a_row": 1.0}, None, {"gen": {"gen_seconds": 0, "swaps": 0}}, False)
+    def skipped(in_a_row: float) -> StepResult:  # as the trainer reports a skip
+        stats = {"train/skipped": 1.0, "train/nonfinite": 1.0, "train/nonfinite_in_a_row": in_a_row}
+        return StepResult(version=0, stats=stats, skipped="non-finite loss or gradient")
+
+    coord._finish_step(NoWorkers(), skipped(1.0), None, {"gen": {"gen_seconds": 0, "swaps": 0}}, False)
     assert coord.step == 1 and coord.log.rows[-1]["train/nonfinite"] == 1.0  # logged, run goes on
     with pytest.raises(RunFailed, match="2 non-finite losses in a row"):
-        coord._finish_step(NoWorkers(), {**skipped, "train/nonfinite_in_a_row": 2.0}, None, {"gen": {"gen_seconds": 0, "swaps": 0}}, False)
+        coord._finish_step(NoWorkers(), skipped(2.0), None, {"gen": {"gen_seconds": 0, "swaps": 0}}, False)

@@ -268,11 +268,11 @@ class TrainBatch:
 
 def build_batch(groups: list[Group] | PackedGroups, pad_id: int) -> TrainBatch:
     """Right-padded tensors for one step; every scatter is one numpy fancy-index, no row loop."""
-    pg = groups if isinstance(groups, PackedGroups) else PackedGroups.from_groups(groups)
-    n = pg.num_sequences
+    packed = groups if isinstance(groups, PackedGroups) else PackedGroups.from_groups(groups)
+    n = packed.num_sequences
     if not n:
         raise ValueError("build_batch: no sequences")
-    p_len, t_len = pg.p_len, pg.t_len
+    p_len, t_len = packed.p_len, packed.t_len
     if bool(((p_len == 0) & (t_len > 0)).any()):
         raise ValueError("build_batch: a completion without a prompt has no position to predict its first token")
     total = p_len + t_len
@@ -282,14 +282,14 @@ def build_batch(groups: list[Group] | PackedGroups, pad_id: int) -> TrainBatch:
     gen_logp = np.zeros_like(loss_mask)
     versions = np.full(loss_mask.shape, -1, np.int64)
     rows_p = np.repeat(np.arange(n), p_len)
-    ids[rows_p, np.arange(len(pg.prompt)) - np.repeat(_offsets(p_len)[:-1], p_len)] = pg.prompt
+    ids[rows_p, np.arange(len(packed.prompt)) - np.repeat(_offsets(p_len)[:-1], p_len)] = packed.prompt
     rows_t = np.repeat(np.arange(n), t_len)
-    cols_t = np.arange(len(pg.tokens)) - np.repeat(_offsets(t_len)[:-1] - p_len, t_len)
-    ids[rows_t, cols_t] = pg.tokens
+    cols_t = np.arange(len(packed.tokens)) - np.repeat(_offsets(t_len)[:-1] - p_len, t_len)
+    ids[rows_t, cols_t] = packed.tokens
     # position t predicts token t+1: the first completion token is predicted at prompt length - 1
-    loss_mask[rows_t, cols_t - 1] = pg.sampled
-    gen_logp[rows_t, cols_t - 1] = pg.logprobs
-    versions[rows_t, cols_t - 1] = pg.versions
+    loss_mask[rows_t, cols_t - 1] = packed.sampled
+    gen_logp[rows_t, cols_t - 1] = packed.logprobs
+    versions[rows_t, cols_t - 1] = packed.versions
     attn = (np.arange(width)[None, :] < total[:, None]).astype(np.int64)
     return TrainBatch(
         input_ids=torch.from_numpy(ids),
@@ -297,8 +297,8 @@ def build_batch(groups: list[Group] | PackedGroups, pad_id: int) -> TrainBatch:
         loss_mask=torch.from_numpy(loss_mask),
         gen_logp=torch.from_numpy(gen_logp),
         versions=torch.from_numpy(versions),
-        rewards=torch.from_numpy(pg.rewards.astype(np.float32)),
-        prompt_index=torch.from_numpy(pg.group_of_sequence),
+        rewards=torch.from_numpy(packed.rewards.astype(np.float32)),
+        prompt_index=torch.from_numpy(packed.group_of_sequence),
         lengths=torch.from_numpy(t_len.copy()),
-        truncated=torch.from_numpy(~pg.finished),
+        truncated=torch.from_numpy(~packed.finished),
     )

@@ -7,9 +7,9 @@ micro-batch gradients are exactly the full-batch gradient, whatever the split. (
 micro-batch's own token count and averaging over micro-batches is NOT the full-batch mean: a
 pitfall other engines fell into.)
 
-    w = aggregation_weights(mask, prompt_index, "prompt")     # [N, T], sums to 1
+    weights = aggregation_weights(mask, prompt_index, "prompt")     # [N, T], sums to 1
     for rows in micro_batches:
-        loss, stats = policy_loss(cfg, logp[rows], ..., weights=w[rows])
+        loss, stats = policy_loss(cfg, logp[rows], ..., weights=weights[rows])
         loss.backward()                                        # accumulates the exact gradient
 
 Modes, with len_i = number of valid tokens of sequence i and G(i) its prompt's group:

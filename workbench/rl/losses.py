@@ -4,8 +4,8 @@ One entry point, `policy_loss`, returns a scalar to MINIMISE and float stats. It
 weighted sum of a per-token loss with the aggregation weights of `workbench.rl.aggregation`
 (computed once on the full optimizer batch), so micro-batches sum to the full-batch loss.
 
-    w = aggregation_weights(mask, prompt_index, recipe.aggregation)
-    loss, stats = policy_loss(recipe.loss, logp, gen_logp, adv, mask, w)
+    weights = aggregation_weights(mask, prompt_index, recipe.aggregation)
+    loss, stats = policy_loss(recipe.loss, logp, gen_logp, adv, mask, weights)
     loss.backward()
 
 Notation: logp = log pi_train(token) from the trainer's forward (carries the gradient);
@@ -122,15 +122,15 @@ def _check_inputs(cfg: Any, logp: torch.Tensor, gen_logp: torch.Tensor, advantag
 
 
 def _ppo(ratio: torch.Tensor, adv: torch.Tensor, low: float, high: float):
-    pg, engaged = _clipped_surrogate(ratio, adv, low, high)
-    return pg, ratio, engaged
+    surrogate, engaged = _clipped_surrogate(ratio, adv, low, high)
+    return surrogate, ratio, engaged
 
 
-def _surrogate(cfg: Any, lp: torch.Tensor, log_ratio: torch.Tensor, adv: torch.Tensor, m: torch.Tensor):
+def _surrogate(cfg: Any, logp32: torch.Tensor, log_ratio: torch.Tensor, adv: torch.Tensor, m: torch.Tensor):
     """(per-token policy-gradient loss, ratio, where the clip engaged) of `cfg.type`."""
     if cfg.type == "cispo":  # REINFORCE with the truncated importance weight, stop-gradient
         ratio = log_ratio.detach().exp()
-        return -ratio.clamp(max=cfg.eps_max) * adv * lp, ratio, ratio > cfg.eps_max
+        return -ratio.clamp(max=cfg.eps_max) * adv * logp32, ratio, ratio > cfg.eps_max
     if cfg.type == "ppo_clip":
         return _ppo(log_ratio.exp(), adv, cfg.clip_low, cfg.clip_high)
     lengths = m.sum(dim=1).clamp(min=1.0)  # gspo: one length-normalised ratio per sequence
@@ -138,12 +138,12 @@ def _surrogate(cfg: Any, lp: torch.Tensor, log_ratio: torch.Tensor, adv: torch.T
     return _ppo(seq_ratio.unsqueeze(1).expand_as(m), adv, cfg.gspo_clip_low, cfg.gspo_clip_high)
 
 
-def _stats(cfg: Any, loss: torch.Tensor, pg: torch.Tensor, w: torch.Tensor, m: torch.Tensor, valid: torch.Tensor,
+def _stats(cfg: Any, loss: torch.Tensor, surrogate: torch.Tensor, weights32: torch.Tensor, m: torch.Tensor, valid: torch.Tensor,
            ratio: torch.Tensor, engaged: torch.Tensor, tis_ratio: Optional[torch.Tensor], kl: Optional[torch.Tensor],
            ent: Optional[torch.Tensor]) -> dict[str, float]:  # fmt: skip
     with torch.no_grad():
         n_tok = int(valid.sum())
-        stats: dict[str, float] = {"loss": float(loss), "pg_loss": float((pg * w).sum()), "tokens": float(n_tok)}
+        stats: dict[str, float] = {"loss": float(loss), "pg_loss": float((surrogate * weights32).sum()), "tokens": float(n_tok)}
 
         def vmean(x: torch.Tensor) -> float:
             return float((x.float() * m).sum() / n_tok) if n_tok else 0.0
@@ -200,22 +200,22 @@ def policy_loss(
     # Masked positions may hold anything (pads): replace them before any arithmetic so that
     # 0 * NaN never reaches the loss or the gradient.
     zero = torch.zeros((), dtype=torch.float32, device=logp.device)
-    lp = torch.where(valid, logp.float(), zero)
+    logp32 = torch.where(valid, logp.float(), zero)
     glp = torch.where(valid, gen_logp.detach().float(), zero)
     adv = torch.where(valid, adv_full, zero)
-    w = torch.where(valid, weights.detach().float(), zero)
+    weights32 = torch.where(valid, weights.detach().float(), zero)
     ref_base = torch.where(valid, old_logp.detach().float(), zero) if tis else glp
-    log_ratio = (lp - ref_base).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
-    pg, ratio, engaged = _surrogate(cfg, lp, log_ratio, adv, m)
+    log_ratio = (logp32 - ref_base).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+    surrogate, ratio, engaged = _surrogate(cfg, logp32, log_ratio, adv, m)
 
     tis_ratio = None
     if tis:
         tis_ratio = (ref_base - glp).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP).exp()
-        pg = pg * tis_ratio.clamp(max=cfg.tis_cap)
-    per_token = pg
+        surrogate = surrogate * tis_ratio.clamp(max=cfg.tis_cap)
+    per_token = surrogate
     kl = None
     if ref_logp is not None:
-        d = (torch.where(valid, ref_logp.detach().float(), zero) - lp).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+        d = (torch.where(valid, ref_logp.detach().float(), zero) - logp32).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
         kl = d.exp() - d - 1.0
         if cfg.kl_coef:
             per_token = per_token + cfg.kl_coef * kl
@@ -224,5 +224,5 @@ def policy_loss(
         ent = torch.where(valid, entropy.float(), zero)
         if cfg.entropy_coef:
             per_token = per_token - cfg.entropy_coef * ent
-    loss = (per_token * w).sum()
-    return loss, _stats(cfg, loss, pg, w, m, valid, ratio, engaged, tis_ratio, kl, ent)
+    loss = (per_token * weights32).sum()
+    return loss, _stats(cfg, loss, surrogate, weights32, m, valid, ratio, engaged, tis_ratio, kl, ent)

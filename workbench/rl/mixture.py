@@ -42,7 +42,7 @@ class MixtureSampler:
     ) -> None:
         if not members or set(members) != set(weights):
             raise UserError(f"MixtureSampler: domains {sorted(members)} and weights {sorted(weights)} must match")
-        if any(not ids for ids in members.values()) or any(w <= 0 for w in weights.values()):
+        if any(not ids for ids in members.values()) or any(weight <= 0 for weight in weights.values()):
             raise UserError("MixtureSampler: every domain needs prompts and a weight > 0")
         self.domains = list(members)
         self.members = {d: list(ids) for d, ids in members.items()}
@@ -106,15 +106,15 @@ class MixtureSampler:
         """A domain's warning (its share of a step), named: the first domain being drained."""
         for d, s in self.subs.items():
             share = max(1, round(per_step * self.weights[d] / sum(self.weights.values())))
-            if (w := s.pool_warning(share, steps_left)) is not None:
-                return f"domain {d!r}: {w}"
+            if (warning := s.pool_warning(share, steps_left)) is not None:
+                return f"domain {d!r}: {warning}"
         return None
 
     def share_warning(self) -> str | None:
         """The retired-share warning of the first domain past RETIRED_SHARE_WARNING, named."""
         for d, s in self.subs.items():
-            if (w := s.share_warning()) is not None:
-                return f"domain {d!r}: {w}"
+            if (warning := s.share_warning()) is not None:
+                return f"domain {d!r}: {warning}"
         return None
 
     def retirement(self) -> dict[str, Any]:

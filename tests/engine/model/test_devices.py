@@ -67,8 +67,9 @@ def test_bf16_compute_moves_fp32_master_weights_at_a_tiny_lr(tiny_config):
     mlp.register_forward_hook(lambda m, a, out: body_dtypes.append(out.dtype))
     before = {k: v.detach().clone() for k, v in tr.model.named_parameters()}
     for step in range(3):
-        stats, weights = tr.train_step(groups, step)
-        assert stats["train/skipped"] == 0.0, stats.get("_skip_reason")
+        result, weights = tr.train_step(groups, step)
+        stats = result.stats
+        assert stats["train/skipped"] == 0.0, result.skipped
     assert set(body_dtypes) == {torch.bfloat16}  # the body computed in bf16 ...
     assert all(p.dtype == torch.float32 for p in tr.model.parameters())  # ... over fp32 weights
     assert all(s["exp_avg"].dtype == torch.float32 for s in tr.optimizer.state.values())
@@ -167,8 +168,8 @@ def test_gradient_checkpointing_trains_the_same_step_with_activations_recomputed
     assert plain.share_prompts and not ckpt.share_prompts
     plain.share_prompts = False
     ckpt.model.load_state_dict(plain.model.state_dict())
-    s_plain, _ = plain.train_step(groups, 0)
-    s_ckpt, _ = ckpt.train_step(groups, 0)
+    s_plain = plain.train_step(groups, 0)[0].stats
+    s_ckpt = ckpt.train_step(groups, 0)[0].stats
     assert s_plain["train/skipped"] == 0.0 and s_ckpt["train/skipped"] == 0.0
     assert s_ckpt["train/loss"] == pytest.approx(s_plain["train/loss"], abs=1e-6)
     a, b = plain.model.state_dict(), ckpt.model.state_dict()

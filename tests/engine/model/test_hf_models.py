@@ -107,7 +107,8 @@ def test_trainer_step_and_evaluation_with_the_trained_weights(model_dir, tmp_pat
     chunk = gen.generate(0, [0, 1, 2, 3], 4, seed=1)
     chunk.groups[0].rewards = [1.0, -1.0, -1.0, -1.0]  # a random model is rarely right: give the step a signal
     before = {k: v.clone() for k, v in tr.model.state_dict().items()}
-    stats, weights = tr.train_step(chunk.groups, 0)
+    result, weights = tr.train_step(chunk.groups, 0)
+    stats = result.stats
     assert weights is not None and stats.get("train/skipped", 0.0) == 0.0 and tr.version == 1
     assert any(not torch.equal(before[k], v) for k, v in tr.model.state_dict().items())
     res = ev.evaluate(weights, 1, num_prompts=6, k=2, seed=0)

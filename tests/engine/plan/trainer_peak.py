@@ -63,7 +63,8 @@ def main() -> None:
     base = rss()
     tr = Trainer(**trainer_parts(cfg))
     for step in range(2):
-        stats, weights = tr.train_step(groups, step)
+        result, weights = tr.train_step(groups, step)
+        stats = result.stats
         del weights  # the actor hands it to Ray's object store: not the trainer's memory
         assert stats["train/skipped"] == 0.0, stats
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

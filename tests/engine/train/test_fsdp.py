@@ -29,7 +29,7 @@ def _start_and_step(rank, world, ranks, cfg, groups, model_dir):
     tr = ranks.trainer(cfg)
     reads = list(opened)
     weights = tr.get_weights()
-    stats, _ = tr.train_step(groups, 0)
+    stats = tr.train_step(groups, 0)[0].stats
     return {
         "opened": reads,
         "weights": None if weights is None else {k: v.clone() for k, v in weights.tensors().items()},
@@ -54,7 +54,7 @@ def test_only_rank0_reads_the_weights_and_both_workers_start_from_them(tiny_conf
     one = Trainer(**trainer_parts(cfg))
     one.share_prompts = False  # as the sharded workers run (test_trainer.py says why)
     expected = one.get_weights().tensors()
-    s1, _ = one.train_step(groups, 0)
+    s1 = one.train_step(groups, 0)[0].stats
 
     rank0, rank1 = run_ranks(_start_and_step, 2, cfg, groups, str(d))
     assert set(rank0["opened"]) == {str(d / "pytorch_model.bin")}  # the hook sees the reads ...
@@ -71,7 +71,7 @@ def _head_in_bf16(rank, world, ranks, cfg, groups):
     policy_module.completion_logprobs = head_recorder(calls)
     tr = ranks.trainer(cfg)
     weights = tr.get_weights()
-    stats, _ = tr.train_step(groups, 0)
+    stats = tr.train_step(groups, 0)[0].stats
     assert stats["train/skipped"] == 0.0
     return {"calls": calls, "sent": None if weights is None else {k: v.clone() for k, v in weights.tensors().items()}}
 
@@ -106,7 +106,7 @@ def test_one_and_two_workers_compute_the_head_in_fp32_under_bf16(tiny_config, mo
 
 def _bf16_step(rank, world, ranks, cfg, groups):
     tr = ranks.trainer(cfg)
-    stats, _ = tr.train_step(groups, 0)
+    stats = tr.train_step(groups, 0)[0].stats
     return {"train/entropy": stats["train/entropy"], "train/grad_norm": stats["train/grad_norm"]}
 
 
@@ -123,7 +123,7 @@ def test_one_and_two_workers_differ_under_bf16_only_by_bf16_rounding_measured(ti
         groups = batches(cfg, 1)[0]
         ref = Trainer(**trainer_parts(cfg))
         ref.share_prompts = False  # as the sharded workers run
-        one, _ = ref.train_step(groups, 0)
+        one = ref.train_step(groups, 0)[0].stats
         two = run_ranks(_bf16_step, 2, cfg, groups)[0]
         diffs[dtype] = tuple(abs(two[k] - one[k]) / abs(one[k]) for k in ("train/entropy", "train/grad_norm"))
     print(f"relative |2 workers - 1 worker| (entropy, grad norm): fp32 {diffs['float32']}, bf16 {diffs['bfloat16']}")

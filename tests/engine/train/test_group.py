@@ -35,9 +35,12 @@ def test_two_gloo_workers_match_one_worker(ray_cluster, two):
     group = TrainerGroup(trainer_parts(cfg2), cfg2.resources, name=cfg2.name)
     try:
         for step, groups in enumerate(steps):
-            s1, w1 = one.train_step(groups, step)
+            result, w1 = one.train_step(groups, step)
+            s1 = result.stats
             call = group.train(groups, step)
-            s2, w2 = ray.get([call.stats, call.weights])
+            got, w2 = ray.get([call.result, call.weights])
+            s2 = got.stats
+            assert got.version == result.version == step + 1 and got.skipped is None
             assert s2["train/skipped"] == 0.0 and s1["train/skipped"] == 0.0
             assert abs(s1["train/loss"] - s2["train/loss"]) < 1e-5, (s1["train/loss"], s2["train/loss"])
             assert abs(s1["train/grad_norm"] - s2["train/grad_norm"]) < 1e-5
@@ -58,7 +61,7 @@ def test_two_workers_resume_from_a_sharded_checkpoint(ray_cluster, two, tmp_path
     group = TrainerGroup(trainer_parts(cfg), cfg.resources, name=cfg.name)
     try:
         for step in range(2):
-            ray.get(group.train(steps[step], step).stats)
+            ray.get(group.train(steps[step], step).result)
         group.save(str(tmp_path / "ck"))
         assert (tmp_path / "ck" / "trainer_dcp").is_dir() and (tmp_path / "ck" / "trainer_meta.pt").exists()
         expected = ray.get(group.train(steps[2], 2).weights).tensors()

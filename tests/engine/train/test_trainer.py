@@ -38,7 +38,7 @@ def test_the_head_sees_only_the_positions_trained_on(tiny_config, monkeypatch):
     _, rows, reason = tr.prepare(PackedGroups.from_groups(groups))
     assert rows is not None, reason
     calls = record_head_calls(monkeypatch)
-    stats, _ = tr.train_step(groups, 0)
+    stats = tr.train_step(groups, 0)[0].stats
     assert stats["train/skipped"] == 0.0
     trained = int((rows.loss_mask > 0).sum())
     positions = rows.loss_mask.numel()  # every position the old forward projected
@@ -57,7 +57,7 @@ def test_a_chunked_token_budget_step_gives_the_full_computations_loss_and_gradie
     reference = copy.deepcopy(tr.model)
     _, rows, _ = tr.prepare(PackedGroups.from_groups(groups))
     calls = record_head_calls(monkeypatch)
-    stats, _ = tr.train_step(groups, 0)
+    stats = tr.train_step(groups, 0)[0].stats
     assert len(calls) >= 4  # micro-batches of 1-2 rows
 
     # the reference: fp32 logits over every position of the whole batch, one forward
@@ -121,8 +121,9 @@ def test_a_checkpoint_of_earlier_versions_still_loads_into_one_worker(tiny_confi
 
 
 def _next_step(tr, groups, step) -> dict:
-    stats, weights = tr.train_step(groups, step)
-    out = {"loss": stats["train/loss"], "grad_norm": stats["train/grad_norm"], "version": stats["policy/version"]}
+    result, weights = tr.train_step(groups, step)
+    stats = result.stats
+    out = {"loss": stats["train/loss"], "grad_norm": stats["train/grad_norm"], "version": result.version}
     if weights is not None:
         out["weights"] = {k: v.clone() for k, v in weights.tensors().items()}
     return out

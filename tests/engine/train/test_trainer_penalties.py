@@ -50,7 +50,7 @@ def _step_against_plain_loop(cfg, *, skew_gen: bool, with_ref: bool):
     start = copy.deepcopy(tr.model)
     _, rows, reason = tr.prepare(PackedGroups.from_groups(groups))
     assert rows is not None, reason
-    stats, _ = tr.train_step(groups, 0)
+    stats = tr.train_step(groups, 0)[0].stats
     loss, plain_stats = _plain_loop(start, rows, cfg, ref_model=copy.deepcopy(start) if with_ref else None)
     assert stats["train/loss"] == pytest.approx(loss, abs=1e-5)
     got = dict(tr.model.named_parameters())
@@ -83,7 +83,7 @@ def test_a_kl_step_gives_the_plain_loops_gradient_with_the_starting_model_as_ref
     # later steps: the policy moved, the reference did not
     tr = Trainer(**trainer_parts(cfg))
     ref_before = {k: v.clone() for k, v in tr.reference.forward.state_dict().items()}
-    kls = [tr.train_step(groups, i)[0]["train/kl_mean"] for i, groups in enumerate(batches(cfg, 3))]
+    kls = [tr.train_step(groups, i)[0].stats["train/kl_mean"] for i, groups in enumerate(batches(cfg, 3))]
     assert kls[0] == pytest.approx(0.0, abs=1e-6) and kls[-1] > 1e-6
     for k, v in tr.reference.forward.state_dict().items():
         torch.testing.assert_close(v, ref_before[k], atol=0, rtol=0, msg=k)
@@ -108,13 +108,14 @@ def test_the_reference_runs_in_the_compute_dtype(tiny_config):
     tr = Trainer(**trainer_parts(cfg))
     assert {p.dtype for p in tr.reference.forward.parameters()} == {torch.bfloat16}
     assert {p.dtype for p in tr.model.parameters()} == {torch.float32}  # the masters stay fp32
-    stats, weights = tr.train_step(batches(cfg, 1)[0], 0)
+    result, weights = tr.train_step(batches(cfg, 1)[0], 0)
+    stats = result.stats
     assert weights is not None and stats["train/kl_mean"] >= 0.0
 
 
 def _kl_two_workers(rank, world, ranks, cfg, steps):
     tr = ranks.trainer(cfg)
-    out = [tr.train_step(s, i)[0] for i, s in enumerate(steps)]
+    out = [tr.train_step(s, i)[0].stats for i, s in enumerate(steps)]
     return [(o["train/loss"], o["train/kl_mean"]) for o in out]
 
 
@@ -123,7 +124,7 @@ def test_sharded_workers_give_the_one_worker_kl_steps(tiny_config):
     steps = batches(cfg, 3)
     one = Trainer(**trainer_parts(cfg))
     one.share_prompts = False  # sharded workers run rows whole
-    expect = [(s["train/loss"], s["train/kl_mean"]) for s in (one.train_step(g, i)[0] for i, g in enumerate(steps))]
+    expect = [(s["train/loss"], s["train/kl_mean"]) for s in (one.train_step(g, i)[0].stats for i, g in enumerate(steps))]
     got = run_ranks(_kl_two_workers, 2, cfg, steps)[0]
     assert expect[-1][1] > 1e-6
     for (loss_a, kl_a), (loss_b, kl_b) in zip(got, expect):

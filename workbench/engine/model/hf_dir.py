@@ -48,7 +48,7 @@ def check_model_dir(path: str | Path) -> Path:
         raise UserError(f"model.path: no such directory: {d} (a hub id, a local Hugging Face model directory or builtin:tiny)")
     if not (d / "config.json").is_file():
         raise UserError(f"model.path: {d} has no config.json (not a Hugging Face model directory)")
-    if not any((d / w).is_file() for w in WEIGHT_FILES) and not list(d.glob("*.safetensors")):
+    if not any((d / name).is_file() for name in WEIGHT_FILES) and not list(d.glob("*.safetensors")):
         raise UserError(f"model.path: {d} has no weights (expected one of {', '.join(WEIGHT_FILES)})")
     if not any((d / f).is_file() for f in TOKENIZER_FILES):
         raise UserError(

@@ -14,8 +14,8 @@ things and nothing else:
     def _decode(self, prompts, *, seed, budgets, on_step) -> list[Completion]
 
 and may override `_prompts_per_call(n)` (how many prompts one `_decode` call takes), `_describe()`
-(extra `ping` facts, chunk meta) and `_release()`. The torch backend is `generator.Generator`,
-the vLLM one `vllm_generator.VllmGenerator`. Methods the coordinator calls over Ray: `generate`,
+(extra `ping` facts, chunk meta) and `_release()`. The torch backend is `torch_backend.Generator`,
+the vLLM one `vllm/backend.VllmGenerator`. Methods the coordinator calls over Ray: `generate`,
 `evaluate` ("compute" concurrency group), `set_weights`, `ping` ("io" group), `shutdown`.
 
     gen = Generator(**generator_parts(cfg), rank=0)               # a backend; no Ray needed (parts: run/actors.py)
@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
@@ -56,6 +57,16 @@ except ImportError:  # pragma: no cover
 # tests/engine/run/test_coordinator.py; a single task keeps one.)
 CONCURRENCY_GROUPS = {"io": 1, "compute": 1}
 CODE_CONCURRENCY_GROUPS = {"io": 1, "compute": 2}
+
+
+@dataclass(frozen=True)
+class PendingUpdate:
+    """Weights pushed to a generator and not yet loaded: taken between two decode steps.
+    `forced`: load even when not newer (a trainer restarted from a checkpoint)."""
+
+    weights: Weights
+    version: int
+    forced: bool = False
 
 
 def concurrency_groups(sandboxed: bool) -> dict[str, int]:
@@ -88,7 +99,7 @@ class RolloutWorker:
         self.reward_pool = reward_pool
         self._local_sandbox: Any = None
         self.version = 0
-        self._pending: Optional[tuple[Weights, int, bool]] = None  # (weights, version, forced)
+        self._pending: Optional[PendingUpdate] = None
         self._lock = threading.Lock()
         self._decode_lock = threading.Lock()  # the model / engine: one call decodes at a time
         self._swaps = 0
@@ -136,9 +147,9 @@ class RolloutWorker:
         with self._lock:
             pending = self._pending
             if force:
-                self._pending = (weights, version, True)
-            elif pending is None or version > pending[1]:
-                self._pending = (weights, version, pending is not None and pending[2])
+                self._pending = PendingUpdate(weights, version, forced=True)
+            elif pending is None or version > pending.version:
+                self._pending = PendingUpdate(weights, version, forced=pending is not None and pending.forced)
         return version
 
     @io_group
@@ -148,9 +159,9 @@ class RolloutWorker:
     def _apply_pending(self) -> int:
         with self._lock:
             pending, self._pending = self._pending, None
-        if pending is not None and (pending[2] or pending[1] > self.version):
-            self._load_weights(as_state_dict(pending[0]))
-            self.version = pending[1]
+        if pending is not None and (pending.forced or pending.version > self.version):
+            self._load_weights(as_state_dict(pending.weights))
+            self.version = pending.version
             self._swaps += 1
         return self.version
 

@@ -43,6 +43,7 @@ from workbench.engine.run.actors import Workers, spawn_workers
 from workbench.engine.run.learning import LearningWatch
 from workbench.engine.run.metrics import RunLog, run_summary, step_row
 from workbench.engine.train.group import TrainerDied
+from workbench.engine.train.trainer import StepResult
 from workbench.runs.checkpoint import CheckpointStore
 from workbench.runs.export import export_final
 from workbench.runs.folder import PARAMS_KEY
@@ -315,7 +316,7 @@ class RunCoordinator:
         """Wait for anything to finish (every rank of the head train step is watched: a dead rank
         leaves the others blocked) and handle it."""
         lp = self.loop
-        head = lp.train_q[0][0].all_stats if lp.train_q else []
+        head = lp.train_q[0][0].all_results if lp.train_q else []
         # evaluations are logged in the order they were asked for (a threaded evaluator may finish a
         # later one first): only the oldest is waited on, and those done behind it follow it
         pending = list(lp.gen_refs) + list(lp.eval_refs)[:1] + head
@@ -367,10 +368,10 @@ class RunCoordinator:
     def _on_trained(self, w, deadline: float) -> None:
         cfg, lp = self.cfg, self.loop
         call, meta = lp.train_q.popleft()
-        stats = ray.get(call.stats)
+        result: StepResult = ray.get(call.result)
         lp.trainer_clock.step_done(self.counters, queue_empty=not lp.train_q)
         round_done = not lp.gen_refs and not lp.groups and not lp.train_q
-        self._finish_step(w, stats, None if stats.get("train/skipped") else call.weights, meta, round_done)
+        self._finish_step(w, result, None if result.skipped else call.weights, meta, round_done)
         stamp = self._snapshot()
         # stopping: evaluate once, after the last queued step (not after each step still in the queue)
         last = self.step >= self.max_steps or ((self._stop.is_set() or time.monotonic() > deadline) and not lp.train_q)
@@ -404,7 +405,8 @@ class RunCoordinator:
             f"(restart {self.restarts} of {limit}); the generators reloaded the weights (policy version {version})"
         )
 
-    def _finish_step(self, w: Workers, stats: dict, weights_ref, meta: dict, round_done: bool) -> None:
+    def _finish_step(self, w: Workers, result: StepResult, weights_ref, meta: dict, round_done: bool) -> None:
+        stats = result.row()
         if stats.get("train/nonfinite", 0.0) and stats.get("train/nonfinite_in_a_row", 0) >= self.cfg.train.max_nonfinite_in_a_row:
             raise RunFailed(
                 f"{int(stats['train/nonfinite_in_a_row'])} non-finite losses in a row at step {self.step + 1} "
@@ -413,7 +415,7 @@ class RunCoordinator:
             )
         self.step += 1
         t_sync = time.monotonic()
-        w.sync.trained(weights_ref, int(stats["policy/version"]), round_done=round_done)  # None: skipped
+        w.sync.trained(weights_ref, result.version, round_done=round_done)  # None: skipped
         sync_s = time.monotonic() - t_sync
         self.counters.weight_sync_seconds += sync_s
         acc.add_trained(

@@ -17,7 +17,7 @@ dies raises `TrainerDied` from any call here; the coordinator then `restart()`s 
 reloads the last checkpoint.
 
     group = TrainerGroup(trainer_parts(cfg), cfg.resources, name=cfg.name, shared_dir=cfg.output_dir())
-    call = group.train(packed_groups, step); ray.get(call.stats)
+    call = group.train(packed_groups, step); ray.get(call.result).version
 """
 
 from __future__ import annotations
@@ -45,11 +45,12 @@ class TrainerDied(RuntimeError):
 
 @dataclass
 class TrainCall:
-    """One submitted train step: rank 0's stats and weights, and every rank's stats (to watch)."""
+    """One submitted train step: refs to rank 0's `StepResult` and weights, and to every rank's
+    result (to watch: a dead rank shows there first)."""
 
-    stats: Any
+    result: Any
     weights: Any
-    all_stats: list
+    all_results: list
 
 
 def get_all(refs: list) -> list:
@@ -75,7 +76,7 @@ class TrainerGroup:
         self.shared_dir = shared_dir
         self.num_workers = resources.trainer_workers
         self.actors: list = []
-        self.pg: Any = None
+        self.placement: Any = None
         self.info: dict[str, Any] = {}  # rank 0's
         self.infos: list[dict[str, Any]] = []  # every rank's (device, node)
         self.start()
@@ -93,14 +94,14 @@ class TrainerGroup:
             if self.num_workers == 1:
                 self.actors = [cls.options(**opts, name=self.actor_name(0)).remote(**self.parts)]
             else:
-                self.pg = self._placement_group()
+                self.placement = self._placement_group()
                 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
                 self.actors = [
                     cls.options(
                         **opts,
                         name=self.actor_name(rank),
-                        scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=rank),
+                        scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=rank),
                     ).remote(**self.parts, rank=rank, world_size=self.num_workers)
                     for rank in range(self.num_workers)
                 ]
@@ -126,29 +127,29 @@ class TrainerGroup:
 
         r = self.resources
         bundle = {"CPU": r.trainer_cpus, **({"GPU": r.trainer_gpus} if r.trainer_gpus > 0 else {})}
-        pg = placement_group([dict(bundle) for _ in range(self.num_workers)], strategy=r.trainer_placement.upper())
-        ready, _ = ray.wait([pg.ready()], timeout=PLACEMENT_TIMEOUT_S)
+        placement = placement_group([dict(bundle) for _ in range(self.num_workers)], strategy=r.trainer_placement.upper())
+        ready, _ = ray.wait([placement.ready()], timeout=PLACEMENT_TIMEOUT_S)
         if not ready:
             from ray.util.placement_group import remove_placement_group
 
-            remove_placement_group(pg)
+            remove_placement_group(placement)
             raise UserError(
                 f"cannot place {self.num_workers} trainer workers of {bundle} ({r.trainer_placement}) "
                 f"in the Ray cluster within {PLACEMENT_TIMEOUT_S:g} s: lower resources.trainer_workers "
                 "or add nodes"
             )
-        return pg
+        return placement
 
     def kill(self) -> None:
         kill_actors(self.actors)
-        if self.pg is not None:
+        if self.placement is not None:
             from ray.util.placement_group import remove_placement_group
 
             try:
-                remove_placement_group(self.pg)
+                remove_placement_group(self.placement)
             except Exception:  # noqa: BLE001 - already removed
                 pass
-        self.actors, self.pg = [], None
+        self.actors, self.placement = [], None
 
     def restart(self) -> None:
         """Kill every worker (the survivors are stuck in collectives) and start a fresh group."""
@@ -169,7 +170,7 @@ class TrainerGroup:
     def train(self, groups: Any, step: int) -> TrainCall:
         ref = ray.put(groups) if self.num_workers > 1 else groups  # one copy in the store for all ranks
         pairs = [a.train_step.options(num_returns=2).remote(ref, step) for a in self.actors]
-        return TrainCall(stats=pairs[0][0], weights=pairs[0][1], all_stats=[p[0] for p in pairs])
+        return TrainCall(result=pairs[0][0], weights=pairs[0][1], all_results=[p[0] for p in pairs])
 
     def get_weights(self) -> Any:
         """An ObjectRef of the full weights (rank 0; every rank takes part in the gather)."""

@@ -6,8 +6,34 @@ groups, zero variance -, the penalties, advantages, aggregation weights over the
 -> forward/backward in micro-batches cut by tokens (micro.py), the FP32 head only at the positions
 trained on, log-probs and entropy chunked (rl/head.py) -> clip -> AdamW (warm-up, then constant
 LR). With `recipe.loss.tis_cap` the loss gets the pre-update log-probs (this forward's, detached);
-with `recipe.loss.kl_coef` the frozen reference's (reference.py), computed before the policy's. A non-finite loss or gradient skips the update (and is counted); an empty batch (everything
-filtered) skips explicitly instead of dividing by zero. Checkpoints load into any worker count.
+with `recipe.loss.kl_coef` the frozen reference's (reference.py), computed before the policy's.
+A non-finite loss or gradient skips the update (and is counted); an empty batch (everything
+filtered) skips explicitly instead of dividing by zero. The result is a `StepResult` (version,
+skip reason, stats). Checkpoints load into any worker count.
+
+The step map: one RL step, file by file, from the coordinator to the weight push (paths under
+workbench/; helpers a stop calls in parentheses). tests/engine/test_step_map.py checks that each
+file exists and that a traced step enters no package file this map leaves out.
+
+  1. engine/run/coordinator.py     the loop: _dispatch_generation, _on_generated, _queue_train_steps,
+                                   _on_trained, _finish_step
+  2. engine/run/actors.py          Workers.generate / Workers.train: the Ray calls
+  3. engine/rollout/worker.py      generate: prompts (engine/model/hf_dir.py), sampling, checks, the
+                                   chunk; set_weights and the PendingUpdate taken between decode steps
+  4. engine/model/sampling.py      sample_batch, the decode loop (engine/rollout/torch_backend.py,
+                                   engine/model/forward.py, rl/head.py; vLLM: engine/rollout/vllm/backend.py)
+  5. tasks/base.py                 submit_checks: each example's task (tasks/mixture.py), its checker
+                                   (tasks/types.py; code in engine/sandbox_pool/pool.py)
+  6. engine/rollout/scoring.py     verdict_groups: groups scored by rl/reward.py, packed by engine/batch.py
+  7. engine/train/group.py         TrainerGroup.train: the batch to every trainer worker
+  8. engine/train/trainer.py       train_step -> prepare (engine/batch.py build_batch; engine/model/devices.py)
+  9. rl/step.py                    prepare_step: every filter, the penalties (rl/reward.py), advantages
+                                   (rl/advantages.py), aggregation weights (rl/aggregation.py, rl/_checks.py)
+ 10. rl/losses.py                  per micro-batch (engine/train/micro.py) on engine/model/policy.py's
+                                   log-probs; then clip, AdamW (engine/train/optim.py), the weights out
+                                   (engine/weights.py)
+ 11. engine/run/weight_sync.py     WeightSync.trained: the version, the push to worker.set_weights
+ 12. engine/run/metrics.py         step_row: the step's row in metrics.jsonl
 """
 
 from __future__ import annotations
@@ -16,6 +42,7 @@ import contextlib
 import math
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -41,6 +68,20 @@ from workbench.rl.recipe import RecipeConfig
 from workbench.rl.step import StepRows, prepare_step
 
 
+@dataclass
+class StepResult:
+    """One train step's outcome: the policy version after it, why its update was skipped (None:
+    applied), and its metrics (`train/...`, `time/...`: floats only)."""
+
+    version: int
+    stats: dict[str, float]
+    skipped: Optional[str] = None
+
+    def row(self) -> dict[str, float]:
+        """The metrics as the step's row records them, the version included (`policy/version`)."""
+        return {**self.stats, "policy/version": float(self.version)}
+
+
 def count_params(model: Any) -> int:
     return sum(p.numel() for p in model.parameters())
 
@@ -52,7 +93,7 @@ class Trainer:
     `train:` section (optimizer, micro-batches), the recipe, the sampling temperature and
     max_new_tokens the rollouts were drawn with, its GPU share (0: the CPU), torch threads, seed.
     `rank`/`world_size` > 1: one of several workers; the model is sharded with FSDP2 once
-    `connect(address, port)` has joined the process group (trainer_group.py drives this).
+    `connect(address, port)` has joined the process group (train/group.py drives this).
     """
 
     def __init__(
@@ -163,18 +204,18 @@ class Trainer:
         stats.update(prepared)
         return stats, (move_to(rows, self.device) if rows is not None else None), reason
 
-    def train_step(self, groups: list[Group] | PackedGroups, step: int) -> tuple[dict[str, float], Any]:
-        """Train on `groups`; returns (stats, new weights or None when the update was skipped).
+    def train_step(self, groups: list[Group] | PackedGroups, step: int) -> tuple[StepResult, Optional[FlatWeights]]:
+        """Train on `groups`; returns (the step's result, new weights or None when the update was skipped).
 
         With several workers each rank gets the whole batch, plans it identically, and trains
         its share of the rows; rank 0 returns the gathered weights."""
         with within_share(self.memory_share):  # an OOM under a GPU share: one line naming it
             return self._train_step(groups, step)
 
-    def _train_step(self, groups: list[Group] | PackedGroups, step: int) -> tuple[dict[str, float], Any]:
+    def _train_step(self, groups: list[Group] | PackedGroups, step: int) -> tuple[StepResult, Optional[FlatWeights]]:
         t0 = time.perf_counter()
-        pg = groups if isinstance(groups, PackedGroups) else PackedGroups.from_groups(groups)
-        stats, rows, reason = self.prepare(pg)
+        packed = groups if isinstance(groups, PackedGroups) else PackedGroups.from_groups(groups)
+        stats, rows, reason = self.prepare(packed)
         if rows is None:
             return self._skip(stats, t0, reason)
         self.optimizer.zero_grad(set_to_none=True)
@@ -212,10 +253,9 @@ class Trainer:
                 "time/train_compute": t_end - t_fwd,
                 "time/train_prep": t_fwd - t0,
                 "time/weight_gather": time.perf_counter() - t_end,
-                "policy/version": float(self.version),
             }
         )
-        return stats, weights
+        return StepResult(self.version, stats), weights
 
     def _accumulate(self, rows: StepRows) -> dict[str, Any]:
         """Forward/backward over this rank's micro-batches (by tokens, see micro.py); gradients
@@ -266,20 +306,18 @@ class Trainer:
             add_partial(sums, {k: float(v) * (1.0 if is_extreme(k) else ntok) for k, v in st.items() if k not in ("tokens", "loss")})
         return {"loss": loss_total, "sums": sums, "ent": ent_sum, "tok": tok_sum}
 
-    def _skip(self, stats: dict, t0: float, reason: str, fwd_start: float | None = None):
+    def _skip(self, stats: dict[str, float], t0: float, reason: str, fwd_start: float | None = None) -> tuple[StepResult, None]:
         for key in ("train/entropy", "train/clip_fraction", "train/loss", "train/grad_norm"):
             stats.setdefault(key, math.nan)  # no update: nothing to measure (logged as null)
         stats.setdefault("train/nonfinite", 0.0)
         stats.setdefault("train/nonfinite_in_a_row", float(self.nonfinite_in_a_row))
         stats["train/skipped"] = 1.0
-        stats["_skip_reason"] = reason  # type: ignore[assignment]  (not a metric)
         stats["train/tokens_trained"] = 0.0
         stats["train/sequences_trained"] = 0.0
         now = time.perf_counter()
         stats["time/train_compute"] = now - (fwd_start or now)
         stats["time/train_prep"] = (fwd_start or now) - t0
-        stats["policy/version"] = float(self.version)
-        return stats, None
+        return StepResult(self.version, stats, skipped=reason), None
 
     # -- checkpoints ---------------------------------------------------------------------
     def save(self, path: str) -> str:

@@ -73,37 +73,37 @@ def _fill_rows(dst: torch.Tensor, lm_head: Any, full: torch.Tensor) -> None:
     dst[: end - start].copy_(full[start:end])
 
 
-def patch_fp32_logits(lp: Any, lm_head: Any) -> str:
+def patch_fp32_logits(processor: Any, lm_head: Any) -> str:
     """Make one vLLM `LogitsProcessor` project to logits in fp32 from an fp32 copy of `lm_head`'s
     weight; returns "patched".
 
     Replaces vLLM 0.32's `_apply_head` (the projection; gathering over TP ranks and dropping the
     vocab padding stay vLLM's); on older vLLM (0.24) `_get_logits`, which projects, gathers and
-    drops the padding itself. The copy (`lp._wb_head`, V*H*4/TP bytes, counted by the memory
+    drops the padding itself. The copy (`processor._wb_head`, V*H*4/TP bytes, counted by the memory
     plan in vLLM's KV budget) is made once here and refreshed in place by every push
     (`set_fp32_head`), so no forward pass casts the head and a push never holds two copies. A call
     with another head module, or a quantized head, is left to vLLM.
     """
-    lp._wb_module = lm_head
-    lp._wb_head = lm_head.weight.detach().float().clone()
+    processor._wb_module = lm_head
+    processor._wb_head = lm_head.weight.detach().float().clone()
 
     def ours(head: Any) -> bool:
         quant = type(getattr(head, "quant_method", None)).__name__
-        return head is lp._wb_module and quant in ("UnquantizedEmbeddingMethod", "UnquantizedLinearMethod", "NoneType")
+        return head is processor._wb_module and quant in ("UnquantizedEmbeddingMethod", "UnquantizedLinearMethod", "NoneType")
 
     def project(hidden_states: torch.Tensor, embedding_bias: Optional[torch.Tensor]) -> torch.Tensor:
         bias = embedding_bias.float() if embedding_bias is not None else None
-        return F.linear(hidden_states.float(), lp._wb_head, bias)
+        return F.linear(hidden_states.float(), processor._wb_head, bias)
 
-    if hasattr(lp, "_apply_head"):
-        original = lp._apply_head
+    if hasattr(processor, "_apply_head"):
+        original = processor._apply_head
 
         def _apply_head(self, head, hidden_states, embedding_bias=None):
             return project(hidden_states, embedding_bias) if ours(head) else original(head, hidden_states, embedding_bias)
 
-        lp._apply_head = types.MethodType(_apply_head, lp)
+        processor._apply_head = types.MethodType(_apply_head, processor)
     else:  # vLLM < 0.32 (0.24 is what a lent GPU machine can carry): `_get_logits` projects, gathers, trims
-        original_get = lp._get_logits
+        original_get = processor._get_logits
 
         def _get_logits(self, hidden_states, head, embedding_bias=None):
             if not ours(head):
@@ -111,17 +111,17 @@ def patch_fp32_logits(lp: Any, lm_head: Any) -> str:
             logits = self._gather_logits(project(hidden_states, embedding_bias))
             return None if logits is None else logits[..., : self.org_vocab_size]
 
-        lp._get_logits = types.MethodType(_get_logits, lp)
+        processor._get_logits = types.MethodType(_get_logits, processor)
     return "patched"
 
 
-def set_fp32_head(lp: Any, full: Optional[torch.Tensor]) -> None:
+def set_fp32_head(processor: Any, full: Optional[torch.Tensor]) -> None:
     """Refresh a patched processor's fp32 head in place: from the full pushed fp32 head, or (None:
     a push without it) from the live weight just loaded."""
     if full is None:
-        lp._wb_head.copy_(lp._wb_module.weight)
+        processor._wb_head.copy_(processor._wb_module.weight)
     else:
-        _fill_rows(lp._wb_head, lp._wb_module, full)
+        _fill_rows(processor._wb_head, processor._wb_module, full)
 
 
 class WorkbenchWorkerExtension:
@@ -139,8 +139,8 @@ class WorkbenchWorkerExtension:
             runner.reload_weights(weights_iterator=iter(state.items()))
         else:  # (CPU kernels repack weights and drop their loaders, so model.load_weights fails there)
             runner.model.load_weights(weights=iter(state.items()))
-        for lp in self._wb_heads():
-            set_fp32_head(lp, pushed_head(state, lp._wb_name))  # a push without the head: the live weight
+        for processor in self._wb_heads():
+            set_fp32_head(processor, pushed_head(state, processor._wb_name))  # a push without the head: the live weight
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         return len(state)
@@ -159,8 +159,8 @@ class WorkbenchWorkerExtension:
 def patch_model(model: Any, processor_cls: type) -> str:
     """Patch the model's LogitsProcessors onto its head found by vLLM's structure (`find_head`);
     "none" (and a warning) when the head cannot be found, never "patched" over a bf16 head."""
-    lps = [m for m in model.modules() if isinstance(m, processor_cls)]
-    if not lps or not all(hasattr(m, "_apply_head") or hasattr(m, "_gather_logits") for m in lps):
+    processors = [m for m in model.modules() if isinstance(m, processor_cls)]
+    if not processors or not all(hasattr(m, "_apply_head") or hasattr(m, "_gather_logits") for m in processors):
         return "unavailable (this vLLM's LogitsProcessor has neither _apply_head nor _gather_logits)"
     found = find_head(model)
     if found is None:
@@ -168,9 +168,9 @@ def patch_model(model: Any, processor_cls: type) -> str:
                     "(fp32_head: none), so its log-probs differ from the trainer's fp32 head", type(model).__name__)
         return "none"
     name, head = found
-    for lp in lps:
-        patch_fp32_logits(lp, head)
-        lp._wb_name = name
+    for processor in processors:
+        patch_fp32_logits(processor, head)
+        processor._wb_name = name
     return "patched"
 
 
