@@ -6,9 +6,9 @@ PACK by default; SPREAD to put the workers on different nodes) holds one bundle 
 (`trainer_cpus`, `trainer_gpus`); rank 0 picks the rendezvous address and port; every worker
 joins the torch.distributed group (gloo on CPU, NCCL on GPU) and shards the model.
 
-Each step the whole batch goes to every worker (one object in Ray's store); each plans it
+Each step the whole batch goes to every worker (one object in Ray's store); each prepares it
 identically (filter, advantages, aggregation weights over the whole batch) and trains its share
-of the rows; the gradients are summed over the ranks. Rank 0 returns the stats and the gathered
+of the rows; the gradients are summed over the ranks. Rank 0 returns the StepResult and the gathered
 full weights. Each worker is a `Trainer(**parts, rank=r, world_size=N)`: `parts` are its config
 parts, chosen once by the driver (run/actors.trainer_parts). With `shared_dir` (the run folder),
 every start first checks that each worker reads the file the coordinator writes there

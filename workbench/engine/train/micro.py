@@ -5,13 +5,13 @@ the head is chunked, see `workbench.rl.head`), so a micro-batch takes rows until
 `max_tokens` padded tokens (its rows x its longest row) or `max_rows` rows. A row longer than
 the budget runs alone: a sequence is never split.
 
-Every rank holds the whole batch and plans identically: rank r takes the r-th contiguous share
+Every rank holds the whole batch and cuts it identically: rank r takes the r-th contiguous share
 of the rows, sorts it longest first (rows of similar length share a micro-batch: less padding),
 and packs it. All ranks run the same number of micro-batches (FSDP's collectives need every
 rank in every forward), so a rank with fewer gets empty ones: it takes part and adds nothing.
 
-    plan = micro_batches(lengths, rank=0, world_size=2, max_rows=64, max_tokens=16384)
-    for rows in plan: ...   # row indices into the batch, longest first; [] = an empty turn
+    parts = micro_batches(lengths, rank=0, world_size=2, max_rows=64, max_tokens=16384)
+    for rows in parts: ...   # row indices into the batch, longest first; [] = an empty turn
 
 Each micro-batch's statistics come back as partial sums: `add_partial` folds one into the step's
 (max/min statistics take the max/min, the rest add up) and `merge_ranks` folds the workers'.
@@ -46,9 +46,9 @@ def pack(lengths: Sequence[int], rows: Sequence[int], max_rows: int, max_tokens:
 def micro_batches(lengths: Sequence[int], rank: int, world_size: int, max_rows: int, max_tokens: int) -> list[list[int]]:
     """This rank's micro-batches (row indices); as many on every rank, padded with []."""
     n = len(lengths)
-    plans = [pack(lengths, rank_rows(n, r, world_size), max(1, max_rows), max(1, max_tokens)) for r in range(world_size)]
-    count = max(1, max(len(p) for p in plans))
-    mine = plans[rank]
+    cuts = [pack(lengths, rank_rows(n, r, world_size), max(1, max_rows), max(1, max_tokens)) for r in range(world_size)]
+    count = max(1, max(len(p) for p in cuts))
+    mine = cuts[rank]
     return mine + [[] for _ in range(count - len(mine))]
 
 

@@ -207,7 +207,7 @@ class Trainer:
     def train_step(self, groups: list[Group] | PackedGroups, step: int) -> tuple[StepResult, Optional[FlatWeights]]:
         """Train on `groups`; returns (the step's result, new weights or None when the update was skipped).
 
-        With several workers each rank gets the whole batch, plans it identically, and trains
+        With several workers each rank gets the whole batch, prepares it identically, and trains
         its share of the rows; rank 0 returns the gathered weights."""
         with within_share(self.memory_share):  # an OOM under a GPU share: one line naming it
             return self._train_step(groups, step)
