@@ -128,7 +128,12 @@ def test_json_errors():
 
 def test_power_law_limit_coefficient(fit):
     c = 1e9  # far past C_mid, R ~ A - D / C^B
-    assert fit.A - fit.predict(c) == pytest.approx(fit.D / c**fit.B, rel=1e-3)
+    assert fit.A - fit.predict(c) == pytest.approx(fit.tail_coefficient / c**fit.B, rel=1e-3)
+
+
+def test_the_old_name_D_still_reads_the_tail_coefficient_with_a_deprecation_warning(fit):
+    with pytest.warns(DeprecationWarning, match="tail_coefficient"):
+        assert fit.D == fit.tail_coefficient
 
 
 def test_summary_names_the_numbers(fit):

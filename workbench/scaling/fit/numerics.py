@@ -15,6 +15,7 @@ Bootstrap replicates use a coarser grid and start from the better of its optimum
 estimate, so 200 replicates cost about as much as a few single fits.
 
 Parameters are carried as theta = (A, m, ln B). Nothing here validates input: `sigmoid.py` does.
+`PointFit` and `noise_blocks` are what sigmoid.py's fit reads back: the point estimate and its noise.
 """
 
 from __future__ import annotations
@@ -196,6 +197,36 @@ def fit_global(
     th, sse, conv = refine(x, np.repeat(y[None, :], len(starts), 0), r0, starts, bounds, fixed_a)
     best = int(np.argmin(sse))
     return th[best], float(sse[best]), bool(conv[best])
+
+
+@dataclass(frozen=True)
+class PointFit:
+    """One fit's point estimate: theta = (A, ln C_mid, ln B), its sse, whether LM converged, the
+    search bounds, and the fitted values and residuals on the fitted points."""
+
+    theta: np.ndarray
+    sse: float
+    lm_ok: bool
+    bounds: Bounds
+    fitted: np.ndarray
+    resid: np.ndarray
+
+    @classmethod
+    def at(cls, theta: np.ndarray, x: np.ndarray, y: np.ndarray, r0: float, lm_ok: bool, bounds: Bounds,
+           sse: float | None = None) -> "PointFit":
+        """The point fit at theta: fitted values and residuals computed here, once (sse too,
+        unless the optimiser already gave it)."""
+        fitted = predict(theta[None, :], r0, x[None, :])[0]
+        resid = y - fitted
+        return cls(theta, float((resid**2).sum()) if sse is None else sse, lm_ok, bounds, fitted, resid)
+
+
+def noise_blocks(resid: np.ndarray, run: np.ndarray) -> tuple[float, int]:
+    """(lag-1 autocorrelation of the residuals, averaged over runs; the bootstrap block length it
+    gives for the median run length)."""
+    runs = np.unique(run)
+    rho = float(np.mean([lag1_autocorr(resid[run == i]) for i in runs]))
+    return rho, block_length(rho, int(np.median(np.bincount(run)[runs])))
 
 
 def lag1_autocorr(r: np.ndarray) -> float:

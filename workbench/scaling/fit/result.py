@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal, Mapping
 
@@ -282,9 +283,16 @@ class SigmoidFit(PastTheData):
         return Reach(target, point, lo, hi, bool(np.isfinite(point)), p, note)
 
     @property
-    def D(self) -> float:
-        """Power-law coefficient of the high-compute limit R ~ A - D / C^B (D = (A - R0) C_mid^B)."""
+    def tail_coefficient(self) -> float:
+        """The coefficient D of the power-law tail the sigmoid has far past C_mid: R ~ A - D / C^B,
+        D = (A - R0) C_mid^B."""
         return (self.A - self.R0) * self.C_mid**self.B
+
+    @property
+    def D(self) -> float:
+        """Deprecated name of `tail_coefficient`."""
+        warnings.warn("SigmoidFit.D is deprecated: use SigmoidFit.tail_coefficient", DeprecationWarning, stacklevel=2)
+        return self.tail_coefficient
 
     @property
     def rising(self) -> bool:

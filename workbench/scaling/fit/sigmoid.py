@@ -13,32 +13,13 @@ length from the residual autocorrelation; 1 = the plain residual bootstrap) that
 runs, also resamples whole runs. Compute-0 points only define R0 (their residual does not depend
 on A, B, C_mid), so they are not counted among fitted points.
 
-No gain (never forecast nonsense). A sigmoid fitted to flat, noisy or wandering data chases the
-noise: a step (B = 20) just past the data, then a forecast that collapses to 0 or jumps to 1.
-After the fit, three rules decide whether the sigmoid is kept; if any fires, the result is a
-no-gain fit (`no_gain=True`, converged=False, reason "no gain detected: ..."):
-1. Gain test (numerics.gain_test): T = the share of the variance around the mean the sigmoid
-   explains, against T on flat replicates (the mean plus the fit's residuals, block-resampled
-   as in the bootstrap, so autocorrelated noise is calibrated for; 200 replicates, coarse grid),
-   and the same for a straight line in log-compute (more power on a run's first, steady
-   evaluations); p is the smaller of the two. The sigmoid is kept when p <= 0.05, or p <= 0.01 for a fit that did not converge (its
-   forecast extrapolates an unidentified shape). A clear rise skips the replicates (F-test
-   shortcut, see numerics.gain_test), so rising curves cost no more.
-2. Step: B at its upper bound with fewer than MIN_POINTS fitted points on one side of C_mid
-   (a jump carried by a few points, e.g. C_mid just past the data).
-3. Collapse: A on its lower bound 0 while every fitted score is above 0.03.
-A significant, supported decline is kept as a falling sigmoid (A < R0): that is what the data
-show. Take-off (`rising_tail`): a no-gain fit whose latest max(3, n/8) fitted points stand above
-the earlier ones by more than TAKEOFF_Z noise standard errors (noise from successive
-differences) may be a run taking off; it stays flat (a rise in a few points identifies no
-sigmoid) but says so (`fit.takeoff`, `forecast_used`). How high a take-off goes the data cannot
-tell, so beyond the last fitted compute the band's upper edge opens from the rising points' level
-to 1 over one more stretch of compute as long (in ln C) as the one the rising points cover: it
-never claims 95% confidence that the run stays flat while its last points are already rising. The no-gain forecast is flat at the level: the mean of the latest max(4, n/8) fitted
-points (latest, so a slow drift is followed). Its interval (A_ci, samples[:, 0]): replicate
-series block-resampled from all fitted points' residuals around their mean, each replicate's
-level the mean of its latest points, so autocorrelated noise widens it; the prediction band adds
-sigma, the spread of those residuals. B and C_mid are NaN.
+No gain: flat, noisy or wandering data give a no-gain fit (`no_gain=True`, a flat forecast);
+the rules and the flat fit are in no_gain.py.
+
+The fit is one straight sequence, `fit_sigmoid_multi`: settle the options, gather the fitted
+points, the point estimate (numerics / paper / MAP), the residuals' noise, the diagnosis, the
+gain check (no_gain.py; a no-gain fit ends there), the forecast blend (forecast/blend.py), the
+bootstrap, and the SigmoidFit. Each step is one call, made once.
 """
 
 
@@ -52,17 +33,16 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from workbench.errors import UserError, as_number
+from workbench.scaling.data import MIN_POINTS, Curve, as_curve, resolve_r0
 from workbench.scaling.fit import numerics, paper
-from workbench.scaling.forecast import blend
+from workbench.scaling.fit.no_gain import GAIN_ALPHA, GAIN_ALPHA_UNIDENTIFIED, N_NULL, TAKEOFF_Z, flat_fit, gain_check, rising_tail
 from workbench.scaling.fit.prior import SigmoidPrior, bootstrap_map, fit_map, shift_note
-from workbench.scaling.data import Curve, as_curve, resolve_r0
 from workbench.scaling.fit.result import SigmoidFit, _ci
+from workbench.scaling.forecast import blend
 
-MIN_POINTS = 4  # fewest fitted points for any fit (sessions, reports and sweeps import this one)
-GAIN_ALPHA = 0.05  # the sigmoid is kept only when the gain test's p-value is at most this...
-GAIN_ALPHA_UNIDENTIFIED = 0.01  # ...or this, for a fit that did not converge (its forecast extrapolates more)
-N_NULL = 200  # flat-noise replicates of the gain test
-TAKEOFF_Z = 2.0  # a no-gain fit's latest points this many noise se above the earlier ones: a take-off may be starting
+# MIN_POINTS (data.py) and the no-gain constants and rising_tail (no_gain.py) were defined here: still importable
+__all__ = ["GAIN_ALPHA", "GAIN_ALPHA_UNIDENTIFIED", "METHODS", "MIN_POINTS", "N_NULL", "TAKEOFF_Z", "FitOptions",
+           "fit_options", "fit_sigmoid", "fit_sigmoid_multi", "refit_at_shared_A", "rising_tail"]
 METHODS = ("auto", "sigmoid", "paper")  # forecast methods of fit_sigmoid (see its docstring)
 
 
@@ -119,6 +99,8 @@ class FitOptions:
             raise UserError(f"fit_until ({fit_until}) must be above fit_from ({fit_from})")
         if self.fixed_A is not None and not 0 <= self.fixed_A <= 1:
             raise UserError(f"fixed_A must be in [0, 1], got {self.fixed_A}")
+        if self.block != "auto" and not (isinstance(self.block, (int, np.integer)) and not isinstance(self.block, bool) and self.block >= 1):
+            raise UserError(f"block must be 'auto' or a length >= 1, got {self.block!r}")
         return dataclasses.replace(self, n_boot=n_boot, fit_from=fit_from, fit_until=fit_until, level=level, method=method, prior=prior)
 
 
@@ -145,29 +127,36 @@ def fit_sigmoid_multi(runs: Sequence[Any] | Mapping[str, Any], options: FitOptio
     mean of the runs' compute-0 scores. The bootstrap resamples whole runs, so the spread between
     seeds shows up in the intervals. Options as in `fit_sigmoid`.
 
-    The steps: settle the options, gather the curves and the fitted points (`_FitData`), fit the
-    point estimate (`_point_fit`), test for a gain (a no-gain fit ends here, `_flat_fit`), attach
-    the forecast blend, bootstrap the intervals, and assemble the SigmoidFit.
+    The fit, top to bottom, one call per step: 1. settle the options; 2. gather the curves and
+    the fitted points (`_FitData`); 3. the point estimate (`_point_fit`: numerics, paper or MAP;
+    fitted values and residuals with it); 4. the residuals' noise (autocorrelation, block length);
+    5. the diagnosis (converged?); 6. the gain check (no_gain.py; a no-gain fit ends here as
+    `flat_fit`); 7. the forecast blend (method "auto"); 8. the bootstrap; 9. the SigmoidFit.
     """
     opts = fit_options(options, **kw).checked()
     data = _FitData.gather(runs, opts)
-    theta, sse, lm_ok, bounds, prior_note = _point_fit(data, opts)
-    fitted = numerics.predict(theta[None, :], data.R0, data.x[None, :])[0]
-    resid = data.y - fitted
-    rho, L = _block(resid, data.run_used, opts.block)
-    converged, reason, warnings = _diagnose(theta, bounds, lm_ok, data.n, opts.fixed_A, float(data.y.max()))
-    rng = np.random.default_rng(opts.seed)
+    point, prior_note = _point_fit(data, opts)
+    rho, L = numerics.noise_blocks(point.resid, data.run_used)
+    L = L if opts.block == "auto" else int(opts.block)
+    converged, reason, warnings = _diagnose(point.theta, point.bounds, point.lm_ok, data.n, opts.fixed_A, float(data.y.max()))
     common = dict(R0=data.R0, level=opts.level, n=data.n, r0_source=data.r0_source, fit_from=opts.fit_from,
                   fit_until=opts.fit_until, seed=opts.seed, compute=data.compute, score=data.score, used=data.used,
                   run=data.run, run_names=data.names, method=opts.method, forecast=None, prior_note=prior_note)
-    gain_p = math.nan
-    if opts.fixed_A is None and opts.method != "paper" and opts.prior is None:
-        gain_p, why = _gain(data, theta, sse, resid, rho, L, bounds, converged, opts.seed)
-        if why:  # no gain: the flat level is the forecast (a blend would extrapolate noise)
-            return _flat_fit(data.y, data.compute[data.used], data.run_used, why, gain_p, opts.n_boot, rng, common)
+    gain_p, why = math.nan, ""
+    if opts.fixed_A is None and opts.method != "paper" and opts.prior is None:  # the gain check's rules
+        gain_p, why = gain_check(data.x, data.y, data.run_used, data.R0, point, rho, L, converged, opts.seed)
+    if why:  # no gain: the flat level is the forecast (a blend would extrapolate noise)
+        return flat_fit(data.y, data.compute[data.used], data.run_used, why, gain_p, opts.n_boot, opts.seed, common)
     if opts.method == "auto":
-        common["forecast"] = blend.fit_blend(data.x, data.y, data.R0, theta, prior=opts.prior)
-    samples = _bootstrap(data, theta, fitted, resid, L, bounds, opts, rng, warnings)
+        common["forecast"] = blend.fit_blend(data.x, data.y, data.R0, point.theta, prior=opts.prior)
+    samples = _bootstrap(data, point, L, opts, warnings)
+    return _assemble(data, point, opts, samples, converged, reason, warnings, rho, L, gain_p, common)
+
+
+def _assemble(data: "_FitData", point: numerics.PointFit, opts: FitOptions, samples: np.ndarray, converged: bool,
+              reason: str, warnings: list[str], rho: float, L: int, gain_p: float, common: dict[str, Any]) -> SigmoidFit:
+    """The SigmoidFit of a kept sigmoid: the point estimate, its intervals from the samples, goodness of fit."""
+    theta, sse = point.theta, point.sse
     A, C_mid, B = float(theta[0]), float(math.exp(theta[1])), float(math.exp(theta[2]))
     nan = (math.nan, math.nan)
     sst = float(((data.y - data.y.mean()) ** 2).sum())
@@ -240,147 +229,36 @@ class _FitData:
         return data
 
 
-def _point_fit(data: _FitData, opts: FitOptions) -> tuple[np.ndarray, float, bool, Any, str]:
-    """(theta = (A, ln C_mid, ln B), sse, LM converged, search bounds, prior note) of the point
-    estimate: the paper's grid fit, or the global least-squares fit (the MAP fit with a prior)."""
+def _point_fit(data: _FitData, opts: FitOptions) -> tuple[numerics.PointFit, str]:
+    """(the point estimate, the prior's note): the paper's grid fit, or the global least-squares
+    fit (the MAP fit with a prior)."""
     x, y = data.x, data.y
     if opts.method == "paper":
         theta, sse = paper.fit_paper(x, y, data.R0)
-        return theta, sse, True, paper.bounds_for(x, data.R0), ""
+        return numerics.PointFit.at(theta, x, y, data.R0, True, paper.bounds_for(x, data.R0), sse), ""
     bounds = numerics.Bounds.for_data(x)
     theta, sse, lm_ok = numerics.fit_global(x, y, data.R0, bounds, opts.fixed_A)
     if opts.prior is None:
-        return theta, sse, lm_ok, bounds, ""
+        return numerics.PointFit.at(theta, x, y, data.R0, lm_ok, bounds, sse), ""
     lsq = theta
     theta = fit_map(x, y, data.R0, opts.prior, math.sqrt(sse / max(len(y) - 3, 1)), lsq, bounds)
-    sse = float(((y - numerics.predict(theta[None, :], data.R0, x[None, :])[0]) ** 2).sum())
-    return theta, sse, lm_ok, bounds, shift_note(opts.prior, lsq, theta)
+    return numerics.PointFit.at(theta, x, y, data.R0, lm_ok, bounds), shift_note(opts.prior, lsq, theta)
 
 
-def _block(resid: np.ndarray, run: np.ndarray, block: int | str) -> tuple[float, int]:
-    """(lag-1 autocorrelation of the residuals, bootstrap block length: from it, or as given)."""
-    rho = float(np.mean([numerics.lag1_autocorr(resid[run == i]) for i in np.unique(run)]))
-    if block == "auto":
-        return rho, numerics.block_length(rho, int(np.median(np.bincount(run)[np.unique(run)])))
-    if isinstance(block, (int, np.integer)) and not isinstance(block, bool) and block >= 1:
-        return rho, int(block)
-    raise UserError(f"block must be 'auto' or a length >= 1, got {block!r}")
-
-
-def _gain(data: _FitData, theta: np.ndarray, sse: float, resid: np.ndarray, rho: float, L: int, bounds: Any,
-          converged: bool, seed: int) -> tuple[float, str]:
-    """(gain test p, why the sigmoid is not kept: "" when it is); the three rules of the module doc."""
-    x, y = data.x, data.y
-    # the gain test has its own random stream, so a rising curve's intervals do not depend on it
-    gain_p = numerics.gain_test(x, y, data.run_used, data.R0, bounds, sse, resid, rho, L, N_NULL, np.random.default_rng([seed, 1]))
-    step_side = int(min((x < theta[1]).sum(), (x >= theta[1]).sum())) if theta[2] >= bounds.lb_hi - 1e-6 else data.n
-    collapse = theta[0] <= bounds.a_lo + 1e-6 and data.R0 > bounds.a_lo and float(y.min()) > 0.03
-    sst = float(((y - y.mean()) ** 2).sum())
-    alpha = GAIN_ALPHA if converged else GAIN_ALPHA_UNIDENTIFIED
-    return gain_p, _no_gain_reason(theta, gain_p, alpha, 1 - sse / sst if sst > 0 else 0.0, step_side, collapse)
-
-
-def _bootstrap(data: _FitData, theta: np.ndarray, fitted: np.ndarray, resid: np.ndarray, L: int, bounds: Any,
-               opts: FitOptions, rng: np.random.Generator, warnings: list[str]) -> np.ndarray:
+def _bootstrap(data: _FitData, point: numerics.PointFit, L: int, opts: FitOptions, warnings: list[str]) -> np.ndarray:
     """(n_boot, 3) bootstrap samples of (A, B, C_mid); warns (in `warnings`) when refits hit the bounds."""
     if not opts.n_boot:
         return np.zeros((0, 3))
+    rng = np.random.default_rng(opts.seed)
     if opts.prior is not None:
-        th_b = bootstrap_map(data.x, data.y, theta, data.run_used, data.R0, opts.prior, bounds, opts.n_boot, L, rng)
+        th_b = bootstrap_map(data.x, data.y, point.theta, data.run_used, data.R0, opts.prior, point.bounds, opts.n_boot, L, rng)
         at_bound = np.zeros(opts.n_boot, bool)
     else:
-        th_b, at_bound = numerics.bootstrap(data.x, fitted, resid, data.run_used, data.R0, theta, bounds, opts.n_boot, L,
-                                          rng, opts.fixed_A)
+        th_b, at_bound = numerics.bootstrap(data.x, point.fitted, point.resid, data.run_used, data.R0, point.theta,
+                                            point.bounds, opts.n_boot, L, rng, opts.fixed_A)
     if at_bound.mean() > 0.1:
         warnings.append(f"{at_bound.mean():.0%} of bootstrap refits hit the C_mid/B search bounds: the intervals are truncated")
     return np.column_stack([th_b[:, 0], np.exp(th_b[:, 2]), np.exp(th_b[:, 1])])
-
-
-def _no_gain_reason(theta: np.ndarray, gain_p: float, alpha: float, explained: float, step_side: int, collapse: bool) -> str:
-    """Why the sigmoid is not kept ("" when it is): no significant change, a step resting on a few
-    points, or a collapse to A = 0. step_side: fitted points on the thinner side of C_mid when B is
-    at its upper bound (a step), else n."""
-    A, C_mid, B = float(theta[0]), math.exp(theta[1]), math.exp(theta[2])
-    curve = f"the sigmoid (A = {A:.3f}, B = {B:.3g}, C_mid = {C_mid:.4g})"
-    if gain_p > alpha:
-        return (f"{curve} explains {explained:.0%} of the variance around the mean, no more than it explains on flat noise "
-                f"with these residuals (gain test p = {gain_p:.3f} > {alpha:g})")
-    if step_side < MIN_POINTS:
-        return (f"{curve} is a step at C_mid with only {step_side} fitted point(s) on one side of it: "
-                f"a jump carried by {step_side} point(s), not a rise the data show")
-    if collapse:
-        return f"{curve} falls to its lower bound A = 0, below every fitted score: a collapse the data do not show"
-    return ""
-
-
-def _flat_fit(y: np.ndarray, c: np.ndarray, run: np.ndarray, why: str, gain_p: float, n_boot: int, rng: np.random.Generator, common: dict[str, Any]) -> SigmoidFit:
-    """The no-gain result: a flat forecast at the level of the later fitted points, with a block-bootstrap band."""
-    n = len(y)
-    k = max(min(n, MIN_POINTS), math.ceil(n / 8))
-    sel = np.sort(np.argsort(c, kind="stable")[-k:])  # the latest points by compute, in data order
-    lvl = float(y[sel].mean())
-    # Noise: the residuals of all fitted points around their mean (a few latest points are too
-    # few to see autocorrelation); replicate series are block-resampled from them and each
-    # replicate's level is the mean of its latest k points, so a wander widens the interval.
-    r = y - y.mean()
-    rho = float(np.mean([numerics.lag1_autocorr(r[run == i]) for i in np.unique(run)]))
-    L = numerics.block_length(rho, int(np.median(np.bincount(run)[np.unique(run)])))
-    level = common["level"]
-    samples = np.zeros((0, 3))
-    if n_boot:
-        lv = lvl + numerics.resample_residuals(r, run, 1, n_boot, L, rng)[:, sel].mean(1)
-        samples = np.column_stack([np.clip(lv, 0.0, 1.0), np.full(n_boot, math.nan), np.full(n_boot, math.nan)])
-    sse_all = float(((y - lvl) ** 2).sum())
-    sst = float(((y - y.mean()) ** 2).sum())
-    warnings = [f"only {n} fitted points: intervals are rough"] if n < 8 else []
-    nan = (math.nan, math.nan)
-    takeoff = rising_tail(np.log(c), y)
-    if takeoff:
-        why += (f"; but its last {int(takeoff['k'])} points rise {takeoff['rise']:+.3f} over the earlier level "
-                f"({takeoff['z']:.1f} noise se): a take-off may be starting; how high, the data cannot tell, so the band's upper edge opens to 1")
-    return SigmoidFit(
-        A=lvl,
-        B=math.nan,
-        C_mid=math.nan,
-        A_ci=_ci(samples[:, 0], level) if n_boot else nan,
-        B_ci=nan,
-        C_mid_ci=nan,
-        rmse=math.sqrt(sse_all / n),
-        r2=1 - sse_all / sst if sst > 0 else math.nan,
-        sigma=float(math.sqrt((r @ r) / max(n - 1, 1))),
-        converged=False,
-        reason=f"no gain detected: {why}; forecast flat at {lvl:.4f}, the mean of the last {k} fitted points",
-        warnings=warnings,
-        autocorr=rho,
-        block=L,
-        samples=samples,
-        no_gain=True,
-        gain_p=gain_p,
-        takeoff=takeoff,
-        **common,
-    )
-
-
-def rising_tail(x: np.ndarray, y: np.ndarray) -> dict[str, float] | None:
-    """A take-off starting at the end of flat data (x = ln C): the latest k = max(3, n/8) points
-    by compute against the earlier ones, in units of the noise standard error (noise sd from
-    successive differences, which a slow trend does not inflate). None unless they stand above by
-    more than TAKEOFF_Z; else origin (last compute), level (the k points' mean), span (the ln C
-    the k points cover, back to the point before them), z, k and rise."""
-    order = np.argsort(x, kind="stable")
-    x, y = x[order], y[order]
-    n = len(y)
-    k = max(3, math.ceil(n / 8))
-    if n - k < 3:
-        return None
-    base, tail = y[:-k], y[-k:]
-    sd = math.sqrt(float(np.mean(np.diff(y) ** 2)) / 2)
-    rise = float(tail.mean() - base.mean())
-    z = rise / max(sd * math.sqrt(1 / k + 1 / len(base)), 1e-12)
-    if z <= TAKEOFF_Z:
-        return None
-    span = max(float(x[-1] - x[-k - 1]), 1e-9)
-    return {"origin": float(math.exp(x[-1])), "level": float(tail.mean()), "span": span, "z": float(z), "k": float(k), "rise": rise}
 
 
 def _diagnose(theta: np.ndarray, b: numerics.Bounds, lm_ok: bool, n: int, fixed_A: float | None, y_max: float) -> tuple[bool, str, list[str]]:
