@@ -12,6 +12,7 @@
     workbench predict runs/ladder/b32 runs/ladder/b48 runs/ladder/b64 --by train.prompts_per_step --at 96 [--json]
     workbench config show --config configs/quickstart.yaml --set train.lr=3e-4
     workbench export runs/quickstart --out policies/quickstart
+    workbench findings --experiment scalerl-loo [--export examples/loo --provenance TEXT]
 
 Each sub-command lives in the module that owns its concern and is imported here by name: a
 module that is missing or fails to import fails `workbench` itself (no command drops out
@@ -27,7 +28,7 @@ import sys
 from types import ModuleType
 
 from workbench import kernel, sweep
-from workbench.commands import check, compare, config, export, predict, ui
+from workbench.commands import check, compare, config, export, findings, predict, ui
 from workbench.engine.cluster import cluster_command
 from workbench.engine.plan import plan_command
 from workbench.engine.run import run_command
@@ -48,6 +49,7 @@ COMMANDS: dict[str, ModuleType] = {
     "predict": predict,
     "config": config,
     "export": export,
+    "findings": findings,
 }
 
 

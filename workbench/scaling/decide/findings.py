@@ -150,7 +150,9 @@ def findings(study: Mapping[str, Sequence[Any]], *, baseline: str = "scalerl", l
     rng = np.random.default_rng(seed)
     base = fits[baseline]
     rows = []
-    for name in [n for n in study if n != baseline] + [n for n in left_out if n not in study]:
+    order = list(claims)  # rows in the paper's order of choices, whatever order the runs came in
+    names = sorted({n for n in study if n != baseline} | set(left_out), key=lambda n: (order.index(n) if n in order else len(order), n))
+    for name in names:
         claim = claims.get(name, PaperClaim(name, "", "not a choice the sheet reports on"))
         if name in left_out:
             nan2 = (math.nan, math.nan)

@@ -1,0 +1,84 @@
+"""`workbench findings`: the leave-one-out findings table and the early-decision figures of a study.
+
+    workbench findings --experiment scalerl-loo                       # from MLflow: runs grouped by recipe.name
+    workbench findings --curves examples/loo                          # from a study folder (<recipe>/<run>.csv)
+    workbench findings --experiment scalerl-loo --export examples/loo --provenance "..."   # ship the curves
+    workbench findings --curves examples/loo --left-out scalerl-loo-length-penalty="why"  # a choice not active here
+
+Prints the findings table (`workbench.scaling.decide.findings`: A and B with intervals, delta-A
+and delta-B against the baseline, the paper's finding, a verdict per choice) and, unless
+--no-early, how well each recipe's first 25% and 50% of compute would have ranked the recipes
+(`workbench.scaling.decide.early_calls`). --markdown-out writes the same text to a file (the
+manual's findings page is rebuilt this way).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import UserError
+
+
+def add_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(name, help="the leave-one-out findings table of a study, and its early decisions",
+                              description=__doc__.split("\n\n")[0],
+                              epilog="examples:\n  workbench findings --experiment scalerl-loo --x compute/flops\n"
+                                     "  workbench findings --curves examples/loo --no-early",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--experiment", help="the study's MLflow experiment (finished runs, grouped by param recipe.name)")
+    src.add_argument("--curves", metavar="DIR", help="a study folder: DIR/<recipe>/<run>.csv with columns compute, pass_rate")
+    p.add_argument("--baseline", default="scalerl", help="the recipe every other one is compared with (default scalerl)")
+    p.add_argument("--x", default="compute/flops", help="with --experiment: the compute metric (default compute/flops)")
+    p.add_argument("--metric", default="val/pass_rate", help="with --experiment: the score metric (default val/pass_rate)")
+    p.add_argument("--left-out", action="append", default=[], metavar="RECIPE=WHY",
+                   help="a recipe whose choice cannot be active in this setup, and why (repeatable)")
+    p.add_argument("--no-early", action="store_true", help="skip the early-decision figures (they refit every recipe twice)")
+    p.add_argument("--export", metavar="DIR", help="also write the study's curves as a study folder (with --provenance)")
+    p.add_argument("--provenance", default="", help="with --export: the README text (what ran, where, when, which commit)")
+    p.add_argument("--markdown-out", metavar="FILE", help="also write the printed text to FILE")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI or SQLite file (default: $MLFLOW_TRACKING_URI or the project's mlflow.db)")
+    return p
+
+
+def _left_out(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, why = item.partition("=")
+        if not sep or not name or not why:
+            raise UserError(f"--left-out takes RECIPE=WHY, got {item!r}")
+        out[name] = why
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.runs.study import describe, require_runs, study_from_folder, study_from_mlflow, write_study
+    from workbench.scaling.decide.early_calls import early_calls
+    from workbench.scaling.decide.findings import findings
+
+    left_out = _left_out(args.left_out)
+    if args.export and not args.provenance.strip():
+        raise UserError("--export needs --provenance: say what ran, where, when and at which commit")
+    if args.curves:
+        study = study_from_folder(args.curves)
+    else:
+        from workbench.tracking.store import require_store, resolve_tracking_uri
+
+        uri = resolve_tracking_uri(args.tracking_uri)
+        require_store(uri)
+        study = study_from_mlflow(args.experiment, x=args.x, metric=args.metric, tracking_uri=uri)
+    if args.export:
+        print(f"curves written to {write_study(study, args.export, provenance=args.provenance)}")
+    require_runs(study, 2, "a findings table")  # seeds are what the intervals are made of
+    active = {n: r for n, r in study.items() if n not in left_out}
+    lines = [f"study: {describe(study)}", "", str(findings(active, baseline=args.baseline, left_out=left_out))]
+    if not args.no_early:
+        lines += ["", "early decisions (the full runs are the truth):"]
+        lines += [f"- {c.sentence()}" for c in early_calls(active)]
+    text = "\n".join(lines)
+    print(text)
+    if args.markdown_out:
+        Path(args.markdown_out).write_text(text + "\n")
+    return 0
