@@ -110,3 +110,34 @@ def test_the_recipes_own_refusals_still_name_their_field():
     assert "recipe.loss.tis_cap must be > 0" in refused(**{"recipe.loss.tis_cap": 0})
     assert "generations_per_prompt must be >= 2" in refused(**{"train.generations_per_prompt": 1})  # the zero-variance filter's group
     assert "is not one of" in refused(**{"recipe.aggregation": "batch"})
+
+
+@pytest.mark.parametrize(
+    "key,value,needle",
+    [
+        ("loss.eps_max", 0, "recipe.loss.eps_max must be > 0, got 0"),
+        ("loss.clip_low", 1, "recipe.loss.clip_low must be in [0, 1), got 1"),
+        ("loss.gspo_clip_low", -0.1, "recipe.loss.gspo_clip_low must be in [0, 1), got -0.1"),
+        ("loss.clip_high", -1, "recipe.loss.clip_high must be >= 0, got -1"),
+        ("loss.gspo_clip_high", -1, "recipe.loss.gspo_clip_high must be >= 0"),
+        ("loss.kl_coef", -0.1, "recipe.loss.kl_coef must be >= 0, got -0.1"),
+        ("loss.entropy_coef", -0.1, "recipe.loss.entropy_coef must be >= 0"),
+        ("loss.tis_cap", -2, "recipe.loss.tis_cap must be > 0 or null, got -2"),
+        ("resample_threshold", 0, "recipe.resample_threshold must be in (0, 1], got 0"),
+        ("npr_max_retired_share", 1.5, "recipe.npr_max_retired_share must be in (0, 1] or null, got 1.5"),
+        ("npr_max_epochs", -1, "recipe.npr_max_epochs must be > 0 or null, got -1"),
+        ("off_policy.k", 0, "recipe.off_policy.k must be >= 1, got 0"),
+        ("length_control.budget_min", 0, "recipe.length_control.budget_min must be > 0, got 0"),
+        ("length_control.budget_max", 0, "recipe.length_control.budget_max must be > 0"),
+        ("length_control.answer_budget", 0, "recipe.length_control.answer_budget must be > 0"),
+        ("length_control.l_max", 0, "recipe.length_control.l_max must be > 0"),
+        ("length_control.l_cache", 0.9, "recipe.length_control.l_cache (0.9) exceeds l_max (0.875)"),
+        ("length_control.phrase", "Time is up.", "recipe.length_control.phrase must contain the end-of-thinking marker"),
+        ("loss.type", "reinforce", "recipe.loss.type: 'reinforce' is not one of"),
+        ("advantage_norm", "group", "recipe.advantage_norm: 'group' is not one of"),
+        ("off_policy.algorithm", "async", "recipe.off_policy.algorithm: 'async' is not one of"),
+        ("length_control.type", "truncate", "recipe.length_control.type: 'truncate' is not one of"),
+    ],
+)
+def test_each_recipe_value_the_engine_cannot_take_is_refused_at_load(key, value, needle):
+    assert needle in refused(**{f"recipe.{key}": value})
