@@ -143,15 +143,20 @@ def test_missing_kernel_is_a_user_error(tmp_path, monkeypatch):
 def test_shipped_grids_fit_the_sweep_notebooks_and_recipes():
     smoke = load_grid(ROOT / "sweeps" / "smoke.yaml")
     loo = load_grid(ROOT / "sweeps" / "scalerl_loo.yaml")
+    loo_smoke = load_grid(ROOT / "sweeps" / "scalerl_loo_smoke.yaml")
     for nb in (ROOT / "notebooks" / "ablation.ipynb", CURVE_NB):  # the real one and the test stand-in
         declared = notebook_parameters(nb)
-        for g in (smoke, loo):
+        for g in (smoke, loo_smoke):
             validate_grid(g, declared, nb)
+    validate_grid(loo, notebook_parameters(ROOT / "notebooks" / "ablation.ipynb"), ROOT / "notebooks" / "ablation.ipynb")
     assert len(smoke.points) == 2
-    assert [p["recipe"] for p in loo.points] == LOO
-    assert loo.labels == LOO and loo.experiment == "scalerl-loo"
+    # the study leaves the length-control row out (configs/loo.yaml: no thinking phase to act on)
+    assert [p["recipe"] for p in loo.points] == LOO[:-1] and LOO[-1] == "scalerl-loo-length-penalty"
+    assert loo.labels == LOO[:-1] and loo.experiment == "scalerl-loo"
+    assert [p["recipe"] for p in loo_smoke.points] == LOO and loo_smoke.experiment == "scalerl-loo-smoke"
+    assert {(ROOT / "notebooks" / p["config"]).resolve() for p in loo.points} == {ROOT / "configs" / "loo.yaml"}
     presets = {p.stem for p in (ROOT / "workbench" / "rl" / "recipes").glob("*.yaml")}
-    assert {p["recipe"] for p in smoke.points + loo.points} <= presets
+    assert {p["recipe"] for p in smoke.points + loo.points + loo_smoke.points} <= presets
 
 
 def _truth(recipe: str) -> tuple[float, float]:
