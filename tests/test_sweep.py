@@ -151,8 +151,9 @@ def test_shipped_grids_fit_the_sweep_notebooks_and_recipes():
     validate_grid(loo, notebook_parameters(ROOT / "notebooks" / "ablation.ipynb"), ROOT / "notebooks" / "ablation.ipynb")
     assert len(smoke.points) == 2
     # the study leaves the length-control row out (configs/loo.yaml: no thinking phase to act on)
-    assert [p["recipe"] for p in loo.points] == LOO[:-1] and LOO[-1] == "scalerl-loo-length-penalty"
-    assert loo.labels == LOO[:-1] and loo.experiment == "scalerl-loo"
+    study = LOO[:-1] + ["scalerl-sync"]  # and the price of asynchrony beside it
+    assert [p["recipe"] for p in loo.points] == study and LOO[-1] == "scalerl-loo-length-penalty"
+    assert loo.labels == study and loo.experiment == "scalerl-loo"
     assert [p["recipe"] for p in loo_smoke.points] == LOO and loo_smoke.experiment == "scalerl-loo-smoke"
     assert {(ROOT / "notebooks" / p["config"]).resolve() for p in loo.points} == {ROOT / "configs" / "loo.yaml"}
     presets = {p.stem for p in (ROOT / "workbench" / "rl" / "recipes").glob("*.yaml")}

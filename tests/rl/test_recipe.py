@@ -26,7 +26,7 @@ LOO = {
     "scalerl-loo-ppo-off-policy": ("off_policy.algorithm", "ppo-off-policy"),
     "scalerl-loo-length-penalty": ("length_control.type", "penalty"),
 }
-PRESETS = {"scalerl", "deepseek-grpo", "qwen-dapo", "magistral", "minimax-m1", "gspo", *LOO}
+PRESETS = {"scalerl", "deepseek-grpo", "qwen-dapo", "magistral", "minimax-m1", "gspo", "scalerl-sync", *LOO}
 
 
 def fields(name: str) -> dict:
@@ -154,3 +154,8 @@ def test_public_api_is_exported_lazily():
 
     for name in rl.__all__:
         assert getattr(rl, name) is not None
+
+
+def test_the_sync_preset_differs_from_scalerl_in_the_algorithm_alone():
+    base, sync = fields("scalerl"), fields("scalerl-sync")
+    assert {k for k in base if base[k] != sync[k]} == {"off_policy.algorithm"} and sync["off_policy.algorithm"] == "sync"

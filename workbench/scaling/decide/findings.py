@@ -60,6 +60,7 @@ PAPER_CLAIMS: dict[str, PaperClaim] = {
     "scalerl-loo-no-npr": PaperClaim("no No-Positive-Resampling", "B", _B_MOVERS.format("curriculum (read here as the data filters)")),
     "scalerl-loo-ppo-off-policy": PaperClaim("PPO-off-policy-k instead of PipelineRL-k", "B", _B_MOVERS.format("the off-policy algorithm")),
     "scalerl-loo-length-penalty": PaperClaim("length penalty instead of forced interruption", "", "the sheet states no direction for length control"),
+    "scalerl-sync": PaperClaim("synchronous RL instead of PipelineRL-k", "", "not a leave-one-out row: the price of asynchrony"),
 }
 
 Verdict = Literal["agrees", "disagrees", "not separable at this scale", "no claim to test", "left out"]
