@@ -181,15 +181,15 @@ def test_drained_prompt_pool_is_reported_once(tiny_config):
 
     cfg = tiny_config({"task.num_train": 80, "train.prompts_per_step": 4}, name="pool")
     coord = RunCoordinator(cfg, resume=False)  # no actors: the loop's bookkeeping only
-    s = coord.sampler
+    s = coord.prompts.sampler
     for pid in range(80):  # capped answers: the odd half was never solved
         s.update(pid, [pid % 2 == 0, False])
     s.retired = set(range(0, 40, 2))  # 20 of 40 solvable retired: 20 left = 5 steps' worth
-    coord._check_prompt_pool(4)
+    coord.prompts.warn_if_draining(coord.step, 4, coord.log.event)
     assert coord.log.events == [], "40 never-solved prompts are not a pool to learn from, but 20 solvable are"
     s.retired = set(range(0, 60, 2))  # 10 solvable left, although 50 prompts are still active
-    coord._check_prompt_pool(4)
-    coord._check_prompt_pool(4)
+    coord.prompts.warn_if_draining(coord.step, 4, coord.log.event)
+    coord.prompts.warn_if_draining(coord.step, 4, coord.log.event)
     pool = [e for e in coord.log.events if "solvable ones remain" in e]  # (the retired-share warning is told too: 38%)
     assert len(pool) == 1 and "retired 30 of 80 training prompts" in pool[0]
     assert "about 10 solvable ones remain" in (cfg.output_dir() / "events.log").read_text()
@@ -201,13 +201,13 @@ def test_no_positive_resampling_is_off_with_the_reason_for_a_set_drawn_many_time
 
     many = tiny_config({"task.num_train": 8, "train.prompts_per_step": 4, "train.max_steps": 20}, name="npr-epochs")
     coord = RunCoordinator(many, resume=False)  # 80 draws of 8 prompts: 10 epochs, over the default 8
-    assert not coord.sampler.enabled and coord.sampler.retirement()["retired_share"] == 0
+    assert not coord.prompts.sampler.enabled and coord.prompts.sampler.retirement()["retired_share"] == 0
     said = [e for e in coord.log.events if e.startswith("No-Positive-Resampling is off for this run")]
     assert len(said) == 1 and "10.0 epochs of the 8 training prompts" in said[0] and "recipe.npr_max_epochs=null" in said[0]
     for over in ({"recipe.npr_max_epochs": None}, {"train.max_steps": 16}):  # kept on: asked for, or 8 epochs
         coord = RunCoordinator(tiny_config({"task.num_train": 8, "train.prompts_per_step": 4, "train.max_steps": 20, **over},
                                            name="npr-kept"), resume=False)  # fmt: skip
-        assert coord.sampler.enabled and not any("No-Positive-Resampling is off" in e for e in coord.log.events)
+        assert coord.prompts.sampler.enabled and not any("No-Positive-Resampling is off" in e for e in coord.log.events)
 
 
 def test_the_retired_share_is_warned_about_once_and_capped_by_default(tiny_config):
@@ -220,10 +220,10 @@ def test_the_retired_share_is_warned_about_once_and_capped_by_default(tiny_confi
                           name=f"share-{cap}")  # fmt: skip
         coord = RunCoordinator(cfg, resume=False)  # no actors: the loop's bookkeeping only
         for pid in range(40):  # half the set solved: retired, as far as the cap lets it
-            coord.sampler.update(pid, [True] * 8)
-            coord._check_prompt_pool(4)
+            coord.prompts.sampler.update(pid, [True] * 8)
+            coord.prompts.warn_if_draining(coord.step, 4, coord.log.event)
         told[cap] = [e for e in coord.log.events if "trains only on the prompts it still fails" in e]
-        assert coord.sampler.retirement()["retired_share"] == (0.5 if cap is None else RETIRED_SHARE_WARNING)
+        assert coord.prompts.sampler.retirement()["retired_share"] == (0.5 if cap is None else RETIRED_SHARE_WARNING)
     assert len(told[None]) == 1 and "has retired 21 of 80 training prompts (26%)" in told[None][0]
     assert told[RETIRED_SHARE_WARNING] == [], "the default cap keeps the share at the threshold: nothing to warn"
 

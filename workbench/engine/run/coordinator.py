@@ -11,7 +11,9 @@
 `RunCoordinator` is plain Python; handle.py runs it inside the Ray actor `Coordinator` so a
 notebook can detach from it. It owns the loop and the checkpoint state; the rows, events and
 summary it writes are metrics.py's (`RunLog`), the versions and weight pushes weight_sync.py's
-(`WeightSync`, through `Workers.sync`), the actors actors.py's. Checkpoints (every N steps and at the end) hold the trainer state
+(`WeightSync`, through `Workers.sync`), the actors actors.py's, the prompts each chunk gets
+prompt_supply.py's (`PromptSupply`: sampler, replay, No-Positive-Resampling's warnings).
+Checkpoints (every N steps and at the end; loop_checkpoint.py's `LoopCheckpoint`) hold the trainer state
 and this loop's state (step, sampler, counters, prompts in flight); resuming truncates
 metrics.jsonl to the checkpoint so no step is lost or logged twice. A trainer worker that dies
 mid-run restarts the trainer group from the last checkpoint the same way, up to
@@ -24,7 +26,6 @@ The loop is a sequence of phase methods over a `LoopState`: `_dispatch_generatio
 from __future__ import annotations
 
 import collections
-import json
 import math
 import threading
 import time
@@ -37,14 +38,15 @@ from workbench.config import RunConfig
 from workbench.configtools import to_dict
 from workbench.engine.batch import Chunk, GroupBuffer
 from workbench.engine.failures import RunFailed, describe_error, record_failure
-from workbench.engine.run import accounting as acc
+from workbench.engine.run import accounting
 from workbench.engine.run import reward_metrics
 from workbench.engine.run.actors import Workers, spawn_workers
 from workbench.engine.run.learning import LearningWatch
+from workbench.engine.run.loop_checkpoint import LoopCheckpoint
 from workbench.engine.run.metrics import RunLog, run_summary, step_row
+from workbench.engine.run.prompt_supply import PromptSupply
 from workbench.engine.train.group import TrainerDied
 from workbench.engine.train.trainer import StepResult
-from workbench.runs.checkpoint import CheckpointStore
 from workbench.runs.export import export_final
 from workbench.runs.folder import PARAMS_KEY
 from workbench.runs.liveness import Heartbeat
@@ -64,36 +66,25 @@ class LoopState:
     gen_refs: dict = field(default_factory=dict)  # ref -> (generator rank, prompts, chunk id)
     eval_refs: dict = field(default_factory=dict)  # ref -> (step, compute stamp)
     train_q: collections.deque = field(default_factory=collections.deque)  # (TrainCall, meta)
-    trainer_clock: acc.TrainerClock = field(default_factory=acc.TrainerClock)  # trainer wall and wait time
+    trainer_clock: accounting.TrainerClock = field(default_factory=accounting.TrainerClock)  # trainer wall and wait time
     gen_stats: dict = field(default_factory=_fresh_gen_stats)
 
 
 class RunCoordinator:
     def __init__(self, cfg: RunConfig, *, resume: bool = True, sinks: Optional[list[MetricSink]] = None):
-        from workbench.rl.mixture import make_sampler
-        from workbench.rl.sampler import npr_off_reason
         from workbench.tasks.base import load_task
 
         self.cfg = cfg
         self.out = cfg.output_dir()
         self.out.mkdir(parents=True, exist_ok=True)
         self.task = load_task(cfg.task)
-        r = cfg.recipe
-        # the rule is for a set drawn a few times over: off, with the reason, for one drawn more often
-        self.npr_off = npr_off_reason(len(self.task.train), cfg.train.max_steps * cfg.train.prompts_per_step,
-                                      r.npr_max_epochs) if r.no_positive_resampling else None
-        self.sampler = make_sampler(  # one curriculum, or one per domain of a task mix
-            self.task, seed=cfg.seed, retire_threshold=r.resample_threshold,
-            enabled=r.no_positive_resampling and self.npr_off is None, max_retired_share=r.npr_max_retired_share,
-        )
-        self.ckpt = CheckpointStore(self.out / "checkpoints", keep=cfg.checkpoint.keep)
+        self.prompts = PromptSupply(cfg, self.task)  # sampler, replay, No-Positive-Resampling's warnings
+        self.checkpoints = LoopCheckpoint(cfg, self.out, self.prompts)
         self.max_steps = cfg.train.max_steps  # the one owner of the target is the config
-        self.counters = acc.Counters()
+        self.counters = accounting.Counters()
         self.step = 0
-        self.chunk_counter = 0
-        self.replay: list[int] = []  # prompts drawn before a checkpoint but not yet trained
         self.resumed_from: Optional[int] = None
-        state = self.ckpt.latest_state() if resume else None
+        state = self.checkpoints.latest() if resume else None
         if state is not None:
             self._restore(state)
         elif (self.out / "metrics.jsonl").exists():
@@ -103,26 +94,24 @@ class RunCoordinator:
             from workbench.tracking.sink import read_jsonl
 
             logged = read_jsonl(self.out / "metrics.jsonl")
-            acc.discarded_from_rows(self.counters, [r for r in logged if r.get("step", 0) > self.step])
+            accounting.discarded_from_rows(self.counters, [r for r in logged if r.get("step", 0) > self.step])
             self.earlier_rows = [r for r in logged if r.get("step", 0) <= self.step]
         self.log = RunLog(self.out, sinks)
         if state is not None:
             self.log.back_to(self.step)  # steps logged after the checkpoint are redone: logged once
-        if self.npr_off:
-            self.log.event(self.npr_off)  # told live by `workbench run`, kept in summary.json and the dashboard
+        if self.prompts.resampling_off:
+            self.log.event(self.prompts.resampling_off)  # told live by `workbench run`, kept in summary.json and the dashboard
         self._stop = threading.Event()
         self._paused = threading.Event()
         self.status = "created"
         self.error: Optional[str] = None
         self.policy: Optional[dict[str, Any]] = None  # where the final policy was exported (or why not)
-        self._warned_pool = self._warned_share = False
         self.learning = LearningWatch(cfg, self.task)  # the not-learning warnings and stop rule (learning.py)
         self.n_params = 0
         self.restarts = 0  # trainer-group restarts so far
         self.trainer_nodes = 0  # Ray nodes the trainer workers run on
         self.generation: dict = {}  # the generators' backend facts (vLLM: version, engine_mode, fp32_head)
-        # where a trainer restart without any checkpoint goes back to (a copy: the sampler moves on)
-        self._start_state = json.loads(json.dumps(self._state(list(self.replay)), default=float))
+        self.checkpoints.mark_start(self.step, self.counters)  # where a trainer restart without any checkpoint goes back to
 
     # -- control (called from other threads) ---------------------------------------------
     def request_stop(self) -> None:
@@ -147,30 +136,17 @@ class RunCoordinator:
             "out_dir": str(self.out),
             "events": list(self.log.events),
             "learning": self.learning.warning,
-            **acc.compute_metrics(self.counters, self.n_params),
+            **accounting.compute_metrics(self.counters, self.n_params),
         }
 
     # -- checkpoint state ----------------------------------------------------------------
     def checkpoint_state(self) -> dict[str, Any]:
         """The loop state a checkpoint would hold now (step, sampler, counters)."""
-        return self._state(list(self.replay))
-
-    def _state(self, pending_prompts: list[int]) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "chunk_counter": self.chunk_counter,
-            "sampler": self.sampler.state_dict(),
-            "counters": self.counters.to_dict(),
-            "replay": pending_prompts,
-            "config": to_dict(self.cfg),
-        }
+        return self.checkpoints.state(self.step, self.counters)
 
     def _restore(self, state: dict[str, Any]) -> None:
-        self.step = int(state["step"])
-        self.chunk_counter = int(state["chunk_counter"])
-        self.sampler.load_state_dict(state["sampler"])
-        self.counters = acc.Counters(**state["counters"])
-        self.replay = list(state.get("replay", []))
+        restored = self.checkpoints.restore(state)
+        self.step, self.counters = restored.step, restored.counters
         self.resumed_from = self.step
 
     # -- the loop ------------------------------------------------------------------------
@@ -188,8 +164,8 @@ class RunCoordinator:
             self.log.tag(PARAMS_KEY, str(self.n_params))  # `workbench predict --by model.params` reads it
             self.trainer_nodes = workers.trainer.num_nodes
             if self.resumed_from is not None:
-                workers.load_trainer(str(self.ckpt.path_for(self.step)))
-            self.clock = acc.Clock(self.counters, acc.devices_held(self.cfg))
+                workers.load_trainer(self.checkpoints.trainer_path(self.step))
+            self.clock = accounting.Clock(self.counters, accounting.devices_held(self.cfg))
             self.status = "running"
             self._loop(workers, deadline)
             status = "stopped" if self._stop.is_set() and self.step < self.max_steps else "finished"
@@ -210,7 +186,7 @@ class RunCoordinator:
             events=self.log.events, generation=self.generation, error=self.error, extra=self.learning.summary(self.counters.samples_trained),
         )  # fmt: skip
         summary.update(reward_metrics.reward_summary(self.task, self.earlier_rows + self.log.rows, self.counters.trainer_wall_seconds))
-        summary["retirement"] = self.sampler.retirement()  # No-Positive-Resampling's retired share (report.retirement_line)
+        summary["retirement"] = self.prompts.sampler.retirement()  # No-Positive-Resampling's retired share (report.retirement_line)
         summary["policy"] = self.policy  # the exported final policy (runs/export.py), or None
         self.log.finish(summary, self.status)
         if workers is not None:
@@ -246,7 +222,7 @@ class RunCoordinator:
     # -- loop phases ---------------------------------------------------------------------
     def _snapshot(self) -> dict:
         self.clock.tick()
-        return acc.compute_metrics(self.counters, self.n_params)
+        return accounting.compute_metrics(self.counters, self.n_params)
 
     def _wait_while_paused(self) -> None:
         self.clock.pause()
@@ -259,77 +235,73 @@ class RunCoordinator:
     def _in_flight_groups(self) -> int:
         return len(self.loop.groups) + sum(len(p) for _, p, _ in self.loop.gen_refs.values())
 
-    def _draw(self, n: int) -> list[int]:
-        take, self.replay = self.replay[:n], self.replay[n:]
-        return take + (self.sampler.next_prompts(n - len(take)) if n > len(take) else [])
-
-    def _dispatch(self, w, prompts: list[int]) -> None:
+    def _dispatch(self, w, n: int) -> None:
+        """A chunk of `n` prompts to the least busy generator."""
         rank = w.least_busy(self.loop.gen_refs)
-        cid = self.chunk_counter
-        self.chunk_counter += 1
+        cid, prompts = self.prompts.next_chunk(n)
         self.loop.gen_refs[w.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
 
     def _dispatch_generation(self, w) -> None:
         """Pipeline: keep up to `max_ahead_steps` (<= k) steps of rollouts buffered or in flight.
         Otherwise: a new round (1 step for sync, k for ppo-off-policy) once the last is trained."""
-        cfg, lp = self.cfg, self.loop
+        cfg, loop = self.cfg, self.loop
         alg, k = cfg.recipe.off_policy.algorithm, cfg.recipe.off_policy.k
         per_step = cfg.train.prompts_per_step
-        steps_needed = self.max_steps - (self.step + len(lp.train_q))
+        steps_needed = self.max_steps - (self.step + len(loop.train_q))
         if steps_needed <= 0:
             return
         split = w.split_sizes(per_step)
         if alg == "pipeline":
             ahead = min(k, max(1, cfg.generation.max_ahead_steps))
             # the step the trainer is running does not count; one queued behind it does
-            lag_steps = math.ceil(self._in_flight_groups() / per_step) + max(0, len(lp.train_q) - 1)
+            lag_steps = math.ceil(self._in_flight_groups() / per_step) + max(0, len(loop.train_q) - 1)
             while (
                 lag_steps < ahead
                 and math.ceil(self._in_flight_groups() / per_step) < steps_needed
-                and len(lp.gen_refs) < 2 * w.num_generators
+                and len(loop.gen_refs) < 2 * w.num_generators
             ):
                 for n in split:
-                    self._dispatch(w, self._draw(n))
+                    self._dispatch(w, n)
                 lag_steps += 1
-        elif not lp.gen_refs and not lp.groups and not lp.train_q:
+        elif not loop.gen_refs and not loop.groups and not loop.train_q:
             for _ in range(1 if alg == "sync" else min(k, steps_needed)):
                 for n in split:
-                    self._dispatch(w, self._draw(n))
+                    self._dispatch(w, n)
 
     def _queue_train_steps(self, w, stopping: bool) -> None:
         """Up to two trainer steps are queued, so the trainer never idles for a round trip while
         the next batch travels; never across a checkpoint, whose state must match the trainer's."""
-        lp, per_step = self.loop, self.cfg.train.prompts_per_step
+        loop, per_step = self.loop, self.cfg.train.prompts_per_step
         while (
-            len(lp.groups) >= per_step
+            len(loop.groups) >= per_step
             and not stopping
-            and self.step + len(lp.train_q) < self.max_steps
-            and (not lp.train_q or (len(lp.train_q) < 2 and (self.step + 1) % self.cfg.checkpoint.every_steps != 0))
+            and self.step + len(loop.train_q) < self.max_steps
+            and (not loop.train_q or (len(loop.train_q) < 2 and (self.step + 1) % self.cfg.checkpoint.every_steps != 0))
         ):
-            batch = lp.groups.take(per_step)
-            waited = lp.trainer_clock.step_sent(self.counters, queue_was_empty=not lp.train_q)
-            reward_row = reward_metrics.step_reward_row(self.task, batch, lp.gen_stats["rewards"], waited)
-            lp.train_q.append((w.train(batch, self.step + len(lp.train_q)), {"gen": dict(lp.gen_stats), "rewards": reward_row}))
-            lp.gen_stats = _fresh_gen_stats()
+            batch = loop.groups.take(per_step)
+            waited = loop.trainer_clock.step_sent(self.counters, queue_was_empty=not loop.train_q)
+            reward_row = reward_metrics.step_reward_row(self.task, batch, loop.gen_stats["rewards"], waited)
+            loop.train_q.append((w.train(batch, self.step + len(loop.train_q)), {"gen": dict(loop.gen_stats), "rewards": reward_row}))
+            loop.gen_stats = _fresh_gen_stats()
 
     def _collect(self, w, deadline: float) -> None:
         """Wait for anything to finish (every rank of the head train step is watched: a dead rank
         leaves the others blocked) and handle it."""
-        lp = self.loop
-        head = lp.train_q[0][0].all_results if lp.train_q else []
+        loop = self.loop
+        head = loop.train_q[0][0].all_results if loop.train_q else []
         # evaluations are logged in the order they were asked for (a threaded evaluator may finish a
         # later one first): only the oldest is waited on, and those done behind it follow it
-        pending = list(lp.gen_refs) + list(lp.eval_refs)[:1] + head
+        pending = list(loop.gen_refs) + list(loop.eval_refs)[:1] + head
         if not pending:
             time.sleep(0.01)
             return
         ready, _ = ray.wait(pending, num_returns=1, timeout=0.5)
         for ref in ready:
-            if ref in lp.gen_refs:
+            if ref in loop.gen_refs:
                 self._on_generated(w, ref)
-            elif ref in lp.eval_refs:
-                while lp.eval_refs and ray.wait([ref := next(iter(lp.eval_refs))], timeout=0)[0]:
-                    step, stamp = lp.eval_refs.pop(ref)
+            elif ref in loop.eval_refs:
+                while loop.eval_refs and ray.wait([ref := next(iter(loop.eval_refs))], timeout=0)[0]:
+                    step, stamp = loop.eval_refs.pop(ref)
                     self.log.log({**ray.get(ref), **stamp}, step)
         if head and any(r in head for r in ready):
             try:
@@ -341,45 +313,44 @@ class RunCoordinator:
                 self._on_trained(w, deadline)
 
     def _on_generated(self, w, ref) -> None:
-        lp = self.loop
-        rank, prompts, cid = lp.gen_refs.pop(ref)
+        loop = self.loop
+        rank, prompts, cid = loop.gen_refs.pop(ref)
         try:
             chunk: Chunk = ray.get(ref)
         except ray.exceptions.RayActorError as e:
             # the actor died: Ray restarts it; give it the current weights, redo the chunk
             self.log.event(f"generator {rank} died ({type(e).__name__}); regenerating chunk {cid}")
             w.sync.resync(rank)
-            lp.gen_refs[w.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
+            loop.gen_refs[w.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
             return
         if chunk.meta and not self.generation:
             self.generation = dict(chunk.meta)  # every generator runs the same backend build
-        for prompt_id, correct in chunk.packed.group_results():
-            self.sampler.update(prompt_id, correct)
-        self._check_prompt_pool(self.cfg.train.prompts_per_step)
-        lp.groups.add(chunk.packed)
-        acc.add_generated(self.counters, chunk.tokens_generated, self.n_params)
+        self.prompts.saw(chunk.packed)
+        self.prompts.warn_if_draining(self.step, self.cfg.train.prompts_per_step, self.log.event)
+        loop.groups.add(chunk.packed)
+        accounting.add_generated(self.counters, chunk.tokens_generated, self.n_params)
         self.learning.saw(chunk.packed)
         self.counters.gen_seconds += chunk.gen_seconds
-        lp.gen_stats["gen_seconds"] += chunk.gen_seconds
-        lp.gen_stats["swaps"] += chunk.weight_swaps
-        lp.gen_stats["chunks"] += 1
-        reward_metrics.add_chunk(lp.gen_stats["rewards"], chunk)
+        loop.gen_stats["gen_seconds"] += chunk.gen_seconds
+        loop.gen_stats["swaps"] += chunk.weight_swaps
+        loop.gen_stats["chunks"] += 1
+        reward_metrics.add_chunk(loop.gen_stats["rewards"], chunk)
 
     def _on_trained(self, w, deadline: float) -> None:
-        cfg, lp = self.cfg, self.loop
-        call, meta = lp.train_q.popleft()
+        cfg, loop = self.cfg, self.loop
+        call, meta = loop.train_q.popleft()
         result: StepResult = ray.get(call.result)
-        lp.trainer_clock.step_done(self.counters, queue_empty=not lp.train_q)
-        round_done = not lp.gen_refs and not lp.groups and not lp.train_q
+        loop.trainer_clock.step_done(self.counters, queue_empty=not loop.train_q)
+        round_done = not loop.gen_refs and not loop.groups and not loop.train_q
         self._finish_step(w, result, None if result.skipped else call.weights, meta, round_done)
         stamp = self._snapshot()
         # stopping: evaluate once, after the last queued step (not after each step still in the queue)
-        last = self.step >= self.max_steps or ((self._stop.is_set() or time.monotonic() > deadline) and not lp.train_q)
+        last = self.step >= self.max_steps or ((self._stop.is_set() or time.monotonic() > deadline) and not loop.train_q)
         if self.step % cfg.eval.every_steps == 0 or last:
-            lp.eval_refs[w.evaluate(cfg.seed + self.step)] = (self.step, stamp)
-        if not lp.train_q and (self.step % cfg.checkpoint.every_steps == 0 or last):
-            self._checkpoint(w, lp.groups.prompt_ids(), lp.gen_refs)
-            lp.last_ckpt = self.step
+            loop.eval_refs[w.evaluate(cfg.seed + self.step)] = (self.step, stamp)
+        if not loop.train_q and (self.step % cfg.checkpoint.every_steps == 0 or last):
+            self._checkpoint(w, loop.groups.prompt_ids(), loop.gen_refs)
+            loop.last_ckpt = self.step
 
     def _restart_trainer(self, w, reason: str) -> None:
         """Back to the last checkpoint (or the start) with a fresh trainer group; the steps after
@@ -388,17 +359,17 @@ class RunCoordinator:
         self.restarts += 1
         if self.restarts > limit:
             raise RunFailed(f"{reason} at step {self.step + 1}; gave up after {limit} trainer restarts (resources.max_restarts)")
-        died_at, ck, resumed_from = self.step + 1, self.ckpt.latest_step(), self.resumed_from
+        died_at, ck, resumed_from = self.step + 1, self.checkpoints.latest_step(), self.resumed_from
         self.clock.tick()
         lost, lost_step, t0 = self.counters, self.step, time.monotonic()
-        self._restore(self.ckpt.latest_state() if ck is not None else self._start_state)
+        self._restore(self.checkpoints.latest() if ck is not None else self.checkpoints.start)
         self.resumed_from = resumed_from
         self.log.back_to(self.step)
-        self.clock = acc.Clock(self.counters, acc.devices_held(self.cfg))
+        self.clock = accounting.Clock(self.counters, accounting.devices_held(self.cfg))
         self.loop = LoopState(last_ckpt=self.step)
-        version = w.load_trainer(str(self.ckpt.path_for(ck)) if ck is not None else None, restart=True)
-        held = acc.devices_held(self.cfg) * (time.monotonic() - t0) / 3600.0  # devices idle while restarting
-        acc.carry_discarded(self.counters, lost, lost_step - self.step, held)
+        version = w.load_trainer(self.checkpoints.trainer_path(ck) if ck is not None else None, restart=True)
+        held = accounting.devices_held(self.cfg) * (time.monotonic() - t0) / 3600.0  # devices idle while restarting
+        accounting.carry_discarded(self.counters, lost, lost_step - self.step, held)
         self.clock.start()
         self.log.event(
             f"{reason} during step {died_at}; restarted the trainer group from step {self.step} "
@@ -418,33 +389,18 @@ class RunCoordinator:
         w.sync.trained(weights_ref, result.version, round_done=round_done)  # None: skipped
         sync_s = time.monotonic() - t_sync
         self.counters.weight_sync_seconds += sync_s
-        acc.add_trained(
+        accounting.add_trained(
             self.counters, int(stats.get("train/tokens_trained", 0)), int(stats.get("train/sequences_trained", 0)), self.n_params
         )
         self.counters.train_seconds += stats.get("time/train_compute", 0.0)
         self.clock.tick()
         row = step_row(stats, meta["gen"], self.counters, self.n_params, sync_seconds=sync_s,
-                       num_generators=w.num_generators, sampler=self.sampler.stats())  # fmt: skip
+                       num_generators=w.num_generators, sampler=self.prompts.sampler.stats())  # fmt: skip
         row.update(meta.get("rewards", {}))
         self.log.log(row, self.step)
         self.learning.after_step(self.step, stats, self.log, self._stop)
 
     def _checkpoint(self, w, buffered: list[int], gen_refs) -> None:
         pending = buffered + [p for _, ps, _ in gen_refs.values() for p in ps]
-        path = self.ckpt.begin(self.step)
-        w.save_trainer(path)
-        self.ckpt.commit(self.step, self._state(pending))
+        self.checkpoints.save(w, self.step, self.counters, pending)
         self.log.commit(self.step)  # MLflow gets the steps this checkpoint now covers
-
-    def _check_prompt_pool(self, per_step: int) -> None:
-        """Warn once when No-Positive-Resampling has nearly drained the prompts the policy can
-        still learn from (rule: `CurriculumSampler.pool_warning`): the few left are then drawn over
-        and over, and the policy tends to overfit them and collapse (seen here: 2-digit addition
-        with 4,000 prompts collapsed after ~1,700 steps of 64)."""
-        if not self._warned_share and (share := self.sampler.share_warning()) is not None:
-            self._warned_share = True  # the retired share passed RETIRED_SHARE_WARNING (rl/sampler.py)
-            self.log.event(f"warning at step {self.step}: {share}")
-        if self._warned_pool or (warning := self.sampler.pool_warning(per_step)) is None:
-            return
-        self._warned_pool = True
-        self.log.event(f"warning at step {self.step}: {warning}")

@@ -51,18 +51,18 @@ class LearningWatch:
         self.stopped_because: Optional[str] = None
 
     # -- the two hooks ---------------------------------------------------------------------
-    def saw(self, pg: Any) -> None:
+    def saw(self, packed: Any) -> None:
         """A generated chunk (PackedGroups): count its passes, keep the first completion of its
         last groups as samples (a passing one preferred once there is one)."""
-        self.sampled += int(pg.num_sequences)
-        self.passed += int(pg.correct.sum())
-        seq_off = np.concatenate([[0], np.cumsum(pg.size)]).astype(np.int64)
-        tok_off = np.concatenate([[0], np.cumsum(pg.t_len)]).astype(np.int64)
-        for g in range(max(0, len(pg) - SAMPLES_SHOWN), len(pg)):
-            if pg.size[g] == 0:
+        self.sampled += int(packed.num_sequences)
+        self.passed += int(packed.correct.sum())
+        seq_off = np.concatenate([[0], np.cumsum(packed.size)]).astype(np.int64)
+        tok_off = np.concatenate([[0], np.cumsum(packed.t_len)]).astype(np.int64)
+        for g in range(max(0, len(packed) - SAMPLES_SHOWN), len(packed)):
+            if packed.size[g] == 0:
                 continue
             i = int(seq_off[g])
-            self.samples.append((int(pg.prompt_id[g]), pg.tokens[tok_off[i] : tok_off[i + 1]].tolist(), bool(pg.correct[i])))
+            self.samples.append((int(packed.prompt_id[g]), packed.tokens[tok_off[i] : tok_off[i + 1]].tolist(), bool(packed.correct[i])))
 
     def after_step(self, step: int, stats: dict[str, Any], log: Any, stop: threading.Event) -> None:
         """Judge the run after trained step `step` (the trainer's `stats`); tell what is new."""
