@@ -302,3 +302,27 @@ def test_curve_is_ordered_by_step_when_evaluations_arrive_out_of_order(tmp_path)
     s = Session.open(folder)
     assert list(s.curve["step"]) == [0, 2, 4, 6, 8]
     assert s.fit().n == 4  # the fit needs compute in increasing order
+
+
+def test_importing_the_session_loads_neither_the_sweep_nor_ray():
+    """The session reads a sweep's stop request through workbench.runs.stop_request, not the sweep runner."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, workbench.session; "
+            "print(sorted(m for m in sys.modules if m == 'workbench.sweep' or m.startswith(('workbench.sweep.', 'ray'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                         text=True, timeout=120, check=True).stdout  # fmt: skip
+    assert out.strip() == "[]", out
+
+
+def test_the_view_holds_a_copy_of_the_sessions_config(tmp_path):
+    s = Session(overrides={"train.max_steps": 7}, name="copy", tracking=False)
+    assert s.view.cfg is not s.cfg and s.view._cfg is not s.cfg
+    s.cfg.train.max_steps = 99  # the live config, changed in place: the view's copy is not
+    assert s.view.max_steps == 7
+    s.view.cfg.train.max_steps = 55  # a copy handed out: changing it changes nothing
+    assert s.view.max_steps == 7 and s.cfg.train.max_steps == 99
+    s.cfg = s.cfg  # the owner sets its config: the view takes a fresh copy
+    assert s.view.max_steps == 99 and s.max_steps == 99 and s.view._cfg is not s.cfg

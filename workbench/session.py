@@ -14,17 +14,19 @@
     s = Session.resume_from("runs/my-run", max_steps=400)    # continue a stopped run from its checkpoint
     s = Session.open("runs/my-run") # a finished run's folder, read-only, without Ray
 
-Session keeps control, polling and constructors; each other job has one owner. Config
-(defaults, recipe swap, overrides, name, out_dir): `workbench.runs.folder.resolve_config`.
-Everything read-only (curve, fit, forecast, chart, status): `session.view`, a RunView fed the
-rows polled from the run's actor. The Ray cluster (outside the kernel; resources.num_cpus):
+Session keeps control, constructors and the live config (`cfg`); each other job has one owner.
+Polling the run's actor (rows, status, a sweep's stop request, the end): `workbench.engine.run.feed.RunFeed`.
+Config (defaults, recipe swap, overrides, name, out_dir): `workbench.runs.folder.resolve_config`.
+Everything read-only (curve, fit, forecast, chart, status): `session.view`, a RunView (holding a copy
+of the config) fed the rows polled from the run's actor. The Ray cluster (outside the kernel):
 `workbench.engine.cluster.connect_for_session`. The MLflow run: `workbench.tracking.run_tracking`.
-A sweep's stop request: `workbench.sweep.stop`. At the run's end (`wait`, `stop`, a dashboard
-seeing it): `workbench.runs.report.report_run_end` (fit artifacts in the run folder, fit/* to MLflow).
+At the run's end (`wait`, `stop`, a dashboard seeing it): `workbench.runs.report.report_run_end`
+(fit artifacts in the run folder, fit/* to MLflow).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 import weakref
@@ -32,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.failures import RunFailed, show_one_line_in_ipython
+from workbench.engine.run.feed import RunFeed
 from workbench.errors import UserError, as_number
-from workbench.runs.folder import attached_config, checkpoint_step, has_checkpoint, read_summary, resolve_config, run_folder, with_max_steps
-from workbench.runs.view import TERMINAL, RunView, folder_config
-from workbench.sweep.stop import StopWatch
+from workbench.runs.folder import attached_config, checkpoint_step, has_checkpoint, resolve_config, run_folder, with_max_steps
+from workbench.runs.view import RunView, folder_config
 from workbench.tracking import run_tracking
 
 
@@ -67,26 +69,31 @@ class Session:
                  run_id: str | None = None, parent_run_id: str | None = None):
         """See the module docstring; `run_id` logs into an existing MLflow run (a sweep's child)."""
         cfg = resolve_config(config, recipe, overrides, name)
-        self._init_state(RunView(cfg, x=x, run_id=run_id, tracking_uri=tracking_uri), tracking=tracking,
+        self._init_state(cfg, RunView(cfg, x=x, run_id=run_id, tracking_uri=tracking_uri), tracking=tracking,
                          experiment=experiment, parent_run_id=parent_run_id)
 
-    def _init_state(self, view: RunView, *, tracking: bool, experiment: str, parent_run_id: str | None) -> None:
-        self.view = view
+    def _init_state(self, cfg: Any, view: RunView, *, tracking: bool, experiment: str, parent_run_id: str | None) -> None:
+        self._cfg, self.view = cfg, view  # the live config is the session's; the view keeps a copy
         self.tracking, self.experiment, self.parent_run_id = tracking, experiment, parent_run_id
-        self.handle: Any = None  # workbench.engine.run.launch.RunHandle once started
-        self._seen = 0  # rows already taken from the actor (its list restarts at a resume)
+        self.feed: RunFeed | None = None  # the run's handle, polled into the view (engine/run/feed.py) once started
         self._resume, self._finished, self._error = False, False, None  # _error: why the run failed
-        self._stop = StopWatch()  # a sweep's stop request (workbench.sweep.stop)
         self._dashboards: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
-    cfg = property(lambda self: self.view.cfg, lambda self, cfg: setattr(self.view, "cfg", cfg))
-    name = property(lambda self: self.view.name)
-    out_dir = property(lambda self: self.view.out_dir)
+    @property
+    def cfg(self) -> Any:
+        """The run's config (the live one; the view holds a copy, renewed when this is set)."""
+        return self._cfg
+
+    @cfg.setter
+    def cfg(self, cfg: Any) -> None:
+        self._cfg = cfg
+        self.view.use_config(cfg)
+
+    name, out_dir, x = (property(lambda self, k=k: getattr(self.view, k)) for k in ("name", "out_dir", "x"))
+    run_id, tracking_uri = (property(lambda self, k=k: getattr(self.view, k)) for k in ("run_id", "tracking_uri"))
     max_steps = property(lambda self: self.view.max_steps, doc="The step target: the config's train.max_steps.")
-    x = property(lambda self: self.view.x)
-    run_id = property(lambda self: self.view.run_id)
-    tracking_uri = property(lambda self: self.view.tracking_uri)
-    started = property(lambda self: self.handle is not None)
+    handle = property(lambda self: self.feed and self.feed.handle, doc="The run's RunHandle once started (else None).")
+    started = property(lambda self: self.feed is not None)
     finished = property(lambda self: self._finished, doc="True once the run has ended and its results are taken (or read-only).")
 
     def __repr__(self) -> str:
@@ -125,7 +132,7 @@ class Session:
         if self._resume:  # the Coordinator truncated metrics.jsonl to its checkpoint: the curve so far
             self.view.load_rows(self.out_dir / "metrics.jsonl")
         handle.start(max_minutes=max_minutes)  # the engine runs to its config's train.max_steps
-        self.handle = handle
+        self.feed = RunFeed(handle, self.view)
         self.view.state = {"status": "starting", "step": 0}
         return self
 
@@ -166,10 +173,8 @@ class Session:
 
     async def wait_async(self, timeout: float | None = None, poll: float = 1.0) -> dict[str, Any]:
         """`await s.wait_async()`: like wait(), but the kernel's event loop (dashboards) keeps running."""
-        import asyncio
-
         for _ in self._until_done(timeout):
-            self._stop.check(self.name, self.handle.stop)
+            self.feed.check_stop()
             await asyncio.sleep(poll)
         return self._summary()
 
@@ -193,29 +198,11 @@ class Session:
 
     # ------------------------------------------------------------------ polling
     def _is_done(self) -> bool:
-        if self._finished:
-            return True
-        if self.handle.run_ref is not None:
-            return self.handle.done()
-        try:  # attached: this process did not submit run(); ask the actor
-            self.view.state = self.handle.status()
-        except Exception:  # noqa: BLE001 - the actor is gone: the run is over
-            return True
-        return self.view.state.get("status") in TERMINAL
+        return self._finished or self.feed.done()
 
     def _poll(self) -> list[dict[str, Any]]:
         """Fetch new metric rows and the status from the run's actor; return the new rows."""
-        if not self.started or self._finished:
-            return []
-        self._stop.check(self.name, self.handle.stop)
-        try:
-            new = self.handle.metrics(self._seen)
-            self.view.state = self.handle.status()
-        except Exception:  # noqa: BLE001 - actor gone (run ended or died): _finish reports it
-            return []
-        self._seen += len(new)
-        self.view.extend(new)
-        return new
+        return [] if not self.started or self._finished else self.feed.poll()
 
     def _refresh_dashboards(self) -> None:
         for d in list(self._dashboards):
@@ -223,24 +210,12 @@ class Session:
 
     def _finish(self) -> None:
         """Once, when the run has ended: last rows, summary, fit reported, actor released."""
-        from workbench.engine.run.coordinator import RunFailed
         from workbench.runs.report import report_run_end
 
         if self._finished:
             return
-        self._poll()
-        st, summary = self.view.state, None
-        if self.handle.run_ref is not None:
-            try:
-                summary = self.handle.wait()
-            except RunFailed as e:
-                self._error = str(e)
-        elif st.get("status") == "failed":  # attached: this process did not submit run()
-            self._error = st.get("error") or "the run failed"
-        else:
-            summary = read_summary(self.out_dir, wait=10.0) or {"status": st.get("status"), "steps": st.get("step")}
+        self._error = self.feed.end()  # the last rows, the summary or the failure, into the view
         self._finished = True
-        self.view.end(summary, self._error)
         report_run_end(self.cfg, self.view.rows, x=self.x, step=int(self.view.state.get("step") or 0),
                        tracked=bool(self.tracking and self.run_id))
         self.handle.kill()  # detached actors outlive the run; its results are on disk and in MLflow
@@ -249,8 +224,6 @@ class Session:
     def _summary(self) -> dict[str, Any]:
         """The ended run's summary; RunFailed when it failed."""
         if self._error:
-            from workbench.engine.run.coordinator import RunFailed
-
             raise RunFailed(self._error)
         return dict(self.view.summary or {})
 
@@ -280,7 +253,7 @@ class Session:
         handle = attach(name)
         st = handle.status()
         s = cls._with_view(RunView(attached_config(st, name), x=x), tracking=tracking)
-        s.handle = handle
+        s.feed = RunFeed(handle, s.view)
         if st.get("resumed_from") is not None:  # the actor holds only rows since its resume
             s.view.load_rows(Path(st["out_dir"]) / "metrics.jsonl", until_step=st["resumed_from"])
         s.view.state = st
@@ -295,13 +268,13 @@ class Session:
         path = run_folder(target)
         if not has_checkpoint(path):
             raise UserError(f"{path} has no checkpoint: nothing to resume from")
-        view = RunView(folder_config(path), x=x)
+        cfg = folder_config(path)
         done = checkpoint_step(path) or 0
-        goal = with_max_steps(view.cfg, max_steps).train.max_steps if max_steps is not None else view.cfg.train.max_steps
+        goal = with_max_steps(cfg, max_steps).train.max_steps if max_steps is not None else cfg.train.max_steps
         if goal <= done:  # nothing to train: refuse rather than restart a run that would end at once
-            raise UserError(f"run '{view.cfg.name}' is already at step {done} (its last checkpoint) and its step target is {goal}: "
+            raise UserError(f"run '{cfg.name}' is already at step {done} (its last checkpoint) and its step target is {goal}: "
                             f"pass max_steps > {done} to train it further")
-        s = cls._with_view(view, tracking=tracking)
+        s = cls._with_view(RunView(cfg, x=x), tracking=tracking, cfg=cfg)
         s._resume = True
         return s.start(max_steps=max_steps, max_minutes=max_minutes)
 
@@ -313,10 +286,12 @@ class Session:
         return s
 
     @classmethod
-    def _with_view(cls, view: RunView, *, tracking: bool) -> "Session":
-        tr = view.cfg.tracking
+    def _with_view(cls, view: RunView, *, tracking: bool, cfg: Any = None) -> "Session":
+        """A session over `view`; its live config is `cfg` (default: a copy of the view's)."""
+        cfg = view.cfg if cfg is None else cfg
+        tr = cfg.tracking
         view.run_id, view.tracking_uri = tr.run_id, tr.tracking_uri
         s = cls.__new__(cls)
-        s._init_state(view, tracking=tracking and tr.mlflow and bool(tr.run_id), experiment=tr.experiment,
+        s._init_state(cfg, view, tracking=tracking and tr.mlflow and bool(tr.run_id), experiment=tr.experiment,
                       parent_run_id=tr.parent_run_id)
         return s

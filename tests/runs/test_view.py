@@ -10,7 +10,7 @@ import pytest
 from workbench.runs.report import eval_curve
 from workbench.errors import UserError
 from workbench.runs.view import RunView
-from workbench.scaling.sigmoid import MIN_POINTS
+from workbench.scaling.fit.sigmoid import MIN_POINTS
 
 
 def folder(tmp_path, rows, cfg=None):
@@ -100,3 +100,16 @@ def test_end_records_the_summary_and_the_final_status(tmp_path):
     v.state = {"status": "running", "step": 7}
     v.end(None, "trainer died")
     assert v.summary is None and v.state == {"status": "failed", "step": 7, "error": "trainer died"}
+
+
+def test_the_view_never_holds_or_hands_out_the_live_config(tmp_path):
+    cfg = RunView.open(folder(tmp_path, evals([0, 5]))).cfg
+    v = RunView(cfg, rows=evals([0, 5]))
+    cfg.train.max_steps, cfg.name = 3, "changed"  # the caller's config changes under the view
+    assert v.max_steps == 30 and v.name == "run"
+    v.cfg.train.max_steps = 4  # what `cfg` gives is a copy
+    assert v.max_steps == 30 and v.cfg is not v.cfg
+    with pytest.raises(AttributeError):
+        v.cfg = cfg  # read-only: the owner says use_config
+    v.use_config(cfg)
+    assert v.max_steps == 3 and v.name == "changed"

@@ -10,6 +10,7 @@
     fits        fit and compare several runs read back from MLflow (`workbench compare`, sweeps)
     by_setting  runs that differ in one setting, loaded and fitted for `workbench predict` (predict_config)
     liveness    a run's heartbeat, and ending the MLflow runs of drivers that died (mark_dead_runs)
+    stop_request  a sweep asking a run to stop: the file protocol, both sides (StopWatch: the run's)
 
 Below it: tracking (metrics.jsonl and MLflow I/O), config, scaling. Above it: the engine, which
 writes the record, and the notebook face (session, widgets, sweep), which reads it.

@@ -10,9 +10,11 @@
 What sweeps, `compare`, the dashboard and the notebooks read. `workbench.Session` (live-run
 control: start, pause, stop, attach, resume) owns one view and feeds it the rows it polls from
 the run's actor; `Session.curve`, `.fit()`, `.forecast()`, `.chart()` are the view's. A view
-never changes its run. The evaluations come from `workbench.runs.report.eval_rows` (one per
-step), the minimum number of points for a fit is `workbench.scaling.sigmoid.MIN_POINTS`, and a
-run's step target is its config's `train.max_steps`.
+never changes its run, and never holds the live config: it keeps a copy of it and hands out
+copies (`cfg`); the run's owner tells it of a new config with `use_config`. The evaluations
+come from `workbench.runs.report.eval_rows` (one per step), the minimum number of points for a
+fit is `workbench.scaling.fit.sigmoid.MIN_POINTS`, and a run's step target is its config's
+`train.max_steps`.
 
 A run on a task mixture (`task.mix`) also logs `val/pass_rate/<domain>`: `domains` lists them,
 `curve` gets a `val_pass_rate_<domain>` (and `_se_`) column each, `fit(domain=...)` fits one, and
@@ -21,6 +23,7 @@ A run on a task mixture (`task.mix`) also logs `val/pass_rate/<domain>`: `domain
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 from typing import Any, Optional
@@ -30,7 +33,7 @@ import pandas as pd
 from workbench.config import RunConfig
 from workbench.runs.report import domain_metric, domains_of, eval_curve, eval_rows, fit_curves
 from workbench.errors import UserError
-from workbench.scaling.sigmoid import MIN_POINTS
+from workbench.scaling.fit.sigmoid import MIN_POINTS
 
 EVAL_KEY = "val/pass_rate"
 CURVE_COLUMNS = ["step", "compute_device_hours", "compute_flops", "val_pass_rate", "val_pass_rate_se"]
@@ -51,7 +54,7 @@ class RunView:
 
     def __init__(self, cfg: RunConfig, *, x: str = "compute/device_hours", rows: list[dict[str, Any]] | None = None,
                  run_id: str | None = None, tracking_uri: str | None = None):
-        self.cfg = cfg
+        self._cfg = copy.deepcopy(cfg)  # the view's own copy: the caller's config may change under it
         self.x = check_x(x)
         self.run_id, self.tracking_uri = run_id, tracking_uri
         self._rows: list[dict[str, Any]] = list(rows or [])
@@ -61,17 +64,26 @@ class RunView:
 
     # ------------------------------------------------------------------ identity
     @property
+    def cfg(self) -> RunConfig:
+        """A copy of the run's config: changing it changes neither the view nor the run."""
+        return copy.deepcopy(self._cfg)
+
+    def use_config(self, cfg: RunConfig) -> None:
+        """The run's owner (Session) changed its config (a step target, its MLflow run): keep a copy."""
+        self._cfg = copy.deepcopy(cfg)
+
+    @property
     def name(self) -> str:
-        return self.cfg.name
+        return self._cfg.name
 
     @property
     def out_dir(self) -> Path:
-        return Path(self.cfg.out_dir or f"runs/{self.cfg.name}")
+        return Path(self._cfg.out_dir or f"runs/{self._cfg.name}")
 
     @property
     def max_steps(self) -> int:
         """The run's step target: its config's train.max_steps (the one owner of that number)."""
-        return int(self.cfg.train.max_steps)
+        return int(self._cfg.train.max_steps)
 
     @property
     def column(self) -> str:
@@ -165,7 +177,7 @@ class RunView:
             of = "" if domain is None else f" of domain {domain!r}"
             raise UserError(
                 f"only {n} evaluation(s){of} with {x} > {fit_from or 0:g} so far ({n_evals} in all); the sigmoid fit "
-                f"needs at least {MIN_POINTS}: wait for more (one every {self.cfg.eval.every_steps} steps)"
+                f"needs at least {MIN_POINTS}: wait for more (one every {self._cfg.eval.every_steps} steps)"
             )
         result = fit_curves([(c, y)], fit_from=fit_from, n_boot=n_boot)
         # only the latest evaluation count: a new evaluation invalidates every cached fit
@@ -245,7 +257,7 @@ class RunView:
         path = run_folder(target)
         v = cls(folder_config(path), x=x)
         v.load_rows(path / "metrics.jsonl")
-        tr = v.cfg.tracking
+        tr = v._cfg.tracking
         v.run_id, v.tracking_uri = tr.run_id, tr.tracking_uri
         summary = read_summary(path) or {}
         v.summary = summary
