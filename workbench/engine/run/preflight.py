@@ -3,8 +3,12 @@
     cfg = absolute_paths(cfg)          # absolute paths (Ray workers have their own cwd); a hub model id
                                        # resolved once to its snapshot folder and commit (model/hub.py)
     preflight(cfg, build_model=True)   # the task loads, the model folder is valid (builtin: built),
-                                       # and every length the actors depend on fits (check_sequences)
+                                       # and every length the actors depend on fits (check_sequences),
+                                       # the retired-share cap covers a prompt (check_npr_cap), and the
+                                       # installed vLLM can run what the config asks (check_vllm)
     check_resources(cfg)               # the connected Ray cluster can hold the run's actors
+
+What needs no tokenizer, data or package is refused earlier, at config load (rl/honoured.py).
 """
 
 from __future__ import annotations
