@@ -163,8 +163,9 @@ class SigmoidFit(PastTheData):
             out = np.where(self.forecast.covers(arr), self.forecast.predict(arr), out)
         return float(out) if np.ndim(c) == 0 else out
 
-    def sample_curves(self, c: Any) -> np.ndarray:
-        """(n_samples, len(c)) curves of the bootstrap replicates at compute c (flat ones when no_gain)."""
+    def sample_curves(self, c: Any, mixture: bool = True) -> np.ndarray:
+        """(n_samples, len(c)) curves of the bootstrap replicates at compute c (flat ones when no_gain); past
+        the blend's backtest reach a mixture of its candidates (Blend.sample), unless mixture=False."""
         arr = np.atleast_1d(self._compute_arg(c))
         s = self.samples
         if self.no_gain:
@@ -175,7 +176,7 @@ class SigmoidFit(PastTheData):
         if fc is not None and len(s):
             # the sigmoid candidates' spread: the bootstrap curves' (none when the fit kept no sigmoid)
             sig = out if not self.no_gain else np.zeros_like(out)
-            mixed = fc.sample(arr, sig, np.random.default_rng([self.seed, 2]))
+            mixed = fc.sample(arr, sig, np.random.default_rng([self.seed, 2]), mixture)
             out = np.where(fc.covers(arr)[None, :], mixed, out)
         return out
 
@@ -186,7 +187,8 @@ class SigmoidFit(PastTheData):
         kind="prediction": where a new measured point lies: the mean band widened in quadrature
         by the residual noise, z * sigma. With a blended forecast (`forecast`, method "auto"), at
         and beyond its origin the replicates are the blend's, and both bands are widened by the
-        blend's rolling-origin error (Blend.model_sd). Past the data both also span `far_band`
+        blend's rolling-origin error (Blend.model_sd), and past its backtest's reach they also span
+        the mixture of its candidates (`_mixture_band`). Past the data both also span `far_band`
         (far.py: a second family, an unidentified A). Both are clipped to [0, 1].
         """
         if kind not in ("mean", "prediction"):
@@ -196,7 +198,7 @@ class SigmoidFit(PastTheData):
         arr = np.atleast_1d(self._compute_arg(c))
         if len(self.samples) == 0:
             raise UserError("this fit has no bootstrap samples (n_boot=0): no band available")
-        curves = self.sample_curves(arr)
+        curves = self.sample_curves(arr, mixture=False)
         a = (1 - level) / 2
         lo, hi = np.quantile(curves, [a, 1 - a], axis=0)
         z = norm.ppf(1 - a)
@@ -212,12 +214,32 @@ class SigmoidFit(PastTheData):
             widen = extra > 0
             lo = np.where(widen, mid - np.hypot(np.maximum(mid - lo, 0), z * extra), lo)
             hi = np.where(widen, mid + np.hypot(np.maximum(hi - mid, 0), z * extra), hi)
+            if self.forecast is not None:
+                lo, hi = self._mixture_band(arr, kind == "prediction", a, lo, hi)
         if self.no_gain and self.takeoff:
             hi = np.maximum(hi, self._takeoff_edge(arr, z if kind == "prediction" else 0.0))
         far = self.far_band(arr, level, kind)
         if far is not None:  # past the data: what the second family or an unidentified A allows too (far.py)
             lo, hi = np.fmin(lo, far.lo), np.fmax(hi, far.hi)
         return np.clip(lo, 0, 1), np.clip(hi, 0, 1)
+
+    def _mixture_band(self, c: np.ndarray, prediction: bool, a: float, lo: np.ndarray,
+                      hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Past the backtest's reach the band (lo, hi) also spans the candidates' mixture (Blend.sample):
+        replicates each spread by N(0, extra^2) draws (sigma for new points, the blend's error not yet
+        handed to the mixture); widening around the mean would also stretch the gap between humps."""
+        fc = self.forecast
+        mix = fc.mixing(c)
+        if not mix.any():
+            return lo, hi
+        curves = self.sample_curves(c)[:, None, :]
+        noise = np.random.default_rng([self.seed, 3]).standard_normal((len(self.samples), 20, len(c)))
+        m_lo, m_hi = np.full(len(c), np.inf), np.full(len(c), -np.inf)
+        for new_points in sorted({False, prediction}):  # a prediction band holds the mean band (noise may pull a quantile in)
+            extra = np.hypot(self.sigma if new_points else 0.0, fc.mixture_sd(c, noise=new_points))
+            q_lo, q_hi = np.quantile((curves + extra[None, None, :] * noise).reshape(-1, len(c)), [a, 1 - a], axis=0)
+            m_lo, m_hi = np.fmin(m_lo, q_lo), np.fmax(m_hi, q_hi)
+        return np.where(mix > 0, np.fmin(lo, m_lo), lo), np.where(mix > 0, np.fmax(hi, m_hi), hi)
 
     def _takeoff_edge(self, c: np.ndarray, z: float) -> np.ndarray:
         """The upper edge at c of a take-off that may be starting: from the rising points' level

@@ -59,6 +59,14 @@ Band: replicate curves (the fit's bootstrap spread around each sigmoid candidate
 the slope drawn from their standard errors) mixed with the weights, widened in quadrature by the
 blend's own rolling-origin error, grown with the horizon as sqrt(horizon / mean inner horizon)
 (so it is 0 at the origin and the blend's rmse one mean inner horizon later).
+Past the backtest's reach (`reach`, below) the weights were never measured: there each replicate
+moves to one candidate, drawn with its weight (`mixing`, over one mean inner horizon), so the band
+spans the candidates instead of narrowing around their weighted mean, and SigmoidFit.band joins
+that mixture's band to the one above (never narrower). On 200 sigmoid runs cut at 50k GPU-hours
+(4.6x C_mid) the 10x prediction band held a new point 87% of the time before (every miss below:
+the trend kept ~40% weight) and 97% after, the mean band the true curve 48% and 96%
+(benchmarks/bench_ceiling.py --coverage 200; 95% and 95% on 60 other seeds); bench_forecast.py's
+held-out medians and median coverage are unchanged, and no curve's coverage fell.
 With fewer than MIN_POINTS_BLEND fitted points there is no inner backtest and the forecast is the
 sigmoid alone; a fit that detects no gain forecasts its flat level (sigmoid.py).
 How far the rolling-origin backtest reached (`Blend.reach`, a multiple of the earliest origin's
@@ -232,32 +240,65 @@ class Blend:
         c = np.asarray(c, dtype=float)
         return self._raw(c) + self.anchor_shift(c)
 
+    def _error(self, noise: bool) -> float:
+        """The blend's rolling-origin rmse with point noise (noise=True) or without it (the true curve)."""
+        return self.blend_rmse if noise else math.sqrt(max(self.blend_rmse**2 - self.noise_sd**2, 0.0))
+
+    def _grow(self, c: np.ndarray, cap: float = math.inf) -> np.ndarray:
+        """The horizon h (ln C past the origin, at most `cap`) in mean inner horizons, as an error
+        grows with it: from 0 at the origin to 1 over the anchor's fade (ANCHOR_HORIZONS), then sqrt(h)."""
+        h = np.minimum(np.maximum(np.log(np.maximum(c, 1e-300)) - math.log(self.origin), 0.0), cap) / max(self.horizon, 1e-9)
+        return np.sqrt(np.maximum(np.minimum(1.0, h / ANCHOR_HORIZONS), h))
+
     def model_sd(self, c: np.ndarray, noise: bool) -> np.ndarray:
         """Error of the blend at c from its rolling-origin rmse, with point noise (noise=True, for a
         prediction band) or without (the noise variance taken out, for a band on the true curve),
         grown with the horizon h (in mean inner horizons): from 0 at the origin to its full size
         over the anchor's fade (ANCHOR_HORIZONS), so a band widened by it continues from the fit's
         band, then as sqrt(h) beyond one mean inner horizon."""
-        h = np.maximum(np.log(np.maximum(c, 1e-300)) - math.log(self.origin), 0.0) / max(self.horizon, 1e-9)
-        grow = np.sqrt(np.maximum(np.minimum(1.0, h / ANCHOR_HORIZONS), h))
-        base = self.blend_rmse if noise else math.sqrt(max(self.blend_rmse**2 - self.noise_sd**2, 0.0))
-        return base * grow
+        return self._error(noise) * self._grow(c)
 
-    def sample(self, c: np.ndarray, sig_curves: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def mixture_sd(self, c: np.ndarray, noise: bool) -> np.ndarray:
+        """The blend's error still added to the mixture's replicates (`sample`) past the backtest's
+        reach: as model_sd up to the reach, handing over to the mixture (1 - mixing) past it."""
+        cap = math.log(self.reach) if math.isfinite(self.reach) and self.reach > 1 else math.inf
+        return self._error(noise) * self._grow(c, cap) * (1.0 - self.mixing(c))
+
+    def mixing(self, c: np.ndarray) -> np.ndarray:
+        """How far the replicates at c are drawn from one candidate each rather than from the
+        weighted mean of all: 0 within the reach of the rolling-origin backtest (where the weights
+        were measured), rising linearly in ln C to 1 over one mean inner horizon past it (0
+        everywhere for a blend saved before its reach was kept)."""
+        if not math.isfinite(self.reach) or self.reach <= 1:
+            return np.zeros(np.shape(c))
+        h = np.log(np.maximum(np.asarray(c, dtype=float), 1e-300)) - math.log(self.origin)
+        return np.clip((h - math.log(self.reach)) / max(self.horizon, 1e-9), 0.0, 1.0)
+
+    def sample(self, c: np.ndarray, sig_curves: np.ndarray, rng: np.random.Generator, mixture: bool = True) -> np.ndarray:
         """(n, len(c)) blended replicate curves. sig_curves: the fit's bootstrap curves at c, which
-        stand for every sigmoid candidate's spread around its own curve."""
+        stand for every sigmoid candidate's spread around its own curve. Within the backtest's reach
+        each replicate is the weighted mean of the candidates' replicates; past it (`mixing`) a
+        replicate moves to one candidate's, drawn with its weight: a mixture, so the band spans the
+        candidates where the backtest no longer tells which one to trust, and its mean (the point
+        forecast) stays the weighted mean. mixture=False: the weighted means everywhere (the band of before)."""
         n = len(sig_curves)
         x = np.log(np.maximum(c, 1e-300))[None, :]
         parts = self.parts(c)
         spread = sig_curves - np.median(sig_curves, axis=0, keepdims=True)
         lv = self.level + self.level_se * rng.standard_normal((n, 1))
         sl = self.slope + self.slope_se * rng.standard_normal((n, 1))
-        out = np.zeros((n, len(c)))
-        for k, w in self.weights_at(c).items():
-            if k in self.sigmoids:
-                out += w[None, :] * (parts[k][None, :] + spread)
-            else:
-                out += w[None, :] * np.clip(lv + self.lines[k] * sl * (x - math.log(self.origin)), self.lo, self.hi)
+        weights = self.weights_at(c)
+        each = {k: (parts[k][None, :] + spread) if k in self.sigmoids
+                else np.clip(lv + self.lines[k] * sl * (x - math.log(self.origin)), self.lo, self.hi) for k in weights}
+        out = sum(w[None, :] * each[k] for k, w in weights.items())
+        mix = self.mixing(c) if mixture else np.zeros(len(c))
+        if mix.any():
+            names = list(weights)
+            cum = np.cumsum([weights[k] for k in names], axis=0)  # (candidates, len(c))
+            u = rng.random((n, 1, 1))  # one draw per replicate: its candidate, the same at every c
+            pick = np.minimum((u > cum[None, :, :]).sum(1), len(names) - 1)  # (n, len(c))
+            one = np.choose(pick, [each[k] for k in names])
+            out = out + mix[None, :] * (one - out)
         return out + self.anchor_shift(c)[None, :]
 
     def to_dict(self) -> dict[str, Any]:
