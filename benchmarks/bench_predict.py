@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from workbench.scaling import fit_sigmoid  # noqa: E402
-from workbench.scaling.forecast.blend.ladder import leave_largest_out  # noqa: E402
+from workbench.scaling.forecast.ladder import leave_largest_out  # noqa: E402
 
 PAPER_R0 = 0.4017  # the 8B run's digitised start (reference sheet, section 1)
 

@@ -18,7 +18,7 @@ The layers, lowest first. A module may import from its own layer and the ones be
     widgets, sweep, session   the notebook face
     doors                 workbench/__init__, workbench.cli and workbench.commands (compare, ui, check)
 
-A room's own command module (scaling.cli, engine.run.run_command, ...) sits in its room: a command that
+A room's own command module (scaling.fit_command, engine.run.run_command, ...) sits in its room: a command that
 needs a room above its own lives in workbench/commands. This order is the one place it is written.
 
 The rooms in PARTS_ONLY (engine/train, engine/rollout) never name the RunConfig: their components

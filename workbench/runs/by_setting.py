@@ -35,7 +35,7 @@ from workbench.errors import UserError
 from workbench.runs.folder import EXECUTION_KEYS, PARAMS_KEY, PARAMS_SUMMARY_KEY
 from workbench.runs.report import SCORE_KEY, fit_curves
 from workbench.scaling.data import Curve
-from workbench.scaling.forecast.blend.config_curve import ConfigPrediction, predict_config
+from workbench.scaling.forecast.config_curve import ConfigPrediction, predict_config
 from workbench.tracking.queries import closest
 
 FREE_KEYS = EXECUTION_KEYS + ("seed",)  # may differ between the runs of one prediction
