@@ -12,7 +12,7 @@ Input: value of the setting -> a SigmoidFit with bootstrap samples (fit_sigmoid 
 fit_sigmoid_multi), or a (compute, score) curve, fitted here by fit_sigmoid (R0 by `r0_rule`).
 At least 3 runs, values > 0, one run per value (fit seeds of a value jointly), every run showing
 a rise (a no-gain fit has no B or C_mid to extrapolate). Loading runs from folders, MLflow or
-CSVs is workbench.runs.predict; this module knows only fits and numbers.
+CSVs is workbench.runs.by_setting; this module knows only fits and numbers.
 
 The model. With u = ln(value), each parameter moves with u in one stated form, fitted by
 weighted least squares over the runs (weight 1 / (the run's bootstrap variance of the parameter
