@@ -195,12 +195,12 @@ class RunCoordinator:
             raise RunFailed(self.error)
         return summary
 
-    def _loop(self, w: Workers, deadline: float) -> None:
+    def _loop(self, workers: Workers, deadline: float) -> None:
         """Phases, until the last step is trained: dispatch generation, queue train steps, collect
         whatever finished. A dead trainer worker restarts the group from the last checkpoint."""
         self.loop = LoopState(last_ckpt=self.step)
         if self.step == 0 and self.cfg.eval.at_start:
-            self.loop.eval_refs[w.evaluate(self.cfg.seed, initial=True)] = (0, self._snapshot())
+            self.loop.eval_refs[workers.evaluate(self.cfg.seed, initial=True)] = (0, self._snapshot())
         self.clock.start()
         while True:
             stopping = self._stop.is_set() or time.monotonic() > deadline
@@ -211,13 +211,13 @@ class RunCoordinator:
                 continue
             try:
                 if not stopping and not self._paused.is_set():
-                    self._dispatch_generation(w)
-                self._queue_train_steps(w, stopping)
-                self._collect(w, deadline)
+                    self._dispatch_generation(workers)
+                self._queue_train_steps(workers, stopping)
+                self._collect(workers, deadline)
             except TrainerDied as e:
-                self._restart_trainer(w, str(e))
+                self._restart_trainer(workers, str(e))
         if self.loop.last_ckpt != self.step:
-            self._checkpoint(w, self.loop.groups.prompt_ids(), self.loop.gen_refs)
+            self._checkpoint(workers, self.loop.groups.prompt_ids(), self.loop.gen_refs)
 
     # -- loop phases ---------------------------------------------------------------------
     def _snapshot(self) -> dict:
@@ -235,13 +235,13 @@ class RunCoordinator:
     def _in_flight_groups(self) -> int:
         return len(self.loop.groups) + sum(len(p) for _, p, _ in self.loop.gen_refs.values())
 
-    def _dispatch(self, w, n: int) -> None:
+    def _dispatch(self, workers, n: int) -> None:
         """A chunk of `n` prompts to the least busy generator."""
-        rank = w.least_busy(self.loop.gen_refs)
+        rank = workers.least_busy(self.loop.gen_refs)
         cid, prompts = self.prompts.next_chunk(n)
-        self.loop.gen_refs[w.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
+        self.loop.gen_refs[workers.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
 
-    def _dispatch_generation(self, w) -> None:
+    def _dispatch_generation(self, workers) -> None:
         """Pipeline: keep up to `max_ahead_steps` (<= k) steps of rollouts buffered or in flight.
         Otherwise: a new round (1 step for sync, k for ppo-off-policy) once the last is trained."""
         cfg, loop = self.cfg, self.loop
@@ -250,7 +250,7 @@ class RunCoordinator:
         steps_needed = self.max_steps - (self.step + len(loop.train_q))
         if steps_needed <= 0:
             return
-        split = w.split_sizes(per_step)
+        split = workers.split_sizes(per_step)
         if alg == "pipeline":
             ahead = min(k, max(1, cfg.generation.max_ahead_steps))
             # the step the trainer is running does not count; one queued behind it does
@@ -258,17 +258,17 @@ class RunCoordinator:
             while (
                 lag_steps < ahead
                 and math.ceil(self._in_flight_groups() / per_step) < steps_needed
-                and len(loop.gen_refs) < 2 * w.num_generators
+                and len(loop.gen_refs) < 2 * workers.num_generators
             ):
                 for n in split:
-                    self._dispatch(w, n)
+                    self._dispatch(workers, n)
                 lag_steps += 1
         elif not loop.gen_refs and not loop.groups and not loop.train_q:
             for _ in range(1 if alg == "sync" else min(k, steps_needed)):
                 for n in split:
-                    self._dispatch(w, n)
+                    self._dispatch(workers, n)
 
-    def _queue_train_steps(self, w, stopping: bool) -> None:
+    def _queue_train_steps(self, workers, stopping: bool) -> None:
         """Up to two trainer steps are queued, so the trainer never idles for a round trip while
         the next batch travels; never across a checkpoint, whose state must match the trainer's."""
         loop, per_step = self.loop, self.cfg.train.prompts_per_step
@@ -281,10 +281,10 @@ class RunCoordinator:
             batch = loop.groups.take(per_step)
             waited = loop.trainer_clock.step_sent(self.counters, queue_was_empty=not loop.train_q)
             reward_row = reward_metrics.step_reward_row(self.task, batch, loop.gen_stats["rewards"], waited)
-            loop.train_q.append((w.train(batch, self.step + len(loop.train_q)), {"gen": dict(loop.gen_stats), "rewards": reward_row}))
+            loop.train_q.append((workers.train(batch, self.step + len(loop.train_q)), {"gen": dict(loop.gen_stats), "rewards": reward_row}))
             loop.gen_stats = _fresh_gen_stats()
 
-    def _collect(self, w, deadline: float) -> None:
+    def _collect(self, workers, deadline: float) -> None:
         """Wait for anything to finish (every rank of the head train step is watched: a dead rank
         leaves the others blocked) and handle it."""
         loop = self.loop
@@ -298,7 +298,7 @@ class RunCoordinator:
         ready, _ = ray.wait(pending, num_returns=1, timeout=0.5)
         for ref in ready:
             if ref in loop.gen_refs:
-                self._on_generated(w, ref)
+                self._on_generated(workers, ref)
             elif ref in loop.eval_refs:
                 while loop.eval_refs and ray.wait([ref := next(iter(loop.eval_refs))], timeout=0)[0]:
                     step, stamp = loop.eval_refs.pop(ref)
@@ -310,9 +310,9 @@ class RunCoordinator:
                 raise TrainerDied(f"a trainer worker died ({type(e).__name__})") from None
             done, _ = ray.wait(head, num_returns=len(head), timeout=0)
             if len(done) == len(head):
-                self._on_trained(w, deadline)
+                self._on_trained(workers, deadline)
 
-    def _on_generated(self, w, ref) -> None:
+    def _on_generated(self, workers, ref) -> None:
         loop = self.loop
         rank, prompts, cid = loop.gen_refs.pop(ref)
         try:
@@ -320,8 +320,8 @@ class RunCoordinator:
         except ray.exceptions.RayActorError as e:
             # the actor died: Ray restarts it; give it the current weights, redo the chunk
             self.log.event(f"generator {rank} died ({type(e).__name__}); regenerating chunk {cid}")
-            w.sync.resync(rank)
-            loop.gen_refs[w.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
+            workers.sync.resync(rank)
+            loop.gen_refs[workers.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
             return
         if chunk.meta and not self.generation:
             self.generation = dict(chunk.meta)  # every generator runs the same backend build
@@ -336,23 +336,23 @@ class RunCoordinator:
         loop.gen_stats["chunks"] += 1
         reward_metrics.add_chunk(loop.gen_stats["rewards"], chunk)
 
-    def _on_trained(self, w, deadline: float) -> None:
+    def _on_trained(self, workers, deadline: float) -> None:
         cfg, loop = self.cfg, self.loop
         call, meta = loop.train_q.popleft()
         result: StepResult = ray.get(call.result)
         loop.trainer_clock.step_done(self.counters, queue_empty=not loop.train_q)
         round_done = not loop.gen_refs and not loop.groups and not loop.train_q
-        self._finish_step(w, result, None if result.skipped else call.weights, meta, round_done)
+        self._finish_step(workers, result, None if result.skipped else call.weights, meta, round_done)
         stamp = self._snapshot()
         # stopping: evaluate once, after the last queued step (not after each step still in the queue)
         last = self.step >= self.max_steps or ((self._stop.is_set() or time.monotonic() > deadline) and not loop.train_q)
         if self.step % cfg.eval.every_steps == 0 or last:
-            loop.eval_refs[w.evaluate(cfg.seed + self.step)] = (self.step, stamp)
+            loop.eval_refs[workers.evaluate(cfg.seed + self.step)] = (self.step, stamp)
         if not loop.train_q and (self.step % cfg.checkpoint.every_steps == 0 or last):
-            self._checkpoint(w, loop.groups.prompt_ids(), loop.gen_refs)
+            self._checkpoint(workers, loop.groups.prompt_ids(), loop.gen_refs)
             loop.last_ckpt = self.step
 
-    def _restart_trainer(self, w, reason: str) -> None:
+    def _restart_trainer(self, workers, reason: str) -> None:
         """Back to the last checkpoint (or the start) with a fresh trainer group; the steps after
         it are redone, so each step is still logged once. In-flight rollouts are dropped."""
         limit = self.cfg.resources.max_restarts
@@ -367,7 +367,7 @@ class RunCoordinator:
         self.log.back_to(self.step)
         self.clock = accounting.Clock(self.counters, accounting.devices_held(self.cfg))
         self.loop = LoopState(last_ckpt=self.step)
-        version = w.load_trainer(self.checkpoints.trainer_path(ck) if ck is not None else None, restart=True)
+        version = workers.load_trainer(self.checkpoints.trainer_path(ck) if ck is not None else None, restart=True)
         held = accounting.devices_held(self.cfg) * (time.monotonic() - t0) / 3600.0  # devices idle while restarting
         accounting.carry_discarded(self.counters, lost, lost_step - self.step, held)
         self.clock.start()
@@ -376,7 +376,7 @@ class RunCoordinator:
             f"(restart {self.restarts} of {limit}); the generators reloaded the weights (policy version {version})"
         )
 
-    def _finish_step(self, w: Workers, result: StepResult, weights_ref, meta: dict, round_done: bool) -> None:
+    def _finish_step(self, workers: Workers, result: StepResult, weights_ref, meta: dict, round_done: bool) -> None:
         stats = result.row()
         if stats.get("train/nonfinite", 0.0) and stats.get("train/nonfinite_in_a_row", 0) >= self.cfg.train.max_nonfinite_in_a_row:
             raise RunFailed(
@@ -386,7 +386,7 @@ class RunCoordinator:
             )
         self.step += 1
         t_sync = time.monotonic()
-        w.sync.trained(weights_ref, result.version, round_done=round_done)  # None: skipped
+        workers.sync.trained(weights_ref, result.version, round_done=round_done)  # None: skipped
         sync_s = time.monotonic() - t_sync
         self.counters.weight_sync_seconds += sync_s
         accounting.add_trained(
@@ -395,12 +395,12 @@ class RunCoordinator:
         self.counters.train_seconds += stats.get("time/train_compute", 0.0)
         self.clock.tick()
         row = step_row(stats, meta["gen"], self.counters, self.n_params, sync_seconds=sync_s,
-                       num_generators=w.num_generators, sampler=self.prompts.sampler.stats())  # fmt: skip
+                       num_generators=workers.num_generators, sampler=self.prompts.sampler.stats())  # fmt: skip
         row.update(meta.get("rewards", {}))
         self.log.log(row, self.step)
         self.learning.after_step(self.step, stats, self.log, self._stop)
 
-    def _checkpoint(self, w, buffered: list[int], gen_refs) -> None:
+    def _checkpoint(self, workers, buffered: list[int], gen_refs) -> None:
         pending = buffered + [p for _, ps, _ in gen_refs.values() for p in ps]
-        self.checkpoints.save(w, self.step, self.counters, pending)
+        self.checkpoints.save(workers, self.step, self.counters, pending)
         self.log.commit(self.step)  # MLflow gets the steps this checkpoint now covers

@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 from workbench.config import RunConfig
 from workbench.engine.failures import ERROR_LOG
-from workbench.engine.run import accounting as acc
+from workbench.engine.run import accounting
 from workbench.runs.folder import PARAMS_SUMMARY_KEY
 from workbench.tracking.sink import JsonlSink, MetricSink, rewindable
 
@@ -86,7 +86,7 @@ class RunLog:
 
 
 def step_row(
-    stats: dict[str, Any], gen: dict[str, float], c: acc.Counters, n_params: int, *, sync_seconds: float,
+    stats: dict[str, Any], gen: dict[str, float], c: accounting.Counters, n_params: int, *, sync_seconds: float,
     num_generators: int, sampler: dict[str, float],
 ) -> dict[str, Any]:  # fmt: skip
     """A trainer step's row: the trainer's stats, the generation behind it (`gen`: seconds,
@@ -110,13 +110,13 @@ def step_row(
     )
     row.update({f"sampler/retired_share/{k.split('/', 1)[1]}": float(v) for k, v in sampler.items()
                 if k.startswith("retired_fraction/")})  # a task mixture's domains
-    row.update(acc.compute_metrics(c, n_params))
+    row.update(accounting.compute_metrics(c, n_params))
     return row
 
 
 def run_summary(
     cfg: RunConfig, *, status: str, steps: int, resumed_from: Optional[int], rows: list[dict[str, Any]],
-    counters: acc.Counters, n_params: int, trainer_nodes: int, restarts: int, events: list[str],
+    counters: accounting.Counters, n_params: int, trainer_nodes: int, restarts: int, events: list[str],
     generation: Optional[dict[str, Any]] = None, error: Optional[str] = None, extra: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:  # fmt: skip
     """summary.json: how the run ended (a failed run: `error`, one line; its traceback is in
@@ -146,6 +146,6 @@ def run_summary(
         "events": list(events),
         "generation": {"backend": cfg.generation.backend, **(generation or {})},
         PARAMS_SUMMARY_KEY: n_params,
-        **acc.compute_metrics(c, n_params),
-        **acc.discarded_metrics(c),
+        **accounting.compute_metrics(c, n_params),
+        **accounting.discarded_metrics(c),
     }
