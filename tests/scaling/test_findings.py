@@ -44,3 +44,9 @@ def test_every_loo_preset_has_the_papers_claim_and_a_missing_baseline_is_one_lin
     assert presets | {"scalerl-sync"} == set(PAPER_CLAIMS)
     with pytest.raises(UserError, match="the baseline 'scalerl' is not in the study"):
         findings({"x": draw_runs(0.6, 2.0, 0, C_mid=0.25, points=40, noise=0.008)})
+
+
+def test_the_reason_tells_margin_from_noise(table):
+    rows = {r.recipe: r for r in table.rows}
+    assert "beyond the +-0.02 margin and the noise" in rows["scalerl-loo-loss-dapo"].why
+    assert rows["scalerl-loo-norm-none"].why.endswith("within the +-0.02 margin; dB +0.03 within the noise")

@@ -177,7 +177,9 @@ def _row(name: str, fit: SigmoidFit, base: SigmoidFit, claim: PaperClaim, runs: 
             mine, theirs = refit_at_shared_A(fit, shared), refit_at_shared_A(base, shared)
         dB, dB_ci = mine.B - theirs.B, _diff(mine.samples[:, 1], theirs.samples[:, 1], level, rng)
     b_moved = math.isfinite(dB) and _excludes_zero(dB_ci)
-    a_txt = f"dA {dA:+.3f} {'beyond' if a_moved else 'within'} the +-{margin:g} margin and noise"
+    where = ("beyond the +-{m:g} margin and the noise" if a_moved else "beyond the +-{m:g} margin but within the noise"
+             if abs(dA) > margin else "within the +-{m:g} margin").format(m=margin)
+    a_txt = f"dA {dA:+.3f} {where}"
     b_txt = f"dB {dB:+.2f} " + ("beyond the noise" if b_moved else "within the noise") if math.isfinite(dB) else "B not comparable (no gain)"
     verdict: Verdict
     if claim.moves == "A":
