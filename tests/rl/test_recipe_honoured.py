@@ -95,14 +95,18 @@ def test_settings_the_engine_cannot_honour_are_refused_at_load(overrides, needle
 
 
 def test_the_same_settings_where_the_engine_honours_them_load():
-    run_config_from_dict({}, {"generation.max_ahead_steps": 1, "resources.trainer_gpus": 1, "resources.generator_gpus": 1,
-                              "generation.max_batch_sequences": 8})  # fmt: skip
-    run_config_from_dict({}, {"generation.num_generators": 4, "train.prompts_per_step": 2})  # two steps in flight
-    run_config_from_dict({}, {"generation.num_generators": 6, "train.prompts_per_step": 2, "recipe": "deepseek-grpo",
-                              "recipe.off_policy.k": 3})  # fmt: skip
+    a = run_config_from_dict({}, {"generation.max_ahead_steps": 1, "resources.trainer_gpus": 1, "resources.generator_gpus": 1,
+                                  "generation.max_batch_sequences": 8})  # fmt: skip
+    assert (a.generation.max_ahead_steps, a.resources.trainer_gpus, a.generation.max_batch_sequences) == (1, 1, 8)
+    b = run_config_from_dict({}, {"generation.num_generators": 4, "train.prompts_per_step": 2})  # two steps in flight
+    assert b.generation.num_generators == 4
+    c = run_config_from_dict({}, {"generation.num_generators": 6, "train.prompts_per_step": 2, "recipe": "deepseek-grpo",
+                                  "recipe.off_policy.k": 3})  # fmt: skip
+    assert (c.generation.num_generators, c.recipe.off_policy.k) == (6, 3)
     # vLLM: tensor parallelism over whole GPUs, generators that queue a group larger than the batch
-    run_config_from_dict({}, {"generation.backend": "vllm", "resources.generator_gpus": 2, "resources.evaluator_gpus": 2,
-                              "generation.vllm_tensor_parallel_size": 2, "generation.max_batch_sequences": 2})  # fmt: skip
+    d = run_config_from_dict({}, {"generation.backend": "vllm", "resources.generator_gpus": 2, "resources.evaluator_gpus": 2,
+                                  "generation.vllm_tensor_parallel_size": 2, "generation.max_batch_sequences": 2})  # fmt: skip
+    assert (d.generation.vllm_tensor_parallel_size, d.generation.max_batch_sequences) == (2, 2)
 
 
 def test_the_recipes_own_refusals_still_name_their_field():

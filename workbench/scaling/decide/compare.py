@@ -81,12 +81,17 @@ class Comparison:
         return "\n".join(lines)
 
 
-def _diff_excludes_zero(a: np.ndarray, b: np.ndarray, level: float, rng: np.random.Generator) -> bool:
+def diff_interval(a: np.ndarray, b: np.ndarray, level: float, rng: np.random.Generator, least: int = 0) -> tuple[float, float]:
+    """Interval of a - b from two fits' bootstrap replicates paired at random (at least `least` pairs);
+    (nan, nan) when either has none."""
     if len(a) == 0 or len(b) == 0:
-        return False
-    k = max(len(a), len(b))
-    d = a[rng.integers(0, len(a), k)] - b[rng.integers(0, len(b), k)]
-    lo, hi = _ci(d, level)
+        return (math.nan, math.nan)
+    k = max(len(a), len(b), least)
+    return _ci(a[rng.integers(0, len(a), k)] - b[rng.integers(0, len(b), k)], level)
+
+
+def _diff_excludes_zero(a: np.ndarray, b: np.ndarray, level: float, rng: np.random.Generator) -> bool:
+    lo, hi = diff_interval(a, b, level, rng)
     return lo > 0 or hi < 0
 
 

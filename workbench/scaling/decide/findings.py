@@ -30,6 +30,7 @@ from typing import Any, Literal, Mapping, Sequence
 import numpy as np
 
 from workbench.errors import UserError
+from workbench.scaling.decide.compare import diff_interval
 from workbench.scaling.fit.result import SigmoidFit
 from workbench.scaling.fit.sigmoid import fit_sigmoid_multi, refit_at_shared_A
 from workbench.scaling.forecast.families import A_MARGIN
@@ -114,16 +115,6 @@ def _signed(v: float, ci: tuple[float, float]) -> str:
     return "-" if not math.isfinite(v) else f"{v:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
 
-def _diff(a: np.ndarray, b: np.ndarray, level: float, rng: np.random.Generator) -> tuple[float, float]:
-    """Interval of a - b, bootstrap replicates of two independent fits paired at random."""
-    if len(a) == 0 or len(b) == 0:
-        return (math.nan, math.nan)
-    k = max(len(a), len(b), 1000)
-    d = a[rng.integers(0, len(a), k)] - b[rng.integers(0, len(b), k)]
-    lo, hi = np.quantile(d, [(1 - level) / 2, (1 + level) / 2])
-    return (float(lo), float(hi))
-
-
 def _excludes_zero(ci: tuple[float, float]) -> bool:
     return ci[0] > 0 or ci[1] < 0
 
@@ -167,7 +158,7 @@ def findings(study: Mapping[str, Sequence[Any]], *, baseline: str = "scalerl", l
 def _row(name: str, fit: SigmoidFit, base: SigmoidFit, claim: PaperClaim, runs: int, margin: float, level: float,
          rng: np.random.Generator) -> FindingRow:
     dA = fit.A - base.A
-    dA_ci = _diff(fit.samples[:, 0], base.samples[:, 0], level, rng)
+    dA_ci = diff_interval(fit.samples[:, 0], base.samples[:, 0], level, rng, least=1000)
     a_moved = abs(dA) > margin and _excludes_zero(dA_ci)
     dB, dB_ci = math.nan, (math.nan, math.nan)
     if not (fit.no_gain or base.no_gain):
@@ -175,7 +166,7 @@ def _row(name: str, fit: SigmoidFit, base: SigmoidFit, claim: PaperClaim, runs: 
         if abs(dA) <= margin:  # a tie on A: compare B at the shared mean A, the paper's way
             shared = 0.5 * (fit.A + base.A)
             mine, theirs = refit_at_shared_A(fit, shared), refit_at_shared_A(base, shared)
-        dB, dB_ci = mine.B - theirs.B, _diff(mine.samples[:, 1], theirs.samples[:, 1], level, rng)
+        dB, dB_ci = mine.B - theirs.B, diff_interval(mine.samples[:, 1], theirs.samples[:, 1], level, rng, least=1000)
     b_moved = math.isfinite(dB) and _excludes_zero(dB_ci)
     where = ("beyond the +-{m:g} margin and the noise" if a_moved else "beyond the +-{m:g} margin but within the noise"
              if abs(dA) > margin else "within the +-{m:g} margin").format(m=margin)
