@@ -56,7 +56,7 @@ def _left_out(items: list[str]) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     from workbench.runs.study import describe, require_runs, study_from_folder, study_from_mlflow, write_study
     from workbench.scaling.decide.early_calls import early_calls
-    from workbench.scaling.decide.findings import findings
+    from workbench.scaling.decide.findings import findings, fit_study
 
     left_out = _left_out(args.left_out)
     if args.export and not args.provenance.strip():
@@ -73,10 +73,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"curves written to {write_study(study, args.export, provenance=args.provenance)}")
     require_runs(study, 2, "a findings table")  # seeds are what the intervals are made of
     active = {n: r for n, r in study.items() if n not in left_out}
-    lines = [f"study: {describe(study)}", "", str(findings(active, baseline=args.baseline, left_out=left_out))]
+    fits = fit_study(active)  # once: the table and the early decisions' truth share the full runs' fits
+    lines = [f"study: {describe(study)}", "", str(findings(active, baseline=args.baseline, left_out=left_out, fits=fits))]
     if not args.no_early:
         lines += ["", "early decisions (the full runs are the truth):"]
-        lines += [f"- {c.sentence()}" for c in early_calls(active)]
+        lines += [f"- {c.sentence()}" for c in early_calls(active, fits=fits)]
     text = "\n".join(lines)
     print(text)
     if args.markdown_out:

@@ -31,6 +31,7 @@ from workbench.errors import UserError
 from workbench.scaling.data import as_curve
 from workbench.scaling.decide.compare import Comparison, compare
 from workbench.scaling.decide.findings import fit_study
+from workbench.scaling.fit.result import SigmoidFit
 from workbench.scaling.forecast.families import A_MARGIN
 
 Ranking = Literal["forecast", "A then B"]
@@ -117,13 +118,16 @@ def _score(fraction: float, by: Ranking, ranking: list[str], truth: Mapping[tupl
 
 
 def early_calls(study: Mapping[str, Sequence[Any]], *, fractions: Sequence[float] = (0.25, 0.5), min_pairs: int = 10,
-                margin: float = A_MARGIN, level: float = 0.95, seed: int = 0, **fit_kw: Any) -> list[EarlyCall]:
-    """Score early rankings against the full runs' (module docstring), per fraction and ranking."""
+                margin: float = A_MARGIN, level: float = 0.95, seed: int = 0, fits: Mapping[str, SigmoidFit] | None = None,
+                **fit_kw: Any) -> list[EarlyCall]:
+    """Score early rankings against the full runs' (module docstring), per fraction and ranking.
+    `fits`: the full runs' joint fits when already made (`findings.fit_study`), else fitted here."""
     if len(study) < 2:
         raise UserError(f"early_calls needs at least two recipes, got {len(study)}")
     if any(not 0 < f < 1 for f in fractions):
         raise UserError(f"early_calls: fractions must lie in (0, 1), got {list(fractions)}")
-    full_cmp = compare(fit_study(study, seed=seed, level=level, **fit_kw), margin=margin, level=level, seed=seed)
+    full = dict(fits) if fits is not None else fit_study(study, seed=seed, level=level, **fit_kw)
+    full_cmp = compare(full, margin=margin, level=level, seed=seed)
     truth_f, winner_f = _truth_by_forecast(study, level)
     truth_ab, winner_ab = _truth_by_a_then_b(full_cmp, margin), full_cmp.winner
     budget = {n: float(np.mean([np.max(as_curve(r).compute) for r in runs])) for n, runs in study.items()}
