@@ -85,3 +85,39 @@ def test_a_dead_worker_is_reported_not_waited_for(ray_cluster, two):
             get_all([a.ping.remote() for a in group.actors])
     finally:
         group.kill()
+
+
+@ray.remote(num_cpus=0, max_restarts=0)
+class _Rank:
+    """A stand-in rank: fails the way a collective does, dies, or answers."""
+
+    def collective_fails(self) -> None:
+        raise RuntimeError("[gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:46215")
+
+    def dies_after(self, seconds: float) -> None:
+        import time
+
+        time.sleep(seconds)
+        os._exit(1)
+
+    def answers_after(self, seconds: float) -> int:
+        import time
+
+        time.sleep(seconds)
+        return 1
+
+
+def test_a_survivors_collective_error_seen_before_the_death_is_still_a_dead_worker(ray_cluster):
+    """CI saw this race: the survivor's gloo error came back before Ray reported the killed rank,
+    and the run failed instead of restarting the trainer group."""
+    survivor, victim = _Rank.remote(), _Rank.remote()
+    refs = [survivor.collective_fails.remote(), victim.dies_after.remote(1.0)]
+    with pytest.raises(TrainerDied, match="peer's collective"):
+        get_all(refs)
+
+
+def test_a_ranks_own_error_is_not_taken_for_a_death(ray_cluster):
+    failing, fine = _Rank.remote(), _Rank.remote()
+    refs = [failing.collective_fails.remote(), fine.answers_after.remote(0.5)]
+    with pytest.raises(ray.exceptions.RayTaskError, match="Connection closed by peer"):
+        get_all(refs)

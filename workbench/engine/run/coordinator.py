@@ -45,7 +45,7 @@ from workbench.engine.run.learning import LearningWatch
 from workbench.engine.run.loop_checkpoint import LoopCheckpoint
 from workbench.engine.run.metrics import RunLog, run_summary, step_row
 from workbench.engine.run.prompt_supply import PromptSupply
-from workbench.engine.train.group import TrainerDied
+from workbench.engine.train.group import TrainerDied, as_group_failure
 from workbench.engine.train.trainer import StepResult
 from workbench.runs.export import export_final
 from workbench.runs.folder import PARAMS_KEY
@@ -306,8 +306,8 @@ class RunCoordinator:
         if head and any(r in head for r in ready):
             try:
                 ray.get([r for r in ready if r in head])
-            except ray.exceptions.RayActorError as e:
-                raise TrainerDied(f"a trainer worker died ({type(e).__name__})") from None
+            except ray.exceptions.RayError as e:
+                raise as_group_failure(e, head) from None
             done, _ = ray.wait(head, num_returns=len(head), timeout=0)
             if len(done) == len(head):
                 self._on_trained(workers, deadline)

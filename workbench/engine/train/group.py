@@ -37,6 +37,7 @@ from workbench.errors import UserError
 from workbench.runs.checkpoint import require_shared, shared_token
 
 PLACEMENT_TIMEOUT_S = 120.0
+PEER_DEATH_WAIT_S = 30.0  # how long a rank's failure waits for Ray to report a dead peer
 
 
 class TrainerDied(RuntimeError):
@@ -62,8 +63,29 @@ def get_all(refs: list) -> list:
             ready, pending = ray.wait(pending, num_returns=1)
             ray.get(ready)
         return ray.get(list(refs))
-    except ray.exceptions.RayActorError as e:
-        raise TrainerDied(f"a trainer worker died ({type(e).__name__})") from None
+    except ray.exceptions.RayError as e:
+        raise as_group_failure(e, refs) from None
+
+
+def as_group_failure(error: Exception, refs: list) -> Exception:
+    """What a failed rank call means for the group. A dead rank is `TrainerDied`. A survivor often
+    fails first: its collective sees the peer's socket close ("Connection closed by peer") before
+    Ray reports the dead actor. So on any other error, the group's other calls (`refs`) get up to
+    PEER_DEATH_WAIT_S to show a death; if none does, the error is the rank's own and is returned
+    as it was."""
+    if isinstance(error, ray.exceptions.RayActorError):
+        return TrainerDied(f"a trainer worker died ({type(error).__name__})")
+    pending, deadline = list(refs), time.monotonic() + PEER_DEATH_WAIT_S
+    while pending and (left := deadline - time.monotonic()) > 0:
+        ready, pending = ray.wait(pending, num_returns=1, timeout=left)
+        for ref in ready:
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError as e:
+                return TrainerDied(f"a trainer worker died ({type(e).__name__}); a peer's collective failed with it")
+            except ray.exceptions.RayError:
+                pass  # another survivor's view of the same failure, or the same own error
+    return error
 
 
 class TrainerGroup:
