@@ -49,7 +49,7 @@ demo: setup
 	$(VENV)/bin/workbench run --config configs/demo.yaml --out runs/demo --fresh
 
 test: setup browser
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=30 $(PYTEST_ARGS)
 
 # The manual (docs/, mkdocs.yml) into site/: open site/index.html, no server needed. Strict: a
 # broken link, a missing page or a failing reference page stops the build (make test runs it too).

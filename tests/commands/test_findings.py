@@ -59,3 +59,52 @@ def test_bad_input_is_one_line(args, needle, capsys):
     assert main(["findings", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and needle in err
+
+
+def _stop_early_sweep(folder, *, stop_early=True, dapo_status="STOPPED"):
+    """An out folder as `workbench sweep --stop-early` leaves it (manifest.json, after its compute account)."""
+    import json
+
+    points = {}
+    for recipe in RECIPES:
+        for seed in range(2):
+            stopped = recipe == "scalerl-loo-loss-dapo" and seed == 0
+            points[f"{recipe}{seed}"] = {
+                "label": f"{recipe}/seed={seed}", "group": recipe, "params": {"recipe": recipe, "seed": seed},
+                "status": dapo_status if stopped else "FINISHED", "stopped_reason": "A's interval below the best's" if stopped else None,
+                "compute_spent": 1.0 if stopped else 4.0, "compute_unspent": 3.0 if stopped else 0.0}
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps({"points": points, "stop_early": stop_early}))
+    return folder
+
+
+def test_stop_early_is_scored_and_its_record_ships_with_the_study(tmp_path, capsys):
+    folder = tmp_path / "loo"
+    from workbench.runs.study import write_study
+
+    study = {r: [(c, y) for c, y in draw_runs(A, B, seed=i, n=2, points=30)] for i, (r, (A, B)) in enumerate(RECIPES.items())}
+    write_study(study, folder, provenance="drawn")
+    sweep = _stop_early_sweep(tmp_path / "sweep")
+    shipped = tmp_path / "shipped"
+    assert main(["findings", "--curves", str(folder), "--no-early", "--stop-early-sweep", str(sweep),
+                 "--export", str(shipped), "--provenance", "drawn"]) == 0
+    line = [ln for ln in capsys.readouterr().out.splitlines() if "stop-early" in ln]
+    # 3 of 24 compute units unspent; with 3 recipes the top 3 holds every one, so the stopped DAPO is in it
+    assert line == ["- stop-early on the same grid saved 12% of its compute; it stopped runs of 1 of 3 recipes: "
+                    "scalerl-loo-loss-dapo; STOPPED scalerl-loo-loss-dapo, in the full runs' top 3 "
+                    "(scalerl, scalerl-loo-agg-token, scalerl-loo-loss-dapo)"], line
+    assert (shipped / "stop_early.json").is_file()
+    assert main(["findings", "--curves", str(shipped), "--no-early"]) == 0  # the shipped record is read back
+    assert [ln for ln in capsys.readouterr().out.splitlines() if "stop-early" in ln] == line
+
+
+@pytest.mark.parametrize("kw,needle", [({"stop_early": False}, "ran without --stop-early"),
+                                       ({"dapo_status": "RUNNING"}, "the sweep has not finished (1 of 6 points")])
+def test_a_stop_early_sweep_that_cannot_be_scored_is_one_line(tmp_path, capsys, kw, needle):
+    from workbench.runs.study import write_study
+
+    write_study({r: draw_runs(A, B, seed=i, n=2, points=30) for i, (r, (A, B)) in enumerate(RECIPES.items())}, tmp_path / "loo",
+                provenance="drawn")
+    sweep = _stop_early_sweep(tmp_path / "sweep", **kw)
+    assert main(["findings", "--curves", str(tmp_path / "loo"), "--no-early", "--stop-early-sweep", str(sweep)]) == 2
+    assert needle in capsys.readouterr().err

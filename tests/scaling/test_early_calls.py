@@ -43,3 +43,16 @@ def test_too_few_separable_pairs_give_no_percentage_and_bad_input_is_one_line(fi
         early_calls(few, fractions=(1.5,))
     c, s = cut(five["r0"][0], 0.5)
     assert c.max() <= 0.5 and len(c) == len(s) == 1 + 25  # compute 0, then 0.02 .. 0.50
+
+
+def test_stop_early_is_scored_on_the_full_runs_top_three(five):
+    from workbench.scaling.decide.early_calls import stop_early_check
+
+    safe = stop_early_check(five, {"r0": 3, "r1": 1, "r2": 0}, 0.47)
+    assert safe.top == ["r4", "r3", "r2"] and safe.stopped == ["r0", "r1"] and safe.stopped_top == []
+    assert safe.sentence() == ("stop-early on the same grid saved 47% of its compute; it stopped runs of 2 of 5 recipes: "
+                               "r0, r1; stopped none of the full runs' top 3 (r4, r3, r2)")
+    bad = stop_early_check(five, {"r3": 1}, 0.2)
+    assert bad.stopped_top == ["r3"] and "STOPPED r3, in the full runs' top 3" in bad.sentence()
+    with pytest.raises(UserError, match="does not hold: nope"):
+        stop_early_check(five, {"nope": 1}, 0.1)

@@ -4,11 +4,14 @@
     workbench findings --curves examples/loo                          # from a study folder (<recipe>/<run>.csv)
     workbench findings --experiment scalerl-loo --export examples/loo --provenance "..."   # ship the curves
     workbench findings --curves examples/loo --left-out scalerl-loo-length-penalty="why"  # a choice not active here
+    workbench findings --curves examples/loo --stop-early-sweep runs/sweeps/scalerl_loo_stop_early   # score stop-early
 
 Prints the findings table (`workbench.scaling.decide.findings`: A and B with intervals, delta-A
 and delta-B against the baseline, the paper's finding, a verdict per choice) and, unless
 --no-early, how well each recipe's first 25% and 50% of compute would have ranked the recipes
-(`workbench.scaling.decide.early_calls`). --markdown-out writes the same text to a file (the
+(`workbench.scaling.decide.early_calls`); with --stop-early-sweep, what a `workbench sweep
+--stop-early` run of the same grid saved and whether it stopped a recipe of the full runs' top 3
+(its record can also be shipped: --export copies it as stop_early.json). --markdown-out writes the same text to a file (the
 manual's findings page is rebuilt this way).
 """
 
@@ -38,6 +41,8 @@ def add_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
     p.add_argument("--no-early", action="store_true", help="skip the early-decision figures (they refit every recipe twice)")
     p.add_argument("--export", metavar="DIR", help="also write the study's curves as a study folder (with --provenance)")
     p.add_argument("--provenance", default="", help="with --export: the README text (what ran, where, when, which commit)")
+    p.add_argument("--stop-early-sweep", metavar="DIR",
+                   help="the out folder of a `workbench sweep --stop-early` run of the same grid, or a shipped stop_early.json")
     p.add_argument("--markdown-out", metavar="FILE", help="also write the printed text to FILE")
     p.add_argument("--tracking-uri", help="MLflow tracking URI or SQLite file (default: $MLFLOW_TRACKING_URI or the project's mlflow.db)")
     return p
@@ -54,8 +59,9 @@ def _left_out(items: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.runs.study import describe, require_runs, study_from_folder, study_from_mlflow, write_study
-    from workbench.scaling.decide.early_calls import early_calls
+    from workbench.runs.study import (STOP_EARLY_FILE, describe, require_runs, stop_early_record, study_from_folder,
+                                      study_from_mlflow, write_stop_early, write_study)
+    from workbench.scaling.decide.early_calls import early_calls, stop_early_check
     from workbench.scaling.decide.findings import findings, fit_study
 
     left_out = _left_out(args.left_out)
@@ -69,8 +75,15 @@ def run(args: argparse.Namespace) -> int:
         uri = resolve_tracking_uri(args.tracking_uri)
         require_store(uri)
         study = study_from_mlflow(args.experiment, x=args.x, metric=args.metric, tracking_uri=uri)
+    record = None
+    if args.stop_early_sweep:
+        record = stop_early_record(args.stop_early_sweep)
+    elif args.curves and (Path(args.curves) / STOP_EARLY_FILE).is_file():
+        record = stop_early_record(Path(args.curves) / STOP_EARLY_FILE)  # shipped with the study
     if args.export:
         print(f"curves written to {write_study(study, args.export, provenance=args.provenance)}")
+        if record is not None:
+            write_stop_early(record, args.export)
     require_runs(study, 2, "a findings table")  # seeds are what the intervals are made of
     active = {n: r for n, r in study.items() if n not in left_out}
     fits = fit_study(active)  # once: the table and the early decisions' truth share the full runs' fits
@@ -78,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_early:
         lines += ["", "early decisions (the full runs are the truth):"]
         lines += [f"- {c.sentence()}" for c in early_calls(active, fits=fits)]
+    if record is not None:
+        stopped = {n: len(r) for n, r in record.stopped.items() if n in active}
+        lines += [f"- {stop_early_check(active, stopped, record.saved_frac).sentence()}"]
     text = "\n".join(lines)
     print(text)
     if args.markdown_out:

@@ -16,6 +16,11 @@ percentage says nothing.
 
     calls = early_calls(study)          # [EarlyCall(fraction=0.25, by="forecast", ...), ...]
     for c in calls: print(c.sentence())
+
+A `workbench sweep --stop-early` run of the same grid is scored against the full runs too:
+`stop_early_check(study, stopped={recipe: runs stopped}, saved_frac=...)` says how much compute
+it saved and whether it stopped a recipe that ended in the full runs' top 3 (by measured final
+score, as above).
 """
 
 from __future__ import annotations
@@ -139,3 +144,33 @@ def early_calls(study: Mapping[str, Sequence[Any]], *, fractions: Sequence[float
         by_ab = [r.name for r in compare(fits, margin=margin, level=level, seed=seed).rows]
         out.append(_score(f, "A then B", by_ab, truth_ab, winner_ab, min_pairs))
     return out
+
+
+@dataclass(frozen=True)
+class StopEarlyCheck:
+    saved_frac: float  # of the grid's compute, not spent
+    stopped: list[str]  # recipes with a stopped run
+    recipes: int  # in the grid
+    top: list[str]  # the full runs' top `len(top)` by measured final score
+    stopped_top: list[str]  # of those, stopped
+
+    def sentence(self) -> str:
+        top = ", ".join(self.top)
+        hit = (f"stopped none of the full runs' top {len(self.top)} ({top})" if not self.stopped_top
+               else f"STOPPED {', '.join(self.stopped_top)}, in the full runs' top {len(self.top)} ({top})")
+        names = f": {', '.join(self.stopped)}" if self.stopped else ""
+        return (f"stop-early on the same grid saved {self.saved_frac:.0%} of its compute; it stopped runs of "
+                f"{len(self.stopped)} of {self.recipes} recipes{names}; {hit}")
+
+
+def stop_early_check(study: Mapping[str, Sequence[Any]], stopped: Mapping[str, int], saved_frac: float, *,
+                     top: int = 3, level: float = 0.95) -> StopEarlyCheck:
+    """Score a stop-early sweep (its recipes with stopped runs, its saved share of compute) against
+    the full runs of `study`."""
+    unknown = sorted(set(stopped) - set(study))
+    if unknown:
+        raise UserError(f"the stop-early sweep stopped recipes the study does not hold: {', '.join(unknown)}")
+    fin = {n: _final(r, level)[0] for n, r in study.items()}
+    best = sorted(fin, key=lambda n: -fin[n])[:top]
+    names = sorted(n for n, k in stopped.items() if k > 0)
+    return StopEarlyCheck(float(saved_frac), names, len(study), best, [n for n in best if n in names])
