@@ -57,3 +57,19 @@ def write_run(folder: Path, n_evals: int, *, every: int = 10, seed: int = 0, sta
 @pytest.fixture
 def run_folder(tmp_path):
     return lambda n_evals, **kw: write_run(tmp_path / f"run{n_evals}", n_evals, **kw)
+
+
+def checkpointed_run(folder: Path, cfg, saves: dict) -> Path:
+    """A run folder as the engine leaves it for `export_policy`: config.json (the resolved model
+    folder), an empty metrics.jsonl and a committed checkpoint per `saves` entry (step -> a function
+    that writes a trainer checkpoint into the folder it is given, e.g. `Trainer.save`), in order."""
+    from workbench.runs.checkpoint import CheckpointStore
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(to_dict(cfg)))
+    (folder / "metrics.jsonl").touch()
+    store = CheckpointStore(folder / "checkpoints")
+    for step, save in saves.items():
+        save(str(store.begin(step)))
+        store.commit(step, {"step": step})
+    return folder

@@ -15,7 +15,7 @@ import torch
 
 from tests.engine.train.gloo import run_ranks
 from tests.engine.train.helpers import batches
-from workbench.configtools import to_dict
+from tests.helpers.run_folder import checkpointed_run
 from workbench.engine.batch import PackedGroups
 from workbench.engine.model.forward import causal_lm_forward
 from workbench.engine.run.actors import trainer_parts
@@ -26,31 +26,19 @@ from workbench.runs.checkpoint import CheckpointStore
 from workbench.runs.export import EXPORT_MARKER, export_policy
 
 
-def _run_folder(tmp_path, cfg, name="run"):
-    """A run folder as the engine leaves it: config.json (the resolved model folder) and checkpoints/."""
-    run = tmp_path / name
-    run.mkdir()
-    (run / "config.json").write_text(json.dumps(to_dict(cfg)))
-    (run / "metrics.jsonl").write_text("")
-    return run
-
-
-def _save(tr_or_fn, run, step):
-    store = CheckpointStore(run / "checkpoints")
-    tmp = store.begin(step)
-    tr_or_fn(str(tmp))
-    store.commit(step, {"step": step})
-
-
 @pytest.fixture
 def trained(tiny_config, tmp_path):
     cfg = tiny_config({"train.lr": 1e-2, "train.grad_clip": 1e9}, for_actors=True)
     steps = batches(cfg, 3)
     tr = Trainer(**trainer_parts(cfg))
-    run = _run_folder(tmp_path, cfg)
-    for i in range(2):
-        tr.train_step(steps[i], i)
-        _save(tr.save, run, i + 1)
+
+    def step_then_save(i):
+        def save(path):
+            tr.train_step(steps[i], i)
+            tr.save(path)
+        return save
+
+    run = checkpointed_run(tmp_path / "run", cfg, {1: step_then_save(0), 2: step_then_save(1)})
     return cfg, tr, run, steps
 
 
@@ -102,8 +90,8 @@ def test_bad_input_is_one_line_and_loses_nothing(trained, tmp_path):
     with pytest.raises(UserError, match="has no checkpoint of step 7; it has steps 1, 2") as e:
         export_policy(run, tmp_path / "x", step=7)
     assert "\n" not in str(e.value)
-    empty = _run_folder(tmp_path, cfg, name="empty")
-    (empty / "checkpoints").mkdir()
+    empty = checkpointed_run(tmp_path / "empty", cfg, {})
+    (empty / "checkpoints").mkdir(exist_ok=True)
     with pytest.raises(UserError, match="holds no checkpoint to export"):
         export_policy(empty, tmp_path / "y")
     mine = tmp_path / "mine"
@@ -143,9 +131,8 @@ def test_a_two_worker_checkpoint_exports_the_one_worker_weights(tiny_config, tmp
 
     cfg = tiny_config({"train.lr": 1e-3}, for_actors=True)
     steps = batches(cfg, 2)
-    run2, run1 = _run_folder(tmp_path, cfg, "two"), _run_folder(tmp_path, cfg, "one")
     full: list = []
-    _save(lambda path: full.extend(run_ranks(_sharded_save, 2, cfg, steps, path)), run2, 2)
+    run2 = checkpointed_run(tmp_path / "two", cfg, {2: lambda path: full.extend(run_ranks(_sharded_save, 2, cfg, steps, path))})
     two = load_file(str(export_policy(run2).out / "model.safetensors"))
     assert len(two) > 10
     for k, v in two.items():  # the sharded checkpoint's export is the workers' whole policy
@@ -153,7 +140,7 @@ def test_a_two_worker_checkpoint_exports_the_one_worker_weights(tiny_config, tmp
     # the same state resaved by one worker (DCP reshards): the same export
     one = Trainer(**trainer_parts(cfg))
     one.load(str(CheckpointStore(run2 / "checkpoints").path_for(2)))
-    _save(one.save, run1, 2)
+    run1 = checkpointed_run(tmp_path / "one", cfg, {2: one.save})
     again = load_file(str(export_policy(run1).out / "model.safetensors"))
     assert again.keys() == two.keys()
     for k in two:

@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.run_folder import checkpointed_run
 from tests.helpers.tiny_hf import build_tiny_hf, task_texts
 from workbench.config import run_config_from_dict
 from workbench.engine.rollout.vllm import backend as vg
-from workbench.configtools import to_dict
 from workbench.engine.run.actors import generator_parts, trainer_parts
 from workbench.engine.train.trainer import Trainer
-from workbench.runs.checkpoint import CheckpointStore
 from workbench.runs.export import EXPORT_MARKER, export_policy
 from workbench.engine.weights import FlatWeights
 from workbench.engine.model.forward import causal_lm_forward
@@ -65,11 +64,7 @@ def _exported(cfg, run):
     with torch.no_grad():
         for p in tr.model.parameters():
             p.mul_(SCALE)
-    (run / "config.json").write_text(json.dumps(to_dict(cfg)))
-    store = CheckpointStore(run / "checkpoints")
-    tr.save(str(store.begin(1)))
-    store.commit(1, {"step": 1})
-    return export_policy(run).out
+    return export_policy(checkpointed_run(run, cfg, {1: tr.save})).out
 
 
 def test_the_engine_serves_the_exported_checkpoint_not_the_starting_model(setup):
