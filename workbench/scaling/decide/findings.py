@@ -105,7 +105,7 @@ class Findings:
             lines.append(
                 f"| {r.choice} ({r.recipe}) | {r.runs} | {r.A:.3f} [{r.A_ci[0]:.3f}, {r.A_ci[1]:.3f}] "
                 f"| {r.dA:+.3f} [{r.dA_ci[0]:+.3f}, {r.dA_ci[1]:+.3f}] | {_signed(r.dB, r.dB_ci)} "
-                f"| moves {r.paper_moves or '?'}: {r.paper_says} | {r.verdict}: {r.why} |"
+                f"| {f'moves {r.paper_moves}: ' if r.paper_moves else ''}{r.paper_says} | {r.verdict}: {r.why} |"
             )
         lines.append(f"\n(A within +-{self.margin:g} of the baseline is a tie; intervals are 95% bootstrap intervals over whole runs)")
         return "\n".join(lines)
