@@ -89,10 +89,10 @@ def test_stop_early_is_scored_and_its_record_ships_with_the_study(tmp_path, caps
     assert main(["findings", "--curves", str(folder), "--no-early", "--stop-early-sweep", str(sweep),
                  "--export", str(shipped), "--provenance", "drawn"]) == 0
     line = [ln for ln in capsys.readouterr().out.splitlines() if "stop-early" in ln]
-    # 3 of 24 compute units unspent; with 3 recipes the top 3 holds every one, so the stopped DAPO is in it
-    assert line == ["- stop-early on the same grid saved 12% of its compute; it stopped runs of 1 of 3 recipes: "
-                    "scalerl-loo-loss-dapo; STOPPED scalerl-loo-loss-dapo, in the full runs' top 3 "
-                    "(scalerl, scalerl-loo-agg-token, scalerl-loo-loss-dapo)"], line
+    # 3 of 24 compute units unspent; one of DAPO's two runs stopped, and with 3 recipes the top 3 holds every one
+    assert line == ["- stop-early on the same grid saved 12% of its compute, stopping 1 of 6 runs; it dropped 0 of 3 recipes "
+                    "(every run stopped); it stopped some runs of scalerl-loo-loss-dapo; it dropped none of the full runs' "
+                    "top 3 (scalerl, scalerl-loo-agg-token, scalerl-loo-loss-dapo), but stopped runs of scalerl-loo-loss-dapo"], line
     assert (shipped / "stop_early.json").is_file()
     assert main(["findings", "--curves", str(shipped), "--no-early"]) == 0  # the shipped record is read back
     assert [ln for ln in capsys.readouterr().out.splitlines() if "stop-early" in ln] == line

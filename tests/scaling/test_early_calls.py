@@ -48,11 +48,15 @@ def test_too_few_separable_pairs_give_no_percentage_and_bad_input_is_one_line(fi
 def test_stop_early_is_scored_on_the_full_runs_top_three(five):
     from workbench.scaling.decide.early_calls import stop_early_check
 
-    safe = stop_early_check(five, {"r0": 3, "r1": 1, "r2": 0}, 0.47)
-    assert safe.top == ["r4", "r3", "r2"] and safe.stopped == ["r0", "r1"] and safe.stopped_top == []
-    assert safe.sentence() == ("stop-early on the same grid saved 47% of its compute; it stopped runs of 2 of 5 recipes: "
-                               "r0, r1; stopped none of the full runs' top 3 (r4, r3, r2)")
-    bad = stop_early_check(five, {"r3": 1}, 0.2)
-    assert bad.stopped_top == ["r3"] and "STOPPED r3, in the full runs' top 3" in bad.sentence()
+    runs = {n: 3 for n in five}
+    safe = stop_early_check(five, {"r0": 3, "r1": 1, "r2": 0}, runs, 0.47)
+    assert safe.top == ["r4", "r3", "r2"] and safe.dropped == ["r0"] and safe.cut == ["r1"] and safe.stopped_runs == 4
+    assert safe.sentence() == ("stop-early on the same grid saved 47% of its compute, stopping 4 of 15 runs; it dropped 1 of 5 "
+                               "recipes (every run stopped): r0; it stopped some runs of r1; "
+                               "it stopped no run of the full runs' top 3 (r4, r3, r2)")
+    cut = stop_early_check(five, {"r3": 1}, runs, 0.2)
+    assert cut.cut_top == ["r3"] and not cut.dropped_top and "it dropped none of the full runs' top 3 (r4, r3, r2), but stopped runs of r3" in cut.sentence()
+    bad = stop_early_check(five, {"r3": 3}, runs, 0.2)
+    assert bad.dropped_top == ["r3"] and "it DROPPED r3, in the full runs' top 3" in bad.sentence()
     with pytest.raises(UserError, match="does not hold: nope"):
-        stop_early_check(five, {"nope": 1}, 0.1)
+        stop_early_check(five, {"nope": 1}, runs, 0.1)

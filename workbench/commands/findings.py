@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         lines += [f"- {c.sentence()}" for c in early_calls(active, fits=fits)]
     if record is not None:
         stopped = {n: len(r) for n, r in record.stopped.items() if n in active}
-        lines += [f"- {stop_early_check(active, stopped, record.saved_frac).sentence()}"]
+        runs = {n: k for n, k in record.runs.items() if n in active}
+        lines += [f"- {stop_early_check(active, stopped, runs, record.saved_frac).sentence()}"]
     text = "\n".join(lines)
     print(text)
     if args.markdown_out:

@@ -18,9 +18,10 @@ percentage says nothing.
     for c in calls: print(c.sentence())
 
 A `workbench sweep --stop-early` run of the same grid is scored against the full runs too:
-`stop_early_check(study, stopped={recipe: runs stopped}, saved_frac=...)` says how much compute
-it saved and whether it stopped a recipe that ended in the full runs' top 3 (by measured final
-score, as above).
+`stop_early_check(study, stopped={recipe: runs stopped}, runs={recipe: runs}, saved_frac=...)`
+says how much compute it saved, which recipes it dropped (every run stopped) or cut (some runs
+stopped), and whether either touched a recipe that ended in the full runs' top 3 (by measured
+final score, as above).
 """
 
 from __future__ import annotations
@@ -149,28 +150,48 @@ def early_calls(study: Mapping[str, Sequence[Any]], *, fractions: Sequence[float
 @dataclass(frozen=True)
 class StopEarlyCheck:
     saved_frac: float  # of the grid's compute, not spent
-    stopped: list[str]  # recipes with a stopped run
+    stopped_runs: int  # runs stopped, of `runs`
+    runs: int
+    dropped: list[str]  # recipes every run of which was stopped
+    cut: list[str]  # recipes some (not all) runs of which were stopped
     recipes: int  # in the grid
     top: list[str]  # the full runs' top `len(top)` by measured final score
-    stopped_top: list[str]  # of those, stopped
+
+    @property
+    def dropped_top(self) -> list[str]:
+        return [n for n in self.top if n in self.dropped]
+
+    @property
+    def cut_top(self) -> list[str]:
+        return [n for n in self.top if n in self.cut]
 
     def sentence(self) -> str:
-        top = ", ".join(self.top)
-        hit = (f"stopped none of the full runs' top {len(self.top)} ({top})" if not self.stopped_top
-               else f"STOPPED {', '.join(self.stopped_top)}, in the full runs' top {len(self.top)} ({top})")
-        names = f": {', '.join(self.stopped)}" if self.stopped else ""
-        return (f"stop-early on the same grid saved {self.saved_frac:.0%} of its compute; it stopped runs of "
-                f"{len(self.stopped)} of {self.recipes} recipes{names}; {hit}")
+        top = f"the full runs' top {len(self.top)} ({', '.join(self.top)})"
+        parts = [f"stop-early on the same grid saved {self.saved_frac:.0%} of its compute, stopping {self.stopped_runs} of "
+                 f"{self.runs} runs; it dropped {len(self.dropped)} of {self.recipes} recipes (every run stopped)"
+                 + (f": {', '.join(self.dropped)}" if self.dropped else "")]
+        if self.cut:
+            parts.append(f"it stopped some runs of {', '.join(self.cut)}")
+        if self.dropped_top:
+            parts.append(f"it DROPPED {', '.join(self.dropped_top)}, in {top}")
+        elif self.cut_top:
+            parts.append(f"it dropped none of {top}, but stopped runs of {', '.join(self.cut_top)}")
+        else:
+            parts.append(f"it stopped no run of {top}")
+        return "; ".join(parts)
 
 
-def stop_early_check(study: Mapping[str, Sequence[Any]], stopped: Mapping[str, int], saved_frac: float, *,
-                     top: int = 3, level: float = 0.95) -> StopEarlyCheck:
-    """Score a stop-early sweep (its recipes with stopped runs, its saved share of compute) against
-    the full runs of `study`."""
-    unknown = sorted(set(stopped) - set(study))
+def stop_early_check(study: Mapping[str, Sequence[Any]], stopped: Mapping[str, int], runs: Mapping[str, int],
+                     saved_frac: float, *, top: int = 3, level: float = 0.95) -> StopEarlyCheck:
+    """Score a stop-early sweep of the same grid against the full runs of `study`: `stopped` and
+    `runs` count each recipe's stopped runs and all its runs there; `saved_frac` is its saved share
+    of compute. A recipe is dropped when every run of it was stopped."""
+    unknown = sorted((set(stopped) | set(runs)) - set(study))
     if unknown:
-        raise UserError(f"the stop-early sweep stopped recipes the study does not hold: {', '.join(unknown)}")
+        raise UserError(f"the stop-early sweep ran recipes the study does not hold: {', '.join(unknown)}")
     fin = {n: _final(r, level)[0] for n, r in study.items()}
     best = sorted(fin, key=lambda n: -fin[n])[:top]
-    names = sorted(n for n, k in stopped.items() if k > 0)
-    return StopEarlyCheck(float(saved_frac), names, len(study), best, [n for n in best if n in names])
+    hit = {n: k for n, k in stopped.items() if k > 0}
+    dropped = sorted(n for n, k in hit.items() if k >= runs.get(n, k))
+    cut = sorted(n for n in hit if n not in dropped)
+    return StopEarlyCheck(float(saved_frac), sum(hit.values()), sum(runs.values()), dropped, cut, len(study), best)
