@@ -59,8 +59,9 @@ def _left_out(items: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.runs.study import (STOP_EARLY_FILE, describe, require_runs, stop_early_record, study_from_folder,
+    from workbench.runs.study import (STOP_EARLY_FILE, describe, read_stop_early, require_runs, study_from_folder,
                                       study_from_mlflow, write_stop_early, write_study)
+    from workbench.sweep.record import stop_early_record
     from workbench.scaling.decide.early_calls import early_calls, stop_early_check
     from workbench.scaling.decide.findings import findings, fit_study
 
@@ -77,9 +78,10 @@ def run(args: argparse.Namespace) -> int:
         study = study_from_mlflow(args.experiment, x=args.x, metric=args.metric, tracking_uri=uri)
     record = None
     if args.stop_early_sweep:
-        record = stop_early_record(args.stop_early_sweep)
+        given = Path(args.stop_early_sweep)
+        record = read_stop_early(given) if given.suffix == ".json" else stop_early_record(given)
     elif args.curves and (Path(args.curves) / STOP_EARLY_FILE).is_file():
-        record = stop_early_record(Path(args.curves) / STOP_EARLY_FILE)  # shipped with the study
+        record = read_stop_early(Path(args.curves) / STOP_EARLY_FILE)  # shipped with the study
     if args.export:
         print(f"curves written to {write_study(study, args.export, provenance=args.provenance)}")
         if record is not None:

@@ -6,7 +6,7 @@ A study is what `workbench.scaling.decide.findings` and `early_calls` read: reci
     study = study_from_mlflow("scalerl-loo", x="compute/flops")   # finished runs, by param recipe.name
     study = study_from_folder("examples/loo")                      # examples/loo/<recipe>/<run>.csv
     write_study(study, "examples/loo", provenance="...")           # the folder form, for git
-    record = stop_early_record("runs/sweeps/scalerl_loo_stop_early")  # what a --stop-early sweep stopped
+    record = read_stop_early("examples/loo/stop_early.json")         # what a --stop-early sweep stopped (sweep/record.py)
 
 The folder form holds one CSV per run (columns compute, pass_rate) under a folder per recipe, and
 a README.md with the provenance; it is what a study ships as, since the MLflow store is not in git.
@@ -96,7 +96,7 @@ def require_runs(study: Study, least: int, what: str) -> None:
 
 @dataclass(frozen=True)
 class StopEarlyRecord:
-    """What a `workbench sweep --stop-early` run did, from its out folder's manifest.json."""
+    """What a `workbench sweep --stop-early` run did (read from its out folder by sweep/record.py)."""
 
     saved_frac: float  # compute its stopped runs did not spend / what the whole grid would have spent
     runs: dict[str, int]  # recipe -> its runs in the sweep
@@ -114,37 +114,12 @@ def write_stop_early(record: StopEarlyRecord, folder: str | Path) -> Path:
     return path
 
 
-def stop_early_record(folder: str | Path) -> StopEarlyRecord:
-    """Read a finished `--stop-early` sweep's out folder (runs grouped by their `recipe` parameter,
-    else by the point's group), or a shipped stop_early.json (`write_stop_early`)."""
-    if Path(folder).suffix == ".json" and Path(folder).name != "manifest.json":
-        try:
-            d = json.loads(Path(folder).read_text())
-            return StopEarlyRecord(float(d["saved_frac"]), {k: int(v) for k, v in d["runs"].items()},
-                                   {k: list(v) for k, v in d["stopped"].items()})
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            raise UserError(f"{folder}: not a stop-early record ({type(e).__name__}: {e})") from None
-    path = Path(folder) / "manifest.json"
-    if not path.is_file():
-        raise UserError(f"{path} does not exist: pass the out folder of a `workbench sweep --stop-early` run")
-    manifest = json.loads(path.read_text())
-    if not manifest.get("stop_early"):
-        raise UserError(f"{folder}: that sweep ran without --stop-early")
-    points = list(manifest.get("points", {}).values())
-    undone = [p["label"] for p in points if p.get("status") not in ("FINISHED", "STOPPED")]
-    if undone or not points:
-        raise UserError(f"{folder}: the sweep has not finished ({len(undone)} of {len(points)} points not done: "
-                        f"{', '.join(undone[:5])}); rerun it with the same --out to finish")
-    runs: dict[str, int] = {}
-    stopped: dict[str, list[str]] = {}
-    spent = unspent = 0.0
-    for p in points:
-        recipe = str(p.get("params", {}).get("recipe") or p.get("group") or p["label"])
-        runs[recipe] = runs.get(recipe, 0) + 1
-        if p["status"] == "STOPPED":
-            stopped.setdefault(recipe, []).append(str(p.get("stopped_reason") or "stopped"))
-        spent += float(p.get("compute_spent") or 0.0)
-        unspent += float(p.get("compute_unspent") or 0.0)
-    if spent <= 0:
-        raise UserError(f"{folder}: the manifest holds no compute account (compute_spent): was it written by this version?")
-    return StopEarlyRecord(unspent / (spent + unspent), runs, stopped)
+def read_stop_early(path: str | Path) -> StopEarlyRecord:
+    """A shipped stop_early.json (`write_stop_early`); a sweep's out folder is read by
+    `workbench.sweep.record.stop_early_record`."""
+    try:
+        d = json.loads(Path(path).read_text())
+        return StopEarlyRecord(float(d["saved_frac"]), {k: int(v) for k, v in d["runs"].items()},
+                               {k: list(v) for k, v in d["stopped"].items()})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise UserError(f"{path}: not a stop-early record ({type(e).__name__}: {e})") from None

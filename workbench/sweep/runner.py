@@ -42,10 +42,9 @@ import yaml
 
 from workbench.errors import UserError
 from workbench.sweep.grid import Grid, check_x_unit, load_grid, notebook_parameters, short, validate_grid, with_seeds
+from workbench.sweep.record import DONE, saved_fraction
 from workbench.sweep.interrupts import interrupt_points, kill_point_processes, sigterm_as_interrupt, stop_point_clusters
 
-# manifest statuses that are final: re-running the sweep does not run these points again
-DONE = ("FINISHED", "STOPPED")
 INTERRUPTED = "interrupted by the user"  # the error of a point whose sweep was interrupted
 
 
@@ -321,12 +320,12 @@ def _log_savings(result: SweepResult, manifest: _Manifest, x: str, metric: str, 
 
     spent = unspent = 0.0
     for key, p in result.points.items():
-        if p["status"] not in ("FINISHED", "STOPPED") or not p.get("run_id"):
+        if p["status"] not in DONE or not p.get("run_id"):
             continue
         acc = compute_account(progress(p["run_id"], metric, x, uri), stopped=p["status"] == "STOPPED")
         manifest.update(key, compute_spent=acc["spent"], compute_unspent=acc["unspent"])
         spent, unspent = spent + acc["spent"], unspent + acc["unspent"]
-    frac = unspent / (spent + unspent) if spent + unspent > 0 else 0.0
+    frac = saved_fraction(spent, unspent)
     (result.out_dir / "rungs.json").write_text(json.dumps(monitor.rounds, indent=1, default=str))
     store.retry_locked(c.log_metric, parent, "sweep/compute_saved_frac", frac)
     store.retry_locked(c.log_artifact, parent, str(result.out_dir / "rungs.json"))
