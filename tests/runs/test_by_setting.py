@@ -140,3 +140,25 @@ def test_csvs_by_file_name_or_column(tmp_path):
         runs_from_csvs([*named[1:], write_csv(tmp_path / "curve.csv", 32, 0)], "model.n_embd")
     with pytest.raises(UserError, match="mix of CSV files and run folders"):
         load_runs([str(named[0]), str(tmp_path)], "model.n_embd")
+
+
+def test_seeds_of_one_value_are_fitted_jointly_and_copies_are_refused(tmp_path, folders):
+    files = [write_csv(tmp_path / f"model.n_embd={w}_seed={s}.csv", w, 10 * s + i) for i, w in enumerate(WIDTHS) for s in (0, 1)]
+    runs = runs_from_csvs(files, "model.n_embd")
+    assert sorted(runs.fits) == list(WIDTHS)
+    assert runs.names[64] == "model.n_embd=64_seed=0.csv + model.n_embd=64_seed=1.csv"
+    joint = runs.fits[64]
+    assert len(joint.run_names) == 2 and joint.n == 2 * runs_from_csvs(files[2:3], "model.n_embd").fits[64].n
+    p = predict_runs(runs, AT, n_draws=200)
+    assert p.A_ci[0] <= law(AT)["A"] <= p.A_ci[1]
+    with pytest.raises(UserError, match=r"run .*model.n_embd=32_seed=0.csv is given twice"):
+        runs_from_csvs([*files, files[0]], "model.n_embd")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    copy_of_w64 = run_folder(copy, 64, seed=1)  # folders[1] is w64 at seed 1
+    with pytest.raises(UserError, match="w64 and w64 both have model.n_embd = 64 and seed 1: two copies of one run"):
+        runs_from_folders([*folders, copy_of_w64], "model.n_embd")
+    other_seed = tmp_path / "s7"
+    other_seed.mkdir()
+    both = runs_from_folders([*folders, run_folder(other_seed, 64, seed=7)], "model.n_embd")
+    assert both.names[64] == "w64 (seed 1) + w64 (seed 7)" and len(both.fits[64].run_names) == 2

@@ -9,14 +9,17 @@
 
 Each loader returns `Runs`: value of the setting -> SigmoidFit, and the runs' names. Fits are
 THE run-curve fit (`workbench.runs.report.fit_curves`: R0 measured at compute 0, else the first
-point). A folder is read with `RunView.open` (its metrics.jsonl and config), an MLflow run with
+point). Several runs at one value (its seeds) are fitted jointly (fit_sigmoid_multi: one curve,
+a whole-run bootstrap), so a ladder run at 3 seeds a rung predicts from the rungs' seed-averaged
+curves; the same run given twice, or two runs with one seed at one value, is refused. A folder is read with `RunView.open` (its metrics.jsonl and config), an MLflow run with
 `tracking.queries.run_curve` (finished runs of an experiment, filtered by parameter values as in
 `history_prior`), a CSV with `scaling.Curve.from_csv`; a CSV's value of the setting is its column
 named by the key (one value per file) or `KEY=VALUE` in its file name (as sweeps name points).
 
 Bad input is one line: a key no run has (with the closest names), runs that differ in another
 config key than the named one (keys of how a run executes, `folder.EXECUTION_KEYS`, and `seed`
-may differ), two runs at one value, a run whose curve cannot be fitted; fewer than 3 runs is
+may differ), a run given twice (or two runs with one seed at one value), a run whose curve
+cannot be fitted; fewer than 3 runs is
 `predict_config`'s.
 """
 
@@ -29,11 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from workbench.configtools import flatten, to_dict
 from workbench.config import RunConfig
 from workbench.errors import UserError
 from workbench.runs.folder import EXECUTION_KEYS, PARAMS_KEY, PARAMS_SUMMARY_KEY
-from workbench.runs.report import SCORE_KEY, fit_curves
+from workbench.runs.report import MIN_POINTS, SCORE_KEY, eval_curve, fit_curves
 from workbench.scaling.data import Curve
 from workbench.scaling.forecast.config_curve import ConfigPrediction, predict_config
 from workbench.tracking.queries import closest
@@ -86,18 +91,47 @@ def check_one_setting(configs: Mapping[str, Mapping[str, Any]], by: str) -> None
             raise UserError(f"the runs differ in {k} as well as {by} ({shown}): predict from runs that differ in {by} only")
 
 
-def _add(out: Runs, value: float, fit: Any, name: str) -> None:
-    if value in out.fits:
-        raise UserError(f"{name} and {out.names[value]} both have {out.by} = {value:g}: one run per value "
-                        "(fit the seeds of one value jointly, or leave one out)")
-    out.fits[value], out.names[value] = fit, name
+@dataclass(frozen=True)
+class _RunCurve:
+    """One loaded run before fitting: its value of the setting, name, (compute, score), seed (None:
+    unknown) and source (its resolved path or run id: the same run given twice is refused)."""
+
+    value: float
+    name: str
+    compute: np.ndarray
+    score: np.ndarray
+    source: str
+    seed: Any = None
 
 
-def _fit(curves: list[tuple[Any, Any]], name: str, fit_from: float | None) -> Any:
-    try:
-        return fit_curves(curves, fit_from=fit_from)
-    except UserError as e:
-        raise UserError(f"run {name} was not fitted: {e}") from None
+def _fitted(by: str, loaded: Sequence[_RunCurve], fit_from: float | None) -> Runs:
+    """One fit per value: a value's runs (its seeds) jointly (`fit_curves`), named "a + b" ("a and 2 more")."""
+    groups: dict[float, list[_RunCurve]] = {}
+    for run in loaded:
+        groups.setdefault(run.value, []).append(run)
+    out = Runs(by, {}, {})
+    for value, group in sorted(groups.items()):
+        names = [r.name for r in group]
+        sources = [r.source for r in group]
+        twice = next((n for i, n in enumerate(sources) if n in sources[:i]), None)
+        if twice is not None:
+            raise UserError(f"run {twice} is given twice: give each run once")
+        seeds: dict[str, str] = {}
+        for r in group:
+            if r.seed is not None and repr(r.seed) in seeds:
+                raise UserError(f"{r.name} and {seeds[repr(r.seed)]} both have {by} = {value:g} and seed {r.seed}: "
+                                "two copies of one run? Give each seed of a value once (they are fitted jointly)")
+            if r.seed is not None:
+                seeds[repr(r.seed)] = r.name
+        if len(set(names)) < len(names):  # seeds in folders named after their config: tell them apart by seed
+            names = [r.name if r.seed is None else f"{r.name} (seed {r.seed})" for r in group]
+        name = " + ".join(names) if len(names) <= 2 else f"{names[0]} and {len(names) - 1} more"
+        try:
+            out.fits[value] = fit_curves([(r.compute, r.score) for r in group], fit_from=fit_from)
+        except UserError as e:
+            raise UserError(f"run {name} was not fitted: {e}") from None
+        out.names[value] = name
+    return out
 
 
 def runs_from_folders(paths: Sequence[str | Path], by: str, *, x: str = "compute/device_hours",
@@ -116,15 +150,17 @@ def runs_from_folders(paths: Sequence[str | Path], by: str, *, x: str = "compute
     if not any(by in c for c in configs.values()):
         raise _no_key(by, sorted(set().union(*configs.values())), "run's config")
     check_one_setting(configs, by)
-    out = Runs(by, {}, {})
+    loaded = []
     for name, v in views.items():
         value = _value(configs[name].get(by), by, name)
-        try:
-            fit = v.fit(x, fit_from)
-        except UserError as e:
-            raise UserError(f"run {name} was not fitted: {e}") from None
-        _add(out, value, fit, Path(name).name)  # the folder: runs of one config share their config name
-    return out
+        c, y = eval_curve(v.rows, x, SCORE_KEY)
+        n = int(((c > 0) & ((c >= fit_from) if fit_from is not None else True)).sum())
+        if n < MIN_POINTS:
+            raise UserError(f"run {name} was not fitted: only {n} evaluation(s) with {x} > {fit_from or 0:g}; "
+                            f"the sigmoid fit needs at least {MIN_POINTS}")
+        # the folder's name: runs of one config share their config name
+        loaded.append(_RunCurve(value, Path(name).name, c, y, str(Path(name).resolve()), configs[name].get("seed")))
+    return _fitted(by, loaded, fit_from)
 
 
 def runs_from_mlflow(experiment: str | list[str], by: str, *, where: Mapping[str, object] | None = None,
@@ -148,12 +184,14 @@ def runs_from_mlflow(experiment: str | list[str], by: str, *, where: Mapping[str
     params = [c for c in rows.columns if c in CONFIG_KEYS]
     labels = {r["run_id"]: str(r["name"] or r["run_id"]) for _, r in rows.iterrows()}
     check_one_setting({labels[r["run_id"]]: {k: r[k] for k in params if isinstance(r[k], str)} for _, r in rows.iterrows()}, by)
-    out = Runs(by, {}, {})
+    loaded = []
     for _, r in rows.iterrows():
         curve = run_curve(r["run_id"], metric=metric, x=x, tracking_uri=tracking_uri)
         name = labels[r["run_id"]]
-        _add(out, _value(r[by], by, f"run {name}"), _fit([(curve["x"].to_numpy(float), curve["y"].to_numpy(float))], name, fit_from), name)
-    return out
+        seed = r.get("seed") if isinstance(r.get("seed"), str) else None  # MLflow params are strings; NaN when not logged
+        loaded.append(_RunCurve(_value(r[by], by, f"run {name}"), name, curve["x"].to_numpy(float), curve["y"].to_numpy(float),
+                                str(r["run_id"]), seed))
+    return _fitted(by, loaded, fit_from)
 
 
 def _csv_value(path: Path, by: str) -> float:
@@ -174,12 +212,12 @@ def _csv_value(path: Path, by: str) -> float:
 
 def runs_from_csvs(paths: Sequence[str | Path], by: str, *, x: str | None = None, y: str | None = None,
                    fit_from: float | None = None) -> Runs:
-    """CSV curves (columns compute and pass_rate, or as `x` / `y` name them), one run per file."""
-    out = Runs(by, {}, {})
+    """CSV curves (columns compute and pass_rate, or as `x` / `y` name them), one run per file (a value's files fitted jointly)."""
+    loaded = []
     for p in map(Path, paths):
         curve = Curve.from_csv(p, x=x, y=y)
-        _add(out, _csv_value(p, by), _fit([(curve.compute, curve.score)], p.name, fit_from), p.name)
-    return out
+        loaded.append(_RunCurve(_csv_value(p, by), p.name, curve.compute, curve.score, str(p.resolve())))
+    return _fitted(by, loaded, fit_from)
 
 
 def load_runs(sources: Sequence[str], by: str, *, experiment: str | None = None, where: Mapping[str, object] | None = None,
