@@ -56,7 +56,7 @@ using each form; `ConfigPrediction.form_scores()` prints them; benchmarks/bench_
 - the paper's Table 1 runs at 8/16/24 generations per prompt (curves regenerated from the
   published parameters): all constant, 0.0155; A logistic 0.0255, B power law 0.0182, C_mid
   power law 0.0203 rejected (those parameters do not move monotonically with n there).
-- the CPU batch ladder: README, "Predict before you pay".
+- the CPU batch ladder: the Measured page (docs/measured.md), "Predicting a configuration: the CPU ladders".
 Not offered: a saturating A with its own ceiling (3 coefficients: with 3-4 runs a leave-one-out
 fold has no degree of freedom left to score it), and laws in the value itself rather than its log
 (the settings this is for, widths, batches, lengths, move A and C_mid per doubling).
