@@ -25,7 +25,7 @@ def add_parser(subparsers: Any, name: str) -> Any:
                               description="Fit how A, B, C_mid and R0 move with one setting across runs, and predict the curve at a new value.",
                               epilog="example: workbench predict runs/ladder/b32 runs/ladder/b48 runs/ladder/b64 "
                                      "--by train.prompts_per_step --at 96 --target 0.4")
-    p.add_argument("runs", nargs="*", help="run folders, or CSV files (value: a column KEY or KEY=VALUE in the file name)")
+    p.add_argument("runs", nargs="*", help="run folders, or CSV files (value: a column KEY or KEY=VALUE in the file name); the runs at one value (its seeds) are fitted jointly")
     p.add_argument("--by", required=True, metavar="KEY", help="the setting the runs differ in, e.g. model.n_embd, or model.params (the parameter count the trainer counted)")
     p.add_argument("--at", required=True, type=float, metavar="VALUE", help="the value of the setting to predict")
     p.add_argument("--target", type=float, help="a score: the compute to reach it, with an interval")

@@ -11,7 +11,9 @@ Each loader returns `Runs`: value of the setting -> SigmoidFit, and the runs' na
 THE run-curve fit (`workbench.runs.report.fit_curves`: R0 measured at compute 0, else the first
 point). Several runs at one value (its seeds) are fitted jointly (fit_sigmoid_multi: one curve,
 a whole-run bootstrap), so a ladder run at 3 seeds a rung predicts from the rungs' seed-averaged
-curves; the same run given twice, or two runs with one seed at one value, is refused. A folder is read with `RunView.open` (its metrics.jsonl and config), an MLflow run with
+curves; the same run given twice, or two runs with one seed at one value, is refused.
+
+A folder is read with `RunView.open` (its metrics.jsonl and config), an MLflow run with
 `tracking.queries.run_curve` (finished runs of an experiment, filtered by parameter values as in
 `history_prior`), a CSV with `scaling.Curve.from_csv`; a CSV's value of the setting is its column
 named by the key (one value per file) or `KEY=VALUE` in its file name (as sweeps name points).
@@ -19,8 +21,7 @@ named by the key (one value per file) or `KEY=VALUE` in its file name (as sweeps
 Bad input is one line: a key no run has (with the closest names), runs that differ in another
 config key than the named one (keys of how a run executes, `folder.EXECUTION_KEYS`, and `seed`
 may differ), a run given twice (or two runs with one seed at one value), a run whose curve
-cannot be fitted; fewer than 3 runs is
-`predict_config`'s.
+cannot be fitted; fewer than 3 runs is `predict_config`'s.
 """
 
 from __future__ import annotations
