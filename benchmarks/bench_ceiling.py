@@ -142,29 +142,17 @@ def far_table(paths: list[Path], x: str, ceiling: float) -> None:
         print(f"{path.stem:<16} {fit.predict(budget):>6.3f}  {cells[0][0]:<16} {cells[1][0]:<16} {cells[0][1]:<30} {cells[1][1]}")
 
 
-def _simulated(family: str, last: float, seed: int) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """(compute, score, 10x compute, true score there) of one simulated curve."""
-    from tests.scaling.synthetic import PAPER_8B, sigmoid, synth
-    from workbench.scaling.fit.stretched import stretched_curve
-
-    if family == "sigmoid":
-        c, y = synth(n=60, lo=1500, hi=last, noise=0.01, seed=1000 + seed)
-        return c, y, 10 * last, float(sigmoid(10 * last, **PAPER_8B))
-    shape, r0 = (0.49, np.log(600.0), 0.9), 0.148  # the demo's, in steps
-    c = np.arange(35.0, last + 1, 35.0)
-    y = stretched_curve(c, r0, *shape) + np.random.default_rng(seed).normal(0, 0.01, len(c))
-    return np.r_[0.0, c], np.r_[r0, y], 10 * last, float(stretched_curve(np.array([10 * last]), r0, *shape)[0])
-
-
 def coverage_table(n: int) -> None:
     """How often the 10x bands hold the truth on n simulated curves per family, before and now."""
+    from tests.scaling.synthetic import far_case
+
     print(f"\n10x bands on {n} simulated curves per family (95%; mean band vs the true curve, prediction band vs a new noisy point)")
     print(f"{'family':<11} {'last':>7} {'joined':>7} {'mean before':>12} {'mean now':>9} {'pred before':>12} {'pred now':>9} {'verdicts changed':>17}")
     for family, last in (("sigmoid", 50000.0), ("sigmoid", 20000.0), ("stretched", 1400.0), ("stretched", 700.0)):
         hits = np.zeros((2, 2))
         joined = changed = 0
         for seed in range(n):
-            c, y, budget, truth = _simulated(family, last, seed)
+            c, y, budget, truth = far_case(family, last, seed)
             point = truth + np.random.default_rng([seed, 7]).normal(0, 0.01)
             fit = fit_sigmoid(c, y, seed=seed)
             for i, f in enumerate((before_34(fit), fit)):

@@ -32,6 +32,27 @@ def synth(n=60, lo=1500.0, hi=50000.0, noise=0.01, seed=0, params=None, spacing=
     return c, y
 
 
+# The CPU demo's curve shape, in steps (issue 34's far-band cases): a stretched exponential
+# R0 + (P - R0)(1 - exp(-(C/tau)^k)) with P 0.49, ln tau ln 600, k 0.9 from R0 0.148.
+DEMO_STRETCHED = {"r0": 0.148, "P": 0.49, "log_tau": float(np.log(600.0)), "k": 0.9}
+
+
+def far_case(family: str, last: float, seed: int) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """(compute, score, 10x the last compute, the true score there) of one simulated curve cut at
+    `last`: "sigmoid" (the paper's 8B run, 60 points from 1.5k GPU-hours, noise 0.01) or "stretched"
+    (the demo's shape, an evaluation every 35 steps, noise 0.01). benchmarks/bench_ceiling.py --coverage."""
+    from workbench.scaling.fit.stretched import stretched_curve
+
+    if family == "sigmoid":
+        c, y = synth(n=60, lo=1500, hi=last, noise=0.01, seed=1000 + seed)
+        return c, y, 10 * last, float(sigmoid(10 * last, **PAPER_8B))
+    d = DEMO_STRETCHED
+    shape = (d["P"], d["log_tau"], d["k"])
+    c = np.arange(35.0, last + 1, 35.0)
+    y = stretched_curve(c, d["r0"], *shape) + np.random.default_rng(seed).normal(0, 0.01, len(c))
+    return np.r_[0.0, c], np.r_[d["r0"], y], 10 * last, float(stretched_curve(np.array([10 * last]), d["r0"], *shape)[0])
+
+
 def curve_path(name: str) -> Path:
     """A real curve: from the shipped examples (the package's copy), else from shared/."""
     for base in (EXAMPLE_CURVES, SHARED_CURVES):
