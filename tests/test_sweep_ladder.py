@@ -18,13 +18,13 @@ from tests.test_sweep import workbench_kernel  # noqa: F401  (the fixture: the p
 def climb(flat: bool, tmp_path, min_gain: float = 0.02):
     """Run the ladder 32..512 with stub rungs; return (rungs run, rungs skipped with reasons, ladder.json)."""
     fits = {}
-    gate = LadderGate("model.n_embd", fit_of=fits.__getitem__, min_gain=min_gain)
+    gate = LadderGate("model.n_embd", fit_of=lambda rids: fits[rids[0]], min_gain=min_gain)
     ran, skipped = [], {}
 
     def run_point(key, params, label, group):
         w = params["overrides"]["model.n_embd"]
         fits[f"run-{w}"] = fit_sigmoid(*curve(w, seed=40 + w, flat=flat))
-        gate.done[float(w)] = f"run-{w}"
+        gate.done[float(w)] = [f"run-{w}"]
         ran.append(w)
         return "FINISHED"
 
@@ -50,14 +50,49 @@ def test_a_ladder_that_keeps_paying_climbs_to_the_top(tmp_path):
     assert [d["run"] for d in saved["decisions"]] == [True] * 5
 
 
+def test_a_seeded_ladder_decides_once_a_rung_and_fits_its_seeds_jointly():
+    from workbench.runs.report import fit_curves
+
+    curves, fitted = {}, []
+    gate = LadderGate("model.n_embd", fit_of=lambda rids: fitted.append(len(rids)) or fit_curves([curves[r] for r in rids]), min_gain=0.02)
+    ran, skipped = [], {}
+
+    def run_point(key, params, label, group):
+        w, seed = params["overrides"]["model.n_embd"], params["seed"]
+        curves[key] = curve(w, seed=40 + w + 100 * seed, flat=True)
+        gate.done.setdefault(float(w), []).append(key)
+        ran.append((w, seed))
+        return "FINISHED"
+
+    todo = [(f"k{w}s{s}", {"overrides": {"model.n_embd": w}, "seed": s}, f"w{w}/seed={s}", f"w{w}") for w in WIDTHS for s in (0, 1)]
+    values = {k: float(p["overrides"]["model.n_embd"]) for k, p, *_ in todo}
+    run_ladder(todo, values, gate, run_point, lambda k, why: skipped.__setitem__(k, why))
+    assert ran == [(w, s) for w in WIDTHS[:3] for s in (0, 1)]  # each rung's two seeds, then the stop
+    assert set(skipped) == {"k256s0", "k256s1", "k512s0", "k512s1"}
+    assert [d["rung"] for d in gate.log] == [32, 64, 128, 256]  # one decision a rung, before its first seed
+    assert set(fitted) == {2}  # every finished rung fitted from both its seeds
+    # a sweep resumed mid-rung finishes that rung's seeds without judging it again
+    gate.log.clear()
+    ran.clear()
+    gate.done = {32.0: gate.done[32.0], 64.0: gate.done[64.0], 128.0: ["k128s0"]}
+    run_ladder(todo[5:6], values, gate, run_point, lambda k, why: None)
+    assert ran == [(128, 1)] and gate.log == []
+
+
 def test_a_grid_that_is_not_a_ladder_is_refused():
     pts = [{"overrides": {"model.n_embd": w}} for w in (32, 64, 64)]
     with pytest.raises(UserError, match="two points set the same value"):
-        check_ladder(Grid("g", pts, ["a", "b", "c"]), "model.n_embd", stop_early=False, seeds=1)
+        check_ladder(Grid("g", pts, ["a", "b", "c"]), "model.n_embd", stop_early=False)
     with pytest.raises(UserError, match="point a does not set train.lr"):
-        check_ladder(Grid("g", pts[:2], ["a", "b"]), "train.lr", stop_early=False, seeds=1)
-    with pytest.raises(UserError, match="drop --stop-early and --seeds"):
-        check_ladder(Grid("g", pts[:2], ["a", "b"]), "model.n_embd", stop_early=False, seeds=2)
+        check_ladder(Grid("g", pts[:2], ["a", "b"]), "train.lr", stop_early=False)
+    with pytest.raises(UserError, match="drop --stop-early"):
+        check_ladder(Grid("g", pts[:2], ["a", "b"]), "model.n_embd", stop_early=True)
+    # --seeds 2: each rung twice, sharing its point's group; two rungs at one value are still refused
+    seeded = Grid("g", [p for p in pts[:2] for _ in (0, 1)], ["a/seed=0", "a/seed=1", "b/seed=0", "b/seed=1"], groups=["a", "a", "b", "b"])
+    check_ladder(seeded, "model.n_embd", stop_early=False)
+    with pytest.raises(UserError, match="two points set the same value"):
+        check_ladder(Grid("g", [p for p in pts for _ in (0, 1)], [f"{g}/seed={i}" for g in "abc" for i in (0, 1)],
+                          groups=[g for g in "abc" for _ in (0, 1)]), "model.n_embd", stop_early=False)
 
 
 class _Manifest:
@@ -152,5 +187,5 @@ def test_the_shipped_ladders_are_ladders_the_ablation_notebook_runs():
     for name, key in (("ladder.yaml", "train.prompts_per_step"), ("ladder_generations.yaml", "train.generations_per_prompt")):
         grid = load_grid(ROOT / "sweeps" / name)
         validate_grid(grid, declared, ROOT / "notebooks" / "ablation.ipynb")
-        check_ladder(grid, key, stop_early=False, seeds=1)
+        check_ladder(grid, key, stop_early=False)
         assert len(grid.points) >= 5  # 3 to predict from, then rungs to predict

@@ -4,7 +4,9 @@
 
 The grid's points are the rungs: each sets KEY (a notebook parameter, or a key of its `overrides`)
 to a different number, and nothing else may differ (the seed aside). They run one at a time, the
-smallest value first. Before each rung, once 3 rungs have finished, the finished rungs' curves
+smallest value first; with `--seeds N` each rung is N runs, one after another, fitted jointly (a
+law chosen on one seed's rungs can extrapolate badly: the Measured page's depth ladder). Before
+each rung, once 3 rungs have finished, the finished rungs' curves
 are fitted (`workbench.runs.report.fit_curves`) and the rung's curve is predicted from them
 (`workbench.scaling.forecast.ladder.next_rung`, i.e. `predict_config` and its `worth_it`): when even the
 upper end of its predicted gain over the largest rung so far, at that rung's compute (or
@@ -39,41 +41,44 @@ def rung_value(params: dict[str, Any], key: str, label: str) -> float:
     return value
 
 
-def ladder_order(points: Sequence[dict[str, Any]], labels: Sequence[str], key: str) -> list[int]:
-    """Indices of the points, smallest value of `key` first; a UserError for a ladder that is not one."""
+def ladder_order(points: Sequence[dict[str, Any]], labels: Sequence[str], key: str,
+                 groups: Sequence[str] | None = None) -> list[int]:
+    """Indices of the points, smallest value of `key` first (a rung's seeds, which share its
+    `groups` entry, in their order); a UserError for a ladder that is not one."""
     values = [rung_value(p, key, lab) for p, lab in zip(points, labels)]
-    if len(set(values)) != len(values):
+    rungs = dict(zip(groups, values)) if groups else dict(zip(labels, values))
+    if len(set(rungs.values())) != len(rungs):
         raise UserError(f"--ladder {key}: two points set the same value; a ladder has one rung per value (use --seeds for seeds)")
-    if len(values) < 2:
-        raise UserError(f"--ladder {key}: {len(values)} point(s); a ladder needs rungs to climb")
+    if len(rungs) < 2:
+        raise UserError(f"--ladder {key}: {len(rungs)} point(s); a ladder needs rungs to climb")
     return sorted(range(len(values)), key=values.__getitem__)
 
 
-def check_ladder(grid: Any, key: str, *, stop_early: bool, seeds: int) -> None:
+def check_ladder(grid: Any, key: str, *, stop_early: bool) -> None:
     """UserError, before anything runs, for a grid that is not a ladder of `key` or options it cannot take."""
-    if stop_early or seeds != 1:
-        raise UserError("--ladder runs one rung at a time with one seed: drop --stop-early and --seeds")
-    ladder_order(grid.points, grid.labels, key)
+    if stop_early:
+        raise UserError("--ladder runs one rung at a time and decides before each rung: drop --stop-early")
+    ladder_order(grid.points, grid.labels, key, grid.groups)
 
 
 @dataclass
 class LadderGate:
-    """Decides, before each rung, whether it runs. `fit_of(run_id)` fits a finished rung's curve."""
+    """Decides, before each rung, whether it runs. `fit_of(run_ids)` fits a finished rung's runs (its seeds) jointly."""
 
     key: str
-    fit_of: Callable[[str], Any]
+    fit_of: Callable[[list[str]], Any]
     min_gain: float = 0.01
     budget: float | None = None
-    done: dict[float, str] = field(default_factory=dict)  # value -> run id of the finished rungs
+    done: dict[float, list[str]] = field(default_factory=dict)  # value -> run ids of the finished rungs' runs
     log: list[dict[str, Any]] = field(default_factory=list)
 
     def decide(self, value: float) -> tuple[bool, str]:
         from workbench.scaling.forecast.ladder import next_rung
 
         fits = {}
-        for v, rid in self.done.items():
+        for v, rids in self.done.items():
             try:
-                fits[v] = self.fit_of(rid)
+                fits[v] = self.fit_of(rids)
             except (UserError, ValueError) as e:  # a rung too short to fit: predict from the others
                 self.log.append({"rung": v, "not_fitted": str(e)})
         d = next_rung(fits, value, key=self.key, min_gain=self.min_gain, budget=self.budget)
@@ -93,17 +98,19 @@ def run_ladder(todo: Sequence[tuple[Any, ...]], values: dict[Any, float], gate: 
                run_point: Callable[..., str], skip: Callable[[Any, str], None]) -> list[str]:
     """Run the `todo` items (key, ...) in ladder order, one at a time, asking `gate` before each.
 
-    values: point key -> rung value (finished rungs from an earlier sweep are already in gate.done).
+    values: point key -> rung value (a rung's seeds share it; finished rungs from an earlier sweep
+    are already in gate.done).
     run_point(*item) runs one and returns its status; skip(key, reason) records a rung not run.
     Returns the statuses of the rungs run."""
     statuses = []
-    stopped = ""
-    for item in sorted(todo, key=lambda it: values[it[0]]):
+    stopped, rung = "", None
+    for item in sorted(todo, key=lambda it: values[it[0]]):  # stable: a rung's seeds in their order
         key = item[0]
-        if not stopped:
-            go, why = gate.decide(values[key])
+        if not stopped and values[key] != rung:  # decided once a rung, before its first seed
+            rung = values[key]
+            go, why = (True, "") if rung in gate.done else gate.decide(rung)  # a rung begun by an earlier sweep is finished
             if not go:
-                stopped = f"ladder stopped before {gate.key}={values[key]:g}: {why}"
+                stopped = f"ladder stopped before {gate.key}={rung:g}: {why}"
         if stopped:
             skip(key, stopped)
             continue
@@ -111,12 +118,13 @@ def run_ladder(todo: Sequence[tuple[Any, ...]], values: dict[Any, float], gate: 
     return statuses
 
 
-def _mlflow_fit(run_id: str, metric: str, x: str, uri: str, fit_from: float | None) -> Any:
+def _mlflow_fit(run_ids: list[str], metric: str, x: str, uri: str, fit_from: float | None) -> Any:
+    """One rung's fit: its runs' (its seeds') curves from MLflow, jointly."""
     from workbench.runs.report import fit_curves
     from workbench.tracking.queries import run_curve
 
-    curve = run_curve(run_id, metric=metric, x=x, tracking_uri=uri)
-    return fit_curves([(curve["x"].to_numpy(float), curve["y"].to_numpy(float))], fit_from=fit_from)
+    curves = [run_curve(rid, metric=metric, x=x, tracking_uri=uri) for rid in run_ids]
+    return fit_curves([(c["x"].to_numpy(float), c["y"].to_numpy(float)) for c in curves], fit_from=fit_from)
 
 
 def climb(ctx: dict[str, Any], todo: Sequence[tuple[Any, ...]], key: str, run_point: Callable[..., str], bar: Any, *,
@@ -128,15 +136,15 @@ def climb(ctx: dict[str, Any], todo: Sequence[tuple[Any, ...]], key: str, run_po
     STOPPED (final: a re-run does not climb past the stop) with `stopped_reason` and no run."""
     manifest = ctx["manifest"]
     values = {item[0]: rung_value(item[1], key, item[2]) for item in todo}
-    gate = LadderGate(key, lambda rid: _mlflow_fit(rid, metric, x, ctx["uri"], fit_from), min_gain, budget)
+    gate = LadderGate(key, lambda rids: _mlflow_fit(rids, metric, x, ctx["uri"], fit_from), min_gain, budget)
     for k, entry in manifest.data["points"].items():
         if entry.get("status") == "FINISHED" and entry.get("run_id") and k not in values:
-            gate.done[rung_value(entry.get("params") or {}, key, entry.get("label", k))] = entry["run_id"]
+            gate.done.setdefault(rung_value(entry.get("params") or {}, key, entry.get("label", k)), []).append(entry["run_id"])
 
     def run_one(*item: Any) -> str:
         status = run_point(ctx, *item)
         if status == "FINISHED":
-            gate.done[values[item[0]]] = manifest.data["points"][item[0]]["run_id"]
+            gate.done.setdefault(values[item[0]], []).append(manifest.data["points"][item[0]]["run_id"])
         bar.update(1)
         return status
 

@@ -175,10 +175,10 @@ def _validate(notebook: str | Path, grid: str | Path | Grid, kernel: str, x: str
     validate_grid(g, declared, notebook)
     g = with_seeds(g, seeds, declared)
     check_x_unit(g, x, declared)
-    if ladder is not None:  # workbench.sweep.ladder: rungs one at a time, one seed each
+    if ladder is not None:  # workbench.sweep.ladder: rungs one at a time, a rung's seeds in turn
         from workbench.sweep.ladder import check_ladder
 
-        check_ladder(g, ladder, stop_early=stop_early, seeds=seeds)
+        check_ladder(g, ladder, stop_early=stop_early)
     if parallel < 1:
         raise UserError(f"--parallel must be >= 1, got {parallel}")
     if cell_timeout is not None and not cell_timeout > 0:
