@@ -12,8 +12,9 @@ full runs' curves (`examples/loo/`, 12 recipes x 3 seeds), under two schedules:
 - **sequential**: the runs one after another in the grid's order (each point's seeds in turn, as
   `workbench sweep --seeds 3` without `--parallel` ran the live sweep). After each rung of N
   evaluations of the running run, every recipe started so far is refitted (finished and stopped
-  runs with the curves they ended with) at the budget of the largest full run seen so far, and the
-  running run stops if its recipe cannot win. This is the live sweep's schedule, so its rungs of 4
+  runs with the curves they ended with) at the budget of the largest full run seen so far, the
+  running run's full length included (the live sweep projects a run's full compute from its step
+  target, `RungMonitor.current_budget`), and the running run stops if its recipe cannot win. This is the live sweep's schedule, so its rungs of 4
   should come close to the live figures (the runs differ: the replay reads the study's full runs).
 - **lockstep**: every run advancing at once (`--parallel` as large as the grid): after each rung
   every recipe is refitted on its runs so far, at the budget of the largest full run, and every

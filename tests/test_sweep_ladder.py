@@ -76,13 +76,15 @@ def test_a_seeded_ladder_decides_once_a_rung_and_fits_its_seeds_jointly():
     ran.clear()
     gate.done = {32.0: gate.done[32.0], 64.0: gate.done[64.0], 128.0: ["k128s0"]}
     run_ladder(todo[5:6], values, gate, run_point, lambda k, why: None)
-    assert ran == [(128, 1)] and gate.log == []
+    assert ran == [(128, 1)] and gate.log == [{"rung": 128, "resumed": True}]  # on record in ladder.json
 
 
 def test_a_grid_that_is_not_a_ladder_is_refused():
     pts = [{"overrides": {"model.n_embd": w}} for w in (32, 64, 64)]
-    with pytest.raises(UserError, match="two points set the same value"):
+    with pytest.raises(UserError, match=r"two points set the same value.*\(use --seeds N for seeds\)"):
         check_ladder(Grid("g", pts, ["a", "b", "c"]), "model.n_embd", stop_early=False)
+    with pytest.raises(UserError, match=r"1 rung\(s\); a ladder needs rungs"):
+        check_ladder(Grid("g", pts[1:], ["b", "c"], groups=["b", "b"]), "model.n_embd", stop_early=False)
     with pytest.raises(UserError, match="point a does not set train.lr"):
         check_ladder(Grid("g", pts[:2], ["a", "b"]), "train.lr", stop_early=False)
     with pytest.raises(UserError, match="drop --stop-early"):
@@ -90,7 +92,7 @@ def test_a_grid_that_is_not_a_ladder_is_refused():
     # --seeds 2: each rung twice, sharing its point's group; two rungs at one value are still refused
     seeded = Grid("g", [p for p in pts[:2] for _ in (0, 1)], ["a/seed=0", "a/seed=1", "b/seed=0", "b/seed=1"], groups=["a", "a", "b", "b"])
     check_ladder(seeded, "model.n_embd", stop_early=False)
-    with pytest.raises(UserError, match="two points set the same value"):
+    with pytest.raises(UserError, match=r"one rung per value$"):  # --seeds given: no hint to use it
         check_ladder(Grid("g", [p for p in pts for _ in (0, 1)], [f"{g}/seed={i}" for g in "abc" for i in (0, 1)],
                           groups=[g for g in "abc" for _ in (0, 1)]), "model.n_embd", stop_early=False)
 

@@ -121,6 +121,22 @@ def test_mlflow_runs_by_experiment_and_filter(tmp_path):
     sink.close("FINISHED")
     with pytest.raises(UserError, match=r"run w16-before-counts: model.params = nan is not a number"):
         runs_from_mlflow("ladder", "model.params", where={"task.name": "addition"}, tracking_uri=uri)
+    # seeds: the logged seed parameter tells a value's seeds (fitted jointly) from a copy of one run
+    for name, w, seed, noise_seed in (("a0", 32, 0, 20), ("a1", 32, 1, 21), ("b0", 64, 0, 22), ("c0", 128, 0, 23),
+                                      ("b0-again", 64, 0, 22)):
+        rid = create_run("seeded", name, tracking_uri=uri)
+        sink = MlflowSink(rid, uri)
+        sink.log_config({"seed": seed, "model": {"n_embd": w}})
+        for r in rows(w, noise_seed):
+            sink.log_metrics({k: v for k, v in r.items() if k != "step"}, step=r["step"])
+        if name != "b0-again":  # the copy stays RUNNING (not read) until it is closed below
+            sink.close("FINISHED")
+    seeded = runs_from_mlflow("seeded", "model.n_embd", tracking_uri=uri)
+    assert sorted(seeded.names[32].split(" + ")) == ["a0", "a1"] and len(seeded.fits[32].run_names) == 2
+    assert seeded.names[64] == "b0"
+    MlflowSink(rid, uri).close("FINISHED")
+    with pytest.raises(UserError, match=r"both have model.n_embd = 64 and seed 0: two copies of one run"):
+        runs_from_mlflow("seeded", "model.n_embd", tracking_uri=uri)
 
 
 def write_csv(path, w, seed, column=None):
@@ -153,6 +169,16 @@ def test_seeds_of_one_value_are_fitted_jointly_and_copies_are_refused(tmp_path, 
     assert p.A_ci[0] <= law(AT)["A"] <= p.A_ci[1]
     with pytest.raises(UserError, match=r"run .*model.n_embd=32_seed=0.csv is given twice"):
         runs_from_csvs([*files, files[0]], "model.n_embd")
+    renamed = tmp_path / "again_model.n_embd=64_seed=1.csv"  # a copy under another name: its seed gives it away
+    renamed.write_bytes(files[3].read_bytes())
+    with pytest.raises(UserError, match=r"both have model.n_embd = 64 and seed 1: two copies of one run"):
+        runs_from_csvs([*files, renamed], "model.n_embd")
+    unseeded = tmp_path / "model.n_embd=64.csv"  # no seed to read: the identical curve gives it away
+    unseeded.write_bytes(files[3].read_bytes())
+    with pytest.raises(UserError, match=r"model.n_embd=64.csv and model.n_embd=64_seed=1.csv have the same curve"):
+        runs_from_csvs([*files, unseeded], "model.n_embd")
+    with pytest.raises(UserError, match=r"run .*w32/\.\./w32 is given twice \(as .*w32\): give each run once"):
+        runs_from_folders([*folders, f"{folders[0]}/../w32"], "model.n_embd")  # not silently fitted once
     copy = tmp_path / "copy"
     copy.mkdir()
     copy_of_w64 = run_folder(copy, 64, seed=1)  # folders[1] is w64 at seed 1

@@ -36,3 +36,8 @@ def test_the_depth_ladder_fits_each_rungs_three_seeds_jointly():
     runs = runs_from_csvs(sorted((EXAMPLES / "ladder-depth").glob("*.csv")), "model.n_layer")
     assert sorted(runs.fits) == [1.0, 2.0, 3.0, 4.0]
     assert all(len(f.run_names) == 3 for f in runs.fits.values())
+
+
+def test_every_shipped_ladder_is_held_to_its_figure():
+    shipped = {p.name for p in EXAMPLES.glob("ladder*") if p.is_dir()}
+    assert shipped == set(LADDERS), "a ladder under examples/predict without its figure here (or one removed)"

@@ -105,10 +105,20 @@ class _RunCurve:
     seed: Any = None
 
 
-def _fitted(by: str, loaded: Sequence[_RunCurve], fit_from: float | None) -> Runs:
+def _check_points(run: _RunCurve, x: str, fit_from: float | None) -> None:
+    """A UserError naming the run when its curve alone has too few points to fit (seeds are fitted
+    jointly, so a short one would otherwise hide among its value's other seeds)."""
+    n = int(((run.compute > 0) & ((run.compute >= fit_from) if fit_from is not None else True)).sum())
+    if n < MIN_POINTS:
+        raise UserError(f"run {run.name} was not fitted: only {n} evaluation(s) with {x} > {fit_from or 0:g}; "
+                        f"the sigmoid fit needs at least {MIN_POINTS}")
+
+
+def _fitted(by: str, loaded: Sequence[_RunCurve], fit_from: float | None, x: str) -> Runs:
     """One fit per value: a value's runs (its seeds) jointly (`fit_curves`), named "a + b" ("a and 2 more")."""
     groups: dict[float, list[_RunCurve]] = {}
     for run in loaded:
+        _check_points(run, x, fit_from)
         groups.setdefault(run.value, []).append(run)
     out = Runs(by, {}, {})
     for value, group in sorted(groups.items()):
@@ -124,6 +134,11 @@ def _fitted(by: str, loaded: Sequence[_RunCurve], fit_from: float | None) -> Run
                                 "two copies of one run? Give each seed of a value once (they are fitted jointly)")
             if r.seed is not None:
                 seeds[repr(r.seed)] = r.name
+        for i, r in enumerate(group):  # a copied file under another name (no seed to tell them apart)
+            same = next((o for o in group[:i] if np.array_equal(o.compute, r.compute) and np.array_equal(o.score, r.score)), None)
+            if same is not None:
+                raise UserError(f"{r.name} and {same.name} have the same curve ({by} = {value:g}): two copies of one run? "
+                                "Give each run once")
         if len(set(names)) < len(names):  # seeds in folders named after their config: tell them apart by seed
             names = [r.name if r.seed is None else f"{r.name} (seed {r.seed})" for r in group]
         name = " + ".join(names) if len(names) <= 2 else f"{names[0]} and {len(names) - 1} more"
@@ -140,7 +155,13 @@ def runs_from_folders(paths: Sequence[str | Path], by: str, *, x: str = "compute
     """Run folders (out_dir, or names under runs/): each one's config value of `by` and its curve's fit."""
     from workbench.runs.view import RunView
 
-    views = {str(p): RunView.open(p, x=x) for p in paths}
+    seen: dict[Path, str] = {}
+    for p in map(str, paths):
+        if Path(p).resolve() in seen:
+            raise UserError(f"run {p} is given twice" + (f" (as {seen[Path(p).resolve()]})" if seen[Path(p).resolve()] != p else "")
+                            + ": give each run once")
+        seen[Path(p).resolve()] = p
+    views = {p: RunView.open(p, x=x) for p in seen.values()}
     configs = {n: flatten(to_dict(v.cfg)) for n, v in views.items()}
     if by == PARAMS_KEY:
         for n, v in views.items():
@@ -155,13 +176,9 @@ def runs_from_folders(paths: Sequence[str | Path], by: str, *, x: str = "compute
     for name, v in views.items():
         value = _value(configs[name].get(by), by, name)
         c, y = eval_curve(v.rows, x, SCORE_KEY)
-        n = int(((c > 0) & ((c >= fit_from) if fit_from is not None else True)).sum())
-        if n < MIN_POINTS:
-            raise UserError(f"run {name} was not fitted: only {n} evaluation(s) with {x} > {fit_from or 0:g}; "
-                            f"the sigmoid fit needs at least {MIN_POINTS}")
         # the folder's name: runs of one config share their config name
         loaded.append(_RunCurve(value, Path(name).name, c, y, str(Path(name).resolve()), configs[name].get("seed")))
-    return _fitted(by, loaded, fit_from)
+    return _fitted(by, loaded, fit_from, x)
 
 
 def runs_from_mlflow(experiment: str | list[str], by: str, *, where: Mapping[str, object] | None = None,
@@ -192,33 +209,39 @@ def runs_from_mlflow(experiment: str | list[str], by: str, *, where: Mapping[str
         seed = r.get("seed") if isinstance(r.get("seed"), str) else None  # MLflow params are strings; NaN when not logged
         loaded.append(_RunCurve(_value(r[by], by, f"run {name}"), name, curve["x"].to_numpy(float), curve["y"].to_numpy(float),
                                 str(r["run_id"]), seed))
-    return _fitted(by, loaded, fit_from)
+    return _fitted(by, loaded, fit_from, x)
 
 
-def _csv_value(path: Path, by: str) -> float:
-    """The value of `by` for one CSV: its column `by` (one value), else `by=VALUE` in the file name."""
+def _csv_field(path: Path, rows: list[dict[str, str]], key: str) -> str | None:
+    """One CSV's value of `key`: its column `key` (one value), else `key=VALUE` in the file name
+    (`key` or its last dotted part: model.n_layer=4 or n_layer=4); None when it has neither."""
+    if rows and key in rows[0]:
+        values = {row[key].strip() for row in rows if row.get(key) and row[key].strip()}
+        if len(values) != 1:
+            raise UserError(f"{path}: column {key} holds {len(values)} values; one file is one run (one value)")
+        return values.pop()
+    names = "|".join(map(re.escape, {key, key.rsplit(".", 1)[-1]}))
+    m = re.search(rf"(?:^|[_,\s])(?:{names})=([^_,\s]+)", path.stem)
+    return m.group(1) if m else None
+
+
+def _csv_run(path: Path, by: str, x: str | None, y: str | None) -> _RunCurve:
+    """One CSV as a run: its curve, its value of `by` (required) and its seed (column or name, if any)."""
+    curve = Curve.from_csv(path, x=x, y=y)
     with path.open(newline="", encoding="utf-8-sig") as f:
         rows = list(csv.DictReader(f))
-    if rows and by in rows[0]:
-        values = {row[by].strip() for row in rows if row.get(by) and row[by].strip()}
-        if len(values) != 1:
-            raise UserError(f"{path}: column {by} holds {len(values)} values; one file is one run (one value)")
-        return _value(values.pop(), by, str(path))
-    names = "|".join(map(re.escape, {by, by.rsplit(".", 1)[-1]}))
-    m = re.search(rf"(?:^|[_,\s])(?:{names})=([^_,\s]+)", path.stem)
-    if not m:
+    raw = _csv_field(path, rows, by)
+    if raw is None:
         raise UserError(f"{path}: cannot tell its {by}: add a column {by} or name the file ...{by}=VALUE.csv")
-    return _value(m.group(1), by, str(path))
+    return _RunCurve(_value(raw, by, str(path)), path.name, curve.compute, curve.score, str(path.resolve()),
+                     _csv_field(path, rows, "seed"))
 
 
 def runs_from_csvs(paths: Sequence[str | Path], by: str, *, x: str | None = None, y: str | None = None,
                    fit_from: float | None = None) -> Runs:
-    """CSV curves (columns compute and pass_rate, or as `x` / `y` name them), one run per file (a value's files fitted jointly)."""
-    loaded = []
-    for p in map(Path, paths):
-        curve = Curve.from_csv(p, x=x, y=y)
-        loaded.append(_RunCurve(_csv_value(p, by), p.name, curve.compute, curve.score, str(p.resolve())))
-    return _fitted(by, loaded, fit_from)
+    """CSV curves (columns compute and pass_rate, or as `x` / `y` name them), one run per file (a value's
+    files, its seeds, fitted jointly: a seed column or `seed=S` in the name tells copies from seeds)."""
+    return _fitted(by, [_csv_run(p, by, x, y) for p in map(Path, paths)], fit_from, x or "compute")
 
 
 def load_runs(sources: Sequence[str], by: str, *, experiment: str | None = None, where: Mapping[str, object] | None = None,

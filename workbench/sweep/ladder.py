@@ -48,9 +48,11 @@ def ladder_order(points: Sequence[dict[str, Any]], labels: Sequence[str], key: s
     values = [rung_value(p, key, lab) for p, lab in zip(points, labels)]
     rungs = dict(zip(groups, values)) if groups else dict(zip(labels, values))
     if len(set(rungs.values())) != len(rungs):
-        raise UserError(f"--ladder {key}: two points set the same value; a ladder has one rung per value (use --seeds for seeds)")
+        seeded = groups is not None and len(set(groups)) < len(groups)  # --seeds N already makes a rung's seeds
+        raise UserError(f"--ladder {key}: two points set the same value; a ladder has one rung per value"
+                        + ("" if seeded else " (use --seeds N for seeds)"))
     if len(rungs) < 2:
-        raise UserError(f"--ladder {key}: {len(rungs)} point(s); a ladder needs rungs to climb")
+        raise UserError(f"--ladder {key}: {len(rungs)} rung(s); a ladder needs rungs to climb")
     return sorted(range(len(values)), key=values.__getitem__)
 
 
@@ -100,15 +102,20 @@ def run_ladder(todo: Sequence[tuple[Any, ...]], values: dict[Any, float], gate: 
 
     values: point key -> rung value (a rung's seeds share it; finished rungs from an earlier sweep
     are already in gate.done).
-    run_point(*item) runs one and returns its status; skip(key, reason) records a rung not run.
-    Returns the statuses of the rungs run."""
+    run_point(*item) runs one and returns its status; skip(key, reason) records a point not run.
+    A rung begun by an earlier sweep is finished without a new decision, and logged as resumed.
+    Returns the statuses of the points run (a rung's seeds are a point each)."""
     statuses = []
     stopped, rung = "", None
     for item in sorted(todo, key=lambda it: values[it[0]]):  # stable: a rung's seeds in their order
         key = item[0]
         if not stopped and values[key] != rung:  # decided once a rung, before its first seed
             rung = values[key]
-            go, why = (True, "") if rung in gate.done else gate.decide(rung)  # a rung begun by an earlier sweep is finished
+            if rung in gate.done:  # a rung begun by an earlier sweep is finished, not judged again
+                go, why = True, ""
+                gate.log.append({"rung": rung, "resumed": True})
+            else:
+                go, why = gate.decide(rung)
             if not go:
                 stopped = f"ladder stopped before {gate.key}={rung:g}: {why}"
         if stopped:
@@ -129,7 +136,8 @@ def _mlflow_fit(run_ids: list[str], metric: str, x: str, uri: str, fit_from: flo
 
 def climb(ctx: dict[str, Any], todo: Sequence[tuple[Any, ...]], key: str, run_point: Callable[..., str], bar: Any, *,
           min_gain: float, budget: float | None, x: str, metric: str, fit_from: float | None) -> int:
-    """The sweep runner's ladder mode: run `todo` as rungs (see the module docstring); returns the rungs not finished.
+    """The sweep runner's ladder mode: run `todo` as rungs (see the module docstring); returns how many
+    of the points run did not finish (a rung's seeds are a point each; points skipped by a stop not counted).
 
     ctx is the runner's (manifest, uri, out_dir); run_point(ctx, *item) runs one point. Rungs
     finished by an earlier sweep in the same folder count as done. A skipped rung is recorded

@@ -10,7 +10,7 @@
 
 Input: value of the setting -> a SigmoidFit with bootstrap samples (fit_sigmoid /
 fit_sigmoid_multi), or a (compute, score) curve, fitted here by fit_sigmoid (R0 by `r0_rule`).
-At least 3 runs, values > 0, one run per value (fit seeds of a value jointly), every run showing
+At least 3 values > 0, one fit per value (a value's seeds fitted jointly count once), every fit showing
 a rise (a no-gain fit has no B or C_mid to extrapolate). Loading runs from folders, MLflow or
 CSVs is workbench.runs.by_setting; this module knows only fits and numbers.
 
@@ -213,7 +213,7 @@ class ConfigPrediction:
     def summary(self) -> str:
         pct = f"{self.level:.0%}"
         seen = ", ".join(self.names)
-        lines = [f"predicted {self.key}={self.at:g} from {len(self.values)} runs ({seen})",
+        lines = [f"predicted {self.key}={self.at:g} from {len(self.values)} values ({seen})",
                  "  forms: " + ", ".join(f"{p} {self.forms[p]}" for p in PARAMS)
                  + f" (leave-one-out curve RMSE {self.chosen['loo_rmse']:.4f}; {len(self.backtest)} combinations tried)"]
         for p, fmt in (("R0", ".4f"), ("A", ".4f"), ("B", ".3f"), ("C_mid", ".4g")):
@@ -244,7 +244,7 @@ class ConfigPrediction:
 
         fits = {f"{v:g}": f for v, f in zip(self.values, self.fits)}  # the runs' own bands left out: one band, the prediction's
         base = chart_overlay(fits, extend=extend, band=None, x_title=x_title, y_title=y_title, legend=self.key,
-                             title=title or f"{self.key}={self.at:g} predicted from {len(fits)} runs (dashed: predicted, grey: its band)")
+                             title=title or f"{self.key}={self.at:g} predicted from {len(fits)} values (dashed: predicted, grey: its band)")
         pos = np.concatenate([f.compute[f.compute > 0] for f in self.fits])
         grid = np.geomspace(pos.min(), pos.max() * extend, 240)  # chart_overlay's own x range
         lo, hi = self.band(grid)
