@@ -25,7 +25,7 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     named = [write_csv(tmp_path / f"model.n_embd={w}.csv", w, i) for i, w in enumerate(WIDTHS)]
     assert main(["predict", *map(str, named[:2]), "--by", "model.n_embd", "--at", "256"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "at least 3 runs" in err
+    assert "\n" not in err and "runs at 2 value(s) of the setting given" in err and "3 or more values" in err
     bare = write_csv(tmp_path / "curve.csv", 32, 0)
     assert main(["predict", *map(str, named[1:]), str(bare), "--by", "model.n_embd", "--at", "256"]) == 2
     err = capsys.readouterr().err.strip()

@@ -102,7 +102,7 @@ def test_curves_are_fitted_and_the_json_carries_the_parameters_with_intervals():
 def test_bad_input_is_one_line(ladder):
     fits = ladder[0]
     two = {w: fits[w] for w in WIDTHS[:2]}
-    with pytest.raises(UserError, match="2 run\\(s\\) given: .* at least 3"):
+    with pytest.raises(UserError, match=r"runs at 2 value\(s\) of the setting given: .* 3 or more values"):
         predict_config(two, at=512)
     flat_noise = (np.r_[0, np.geomspace(10, 1e4, 30)], np.r_[0.3, 0.3 + np.random.default_rng(1).normal(0, 0.01, 30)])
     with pytest.raises(UserError, match="run 16 was not fitted with a sigmoid"):

@@ -21,7 +21,7 @@ named by the key (one value per file) or `KEY=VALUE` in its file name (as sweeps
 Bad input is one line: a key no run has (with the closest names), runs that differ in another
 config key than the named one (keys of how a run executes, `folder.EXECUTION_KEYS`, and `seed`
 may differ), a run given twice (or two runs with one seed at one value), a run whose curve
-cannot be fitted; fewer than 3 runs is `predict_config`'s.
+cannot be fitted; fewer than 3 values is `predict_config`'s.
 """
 
 from __future__ import annotations
@@ -155,11 +155,11 @@ def runs_from_folders(paths: Sequence[str | Path], by: str, *, x: str = "compute
     """Run folders (out_dir, or names under runs/): each one's config value of `by` and its curve's fit."""
     from workbench.runs.view import RunView
 
-    seen: dict[Path, str] = {}
+    seen: dict[Path, str] = {}  # resolved path -> as given
     for p in map(str, paths):
-        if Path(p).resolve() in seen:
-            raise UserError(f"run {p} is given twice" + (f" (as {seen[Path(p).resolve()]})" if seen[Path(p).resolve()] != p else "")
-                            + ": give each run once")
+        first = seen.get(Path(p).resolve())
+        if first is not None:
+            raise UserError(f"run {p} is given twice{'' if first == p else f' (as {first})'}: give each run once")
         seen[Path(p).resolve()] = p
     views = {p: RunView.open(p, x=x) for p in seen.values()}
     configs = {n: flatten(to_dict(v.cfg)) for n, v in views.items()}

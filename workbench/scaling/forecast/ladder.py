@@ -58,7 +58,7 @@ class LadderBacktest:
 def leave_largest_out(fits: Mapping[float, SigmoidFit], *, key: str = "setting", level: float = 0.95, seed: int = 0) -> LadderBacktest:
     """Predict the run with the largest value from the others and score it (see the module docstring)."""
     if len(fits) < MIN_RUNS + 1:
-        raise UserError(f"{len(fits)} run(s): the leave-largest-out backtest needs {MIN_RUNS} to predict from and one to hold out")
+        raise UserError(f"{len(fits)} value(s): the leave-largest-out backtest needs {MIN_RUNS} to predict from and one to hold out")
     values = sorted(fits)
     held, seen = fits[values[-1]], {v: fits[v] for v in values[:-1]}
     p = predict_config(seen, values[-1], key=key, level=level, seed=seed)
