@@ -110,8 +110,8 @@ def check_runs(runs: Mapping[Any, Any], at: float, seed: int, names: Mapping[Any
     if not isinstance(runs, Mapping):
         raise UserError(f"runs must be a dict: value of the setting -> SigmoidFit or (compute, score), got a {type(runs).__name__}")
     if len(runs) < MIN_RUNS:
-        raise UserError((f"runs at {len(runs)} value(s) of the setting given: predicting a configuration needs runs at "
-                         f"{MIN_RUNS} or more values (a value's seeds count once)"))
+        raise UserError(f"runs at {len(runs)} value(s) of the setting given: predicting a configuration needs runs at "
+                        f"{MIN_RUNS} or more values (a value's seeds count once)")
     vals = [as_number("the setting's value", v) for v in runs]
     if min(vals + [at]) <= 0 or not all(map(math.isfinite, vals + [at])):
         raise UserError("the setting's values (and `at`) must be finite and > 0: the laws are in log of the value")
