@@ -10,7 +10,7 @@ import pytest
 from workbench.runs.report import eval_curve
 from workbench.errors import UserError
 from workbench.runs.view import RunView
-from workbench.scaling.fit.sigmoid import MIN_POINTS
+from workbench.scaling.data import MIN_POINTS
 
 
 def folder(tmp_path, rows, cfg=None):

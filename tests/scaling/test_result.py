@@ -131,11 +131,6 @@ def test_power_law_limit_coefficient(fit):
     assert fit.A - fit.predict(c) == pytest.approx(fit.tail_coefficient / c**fit.B, rel=1e-3)
 
 
-def test_the_old_name_D_still_reads_the_tail_coefficient_with_a_deprecation_warning(fit):
-    with pytest.warns(DeprecationWarning, match="tail_coefficient"):
-        assert fit.D == fit.tail_coefficient
-
-
 def test_summary_names_the_numbers(fit):
     text = str(fit)
     assert "A     =" in text and "95% CI" in text and "R^2" in text

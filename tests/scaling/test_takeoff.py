@@ -12,7 +12,7 @@ import pytest
 
 from workbench.scaling import SigmoidFit, fit_sigmoid, r0_rule
 from workbench.scaling.data import Curve
-from workbench.scaling.fit.sigmoid import TAKEOFF_Z, rising_tail
+from workbench.scaling.fit.no_gain import TAKEOFF_Z, rising_tail
 
 MORE = Path(__file__).resolve().parents[2] / "examples" / "curves" / "more"
 

@@ -12,8 +12,7 @@ rewards (rl/reward.step_rewards: the overlong penalty when length control is "pe
 zero-variance filtering (groups whose rewards are all equal carry no signal) -> advantages (group
 baseline, batch- or prompt-level normalisation) -> per-token aggregation weights over the WHOLE
 step (so micro-batch gradients add up to the full-batch gradient). `batch` is any object with
-the tensors of `RolloutBatch` (engine/batch.py's TrainBatch). ("Plan" is the memory plan's word:
-engine/plan; `plan_step` is this function's old name.)
+the tensors of `RolloutBatch` (engine/batch.py's TrainBatch).
 """
 
 from __future__ import annotations
@@ -117,4 +116,3 @@ def prepare_step(
     return stats, rows, ""
 
 
-plan_step = prepare_step  # the old name, kept importable ("plan" is now the memory plan's word)

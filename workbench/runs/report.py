@@ -45,7 +45,7 @@ from workbench.errors import UserError
 from workbench.scaling.decide.ceiling import attach_ceiling_check
 from workbench.scaling.decide.gain import scaling_gain
 from workbench.scaling.data import r0_rule
-from workbench.scaling.fit.sigmoid import MIN_POINTS
+from workbench.scaling.data import MIN_POINTS
 from workbench.tracking.sink import read_jsonl
 
 # Fit on the evaluations up to this share of the run's final compute, forecast the rest.

@@ -9,7 +9,6 @@ The sweep gives each point's papermill process a file path in $WORKBENCH_STOP_RE
 holds the reason. `workbench.Session` checks it (a `StopWatch`) each time it polls its run and,
 once, stops the run after the step in flight (with a checkpoint) and prints the reason.
 It lives in runs/, below both sides, so the session reads it without importing the sweep
-(`workbench.sweep.stop` is its old path).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ the run's actor; `Session.curve`, `.fit()`, `.forecast()`, `.chart()` are the vi
 never changes its run, and never holds the live config: it keeps a copy of it and hands out
 copies (`cfg`); the run's owner tells it of a new config with `use_config`. The evaluations
 come from `workbench.runs.report.eval_rows` (one per step), the minimum number of points for a
-fit is `workbench.scaling.fit.sigmoid.MIN_POINTS`, and a run's step target is its config's
+fit is `workbench.scaling.data.MIN_POINTS`, and a run's step target is its config's
 `train.max_steps`.
 
 A run on a task mixture (`task.mix`) also logs `val/pass_rate/<domain>`: `domains` lists them,
@@ -33,7 +33,7 @@ import pandas as pd
 from workbench.config import RunConfig
 from workbench.runs.report import domain_metric, domains_of, eval_curve, eval_rows, fit_curves
 from workbench.errors import UserError
-from workbench.scaling.fit.sigmoid import MIN_POINTS
+from workbench.scaling.data import MIN_POINTS
 
 EVAL_KEY = "val/pass_rate"
 CURVE_COLUMNS = ["step", "compute_device_hours", "compute_flops", "val_pass_rate", "val_pass_rate_se"]

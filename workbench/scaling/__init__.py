@@ -20,15 +20,13 @@ forecast/: blend (the default: sigmoid / paper / trend weighted by a rolling-ori
 and far (past the data), backtest, scoreboard (forecasts vs naive ones over many curves), config_curve
 (predict_config: a configuration's curve from runs that differ in one setting), ladder;
 decide/: gain (scaling_gain), compare, early_stop, ceiling.
-The flat paths of before (workbench.scaling.sigmoid, .engine, ...) still import: moved.py.
 MIN_POINTS (the fewest fitted points any fit accepts) is the one constant sessions and reports import.
 Flat, falling-to-nothing or noisy data give a no-gain fit (`fit.no_gain`): a flat forecast, see fit/sigmoid.py.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.scaling.forecast.backtest import BacktestResult, BacktestRow, backtest
 from workbench.scaling.decide.ceiling import CeilingCheck, ceiling_check
@@ -41,13 +39,12 @@ from workbench.scaling.forecast.config_curve import ConfigPrediction, Worth, pre
 from workbench.scaling.fit.prior import SigmoidPrior
 from workbench.scaling.fit.result import Reach, SigmoidFit
 from workbench.scaling.data import r0_rule
-from workbench.scaling.fit.sigmoid import METHODS, MIN_POINTS, FitOptions, fit_sigmoid, fit_sigmoid_multi, refit_at_shared_A
-
-from workbench.scaling import moved
-
-moved.install()  # the old flat module paths (workbench.scaling.sigmoid, ...) keep importing
+from workbench.scaling.data import MIN_POINTS
+from workbench.scaling.fit.sigmoid import METHODS, FitOptions, fit_sigmoid, fit_sigmoid_multi, refit_at_shared_A
 
 _CHARTS = ("chart_fit", "chart_overlay", "save_chart")
+if TYPE_CHECKING:  # for type checkers and the API reference; at run time __getattr__ loads them
+    from workbench.scaling.charts import chart_fit, chart_overlay, save_chart
 
 __all__ = [
     "METHODS",
@@ -88,6 +85,4 @@ def __getattr__(name: str) -> Any:
         from workbench.scaling import charts
 
         return getattr(charts, name)
-    if name in moved.MOVED:  # an old module path read as an attribute: workbench.scaling.early_stop
-        return importlib.import_module(moved.target(name))
     raise AttributeError(f"module 'workbench.scaling' has no attribute {name!r}")

@@ -41,7 +41,7 @@ logged to the parent run. Exit status: 0 when every point finished or was stoppe
 
 --stop-early: points run in rungs of --rung-evals evaluations (at least 4, the minimum for a
 fit); after each rung every point is refitted and the points that cannot win are stopped
-(workbench.sweep.rungs: the rule, the default budget; workbench.sweep.stop: the stop-request
+(workbench.sweep.rungs: the rule, the default budget; workbench.runs.stop_request: the stop-request
 file protocol, both its sides, the run's side being checked by `workbench.Session`). A stopped point
 keeps its curve and fit; its MLflow run ends KILLED with the tags `stopped_by_forecast=true`
 and `stopped_reason`; the parent run logs `sweep/compute_saved_frac`; the comparison marks it.

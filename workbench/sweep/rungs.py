@@ -5,7 +5,7 @@ the sweep process reads every point's curve from MLflow every few seconds; whene
 point completes a rung (N more evaluations at compute > 0), it refits every point (finished,
 stopped and running; the seeds of one point jointly) and asks
 `workbench.scaling.decide.early_stop.rung_decisions` which points cannot win. A losing point that has
-completed at least one rung is asked to stop (`workbench.sweep.stop`: the monitor writes the
+completed at least one rung is asked to stop (`workbench.runs.stop_request`: the monitor writes the
 point's stop-request file, $WORKBENCH_STOP_REQUEST in its papermill process), which `workbench.Session` honours
 by stopping its run after the step in flight, with a checkpoint. The stopped point keeps its
 curve and its fit (the session logs it as for any run end). Its recorded reason
@@ -35,8 +35,8 @@ import numpy as np
 
 from workbench.errors import UserError
 from workbench.runs.report import SCORE_KEY
-from workbench.scaling.fit.sigmoid import MIN_POINTS
-from workbench.sweep.stop import request_stop
+from workbench.scaling.data import MIN_POINTS
+from workbench.runs.stop_request import request_stop
 
 
 @dataclass

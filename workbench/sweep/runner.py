@@ -363,7 +363,7 @@ def _compare(result: SweepResult, g: Grid, metric: str, x: str, uri: str, fit_fr
 def _run_point(ctx: dict[str, Any], key: str, params: dict[str, Any], label: str, group: str) -> str:
     """Execute one point in its own papermill process; record it; return its final status."""
     from workbench.engine import cluster
-    from workbench.sweep.stop import stop_env
+    from workbench.runs.stop_request import stop_env
     from workbench.tracking import store
     from workbench.runs.fits import STOPPED_REASON_TAG, STOPPED_TAG
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal, Mapping
 
@@ -119,7 +118,7 @@ class SigmoidFit(PastTheData):
     method: str = "sigmoid"  # "auto" (sigmoid / flat / trend weighted by backtest), "sigmoid" or "paper"
     forecast: Blend | None = None  # method="auto": the forecast used at and beyond the last fitted compute
     prior_note: str = ""  # with a history prior: the prior, and how far it moved A, B, C_mid
-    # A no-gain fit whose latest points rise beyond the noise (sigmoid.rising_tail): origin
+    # A no-gain fit whose latest points rise beyond the noise (no_gain.rising_tail): origin
     # (last fitted compute), level (the rising points' mean), span (their ln C), z, k, rise.
     # Beyond the origin the band's upper edge opens to 1 (see _takeoff_edge); None otherwise.
     takeoff: dict[str, float] | None = None
@@ -309,12 +308,6 @@ class SigmoidFit(PastTheData):
         """The coefficient D of the power-law tail the sigmoid has far past C_mid: R ~ A - D / C^B,
         D = (A - R0) C_mid^B."""
         return (self.A - self.R0) * self.C_mid**self.B
-
-    @property
-    def D(self) -> float:
-        """Deprecated name of `tail_coefficient`."""
-        warnings.warn("SigmoidFit.D is deprecated: use SigmoidFit.tail_coefficient", DeprecationWarning, stacklevel=2)
-        return self.tail_coefficient
 
     @property
     def rising(self) -> bool:

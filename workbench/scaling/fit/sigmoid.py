@@ -35,15 +35,14 @@ import numpy as np
 from workbench.errors import UserError, as_number
 from workbench.scaling.data import MIN_POINTS, Curve, as_curve, resolve_r0
 from workbench.scaling.fit import numerics, paper
-from workbench.scaling.fit.no_gain import GAIN_ALPHA, GAIN_ALPHA_UNIDENTIFIED, N_NULL, TAKEOFF_Z, flat_fit, gain_check, rising_tail
+from workbench.scaling.fit.no_gain import flat_fit, gain_check
 from workbench.scaling.fit.prior import SigmoidPrior, bootstrap_map, fit_map, shift_note
 from workbench.scaling.fit.result import SigmoidFit, _ci
 from workbench.scaling.forecast import blend
 
-# MIN_POINTS (data.py) and the no-gain constants and rising_tail (no_gain.py) were defined here: still importable
-__all__ = ["GAIN_ALPHA", "GAIN_ALPHA_UNIDENTIFIED", "METHODS", "MIN_POINTS", "N_NULL", "TAKEOFF_Z", "FitOptions",
-           "fit_options", "fit_sigmoid", "fit_sigmoid_multi", "refit_at_shared_A", "rising_tail"]
+__all__ = ["METHODS", "FitOptions", "fit_options", "fit_sigmoid", "fit_sigmoid_multi", "refit_at_shared_A"]
 METHODS = ("auto", "sigmoid", "paper")  # forecast methods of fit_sigmoid (see its docstring)
+"""The values of `fit_sigmoid(..., method=)`: auto (the backtest-weighted blend), sigmoid, paper."""
 
 
 @dataclass(frozen=True)
