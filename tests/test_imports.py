@@ -7,7 +7,7 @@ __init__ may be its door and import its own modules.
 
 The layers, lowest first. A module may import from its own layer and the ones below:
 
-    errors, configtools   leaf helpers
+    errors, configtools, config_aliases   leaf helpers
     scaling               the science of the curve: stdlib, numpy, scipy (+ pandas, altair for tables and charts)
     rl                    the recipe's math: torch, never Ray
     tasks                 verifiable tasks
@@ -35,7 +35,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "workbench"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "configtools"),
+    ("errors", "configtools", "config_aliases"),
     ("scaling",),
     ("rl",),
     ("tasks",),

@@ -7,10 +7,16 @@ view of a run folder (curve, fit, forecast, chart).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
 
 # Lazy, so `import workbench.scaling` stays light (no torch, no Ray): name -> the module that defines it.
 _LAZY = {"Session": "workbench.session", "RunView": "workbench.runs.view"}
+__all__ = list(_LAZY)
+if TYPE_CHECKING:  # for type checkers and the API reference; at run time __getattr__ loads them
+    from workbench.runs.view import RunView
+    from workbench.session import Session
 
 
 def __getattr__(name: str):

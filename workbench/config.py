@@ -237,6 +237,10 @@ class TrackingConfig:
 
 @dataclass
 class RunConfig:
+    """A run's whole configuration, one section per concern. Build it with `load_run_config`; every
+    key, its default and meaning are in the configuration reference (`workbench config show` prints a
+    resolved one)."""
+
     name: str = "run"
     """The run's name: its folder (runs/<name>) and its MLflow run name."""
     seed: int = 0
@@ -295,6 +299,9 @@ def run_config_from_dict(data: dict[str, Any], overrides: list[str] | dict[str, 
 
 
 def load_run_config(path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None) -> RunConfig:
+    """The defaults, then the YAML file at `path` (if any), then `overrides` (["train.lr=1e-6"] or
+    {"train.lr": 1e-6}; `recipe=NAME` swaps the whole preset), validated. A wrong key or value raises
+    a ConfigError (a UserError) naming it, and whether the file or the overrides are to blame."""
     data = load_yaml(path) if path is not None else {}
     try:
         return run_config_from_dict(data, overrides)

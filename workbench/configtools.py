@@ -21,6 +21,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
+from workbench.config_aliases import alias_for
 from workbench.errors import UserError
 
 T = TypeVar("T")
@@ -99,6 +100,16 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
     return value
 
 
+def _alias_hint(key: str, value: Any) -> str:
+    """The hint for an unknown key that is TRL's or verl's name (for a mapping, any key in it), else ""."""
+    names = [key] + ([f"{key}.{k}" for k in flatten(value)] if isinstance(value, dict) else [])
+    for name in names:
+        alias = alias_for(name)
+        if alias is not None:
+            return alias.hint()
+    return ""
+
+
 def from_dict(cls: type[T], data: dict | None, path: str = "") -> T:
     """Build dataclass `cls` from a mapping; unknown keys raise ConfigError naming them."""
     data = dict(data or {})
@@ -111,6 +122,8 @@ def from_dict(cls: type[T], data: dict | None, path: str = "") -> T:
         dotted = bool(re.fullmatch(r"[\w.]+", path))  # a key path like train.x (not a described context)
         hint = f" (did you mean '{f'{path}.' if dotted else ''}{close[0]}'?)" if close else ""
         where = f"{path}.{key}" if path else str(key)
+        known = _alias_hint(f"{path}.{key}" if dotted and path else str(key), data[key])
+        hint = f" ({known})" if known else hint  # a TRL or verl name: its workbench key beats a look-alike
         raise ConfigError(f"unknown config key '{where}'{hint}; valid keys here: {sorted(fields)}")
     kwargs = {}
     for name, value in data.items():

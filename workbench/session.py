@@ -61,13 +61,22 @@ def _polled(name: str) -> Any:
 
 
 class Session:
-    """One run: see the module docstring. `view` (a RunView) holds its rows, polled incrementally."""
+    """One RL run driven from a notebook: start, watch, fit, forecast, stop.
+
+        s = workbench.Session("configs/my.yaml", recipe="qwen-dapo", overrides={"train.lr": 1e-4})
+        s.start(max_steps=200); s.dashboard(); s.wait()
+        s.curve, s.fit(), s.forecast(budget=1.0), s.chart()
+
+    `config`, `recipe`, `overrides` and `name` make the run's config (defaults, YAML, changes);
+    `view` (a RunView) holds its rows, polled incrementally. `Session.attach`, `Session.resume_from`
+    and `Session.open` give a Session for a run that already exists."""
 
     def __init__(self, config: str | Path | None = None, *, recipe: str | None = None,
                  overrides: dict[str, Any] | list[str] | None = None, name: str | None = None, tracking: bool = True,
                  experiment: str = "workbench", x: str = "compute/device_hours", tracking_uri: str | None = None,
                  run_id: str | None = None, parent_run_id: str | None = None):
-        """See the module docstring; `run_id` logs into an existing MLflow run (a sweep's child)."""
+        """`tracking`: log to MLflow (`experiment`, `tracking_uri`); `x`: the curve's compute axis;
+        `run_id` logs into an existing MLflow run (a sweep's child)."""
         cfg = resolve_config(config, recipe, overrides, name)
         self._init_state(cfg, RunView(cfg, x=x, run_id=run_id, tracking_uri=tracking_uri), tracking=tracking,
                          experiment=experiment, parent_run_id=parent_run_id)

@@ -3,6 +3,9 @@
     reference/config.md   every RunConfig key: type, default and meaning (the fields' attribute
                           docstrings, read by workbench.commands.config.config_keys)
     reference/cli.md      every `workbench` subcommand's --help (from the CLI's own argparse parser)
+    reference/api.md      every name in `workbench.__all__` and `workbench.scaling.__all__` (mkdocstrings),
+                          headed by the import path users type
+    reference/trl-verl.md TRL's and verl's config names and their workbench keys (workbench/config_aliases.py)
 
 mkdocs.yml names this file under `hooks:`; tests/docs/ build the site with it and read the pages.
 """
@@ -10,8 +13,10 @@ mkdocs.yml names this file under `hooks:`; tests/docs/ build the site with it an
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
+import re
 from typing import Any
 
 CONFIG_INTRO = """# Configuration reference
@@ -82,7 +87,97 @@ def cli_page() -> str:
     return "\n".join(lines) + "\n"
 
 
-PAGES = {"reference/config.md": config_page, "reference/cli.md": cli_page}
+ALIASES_INTRO = """# TRL and verl names
+
+Coming from TRL's `GRPOConfig` (and the transformers `TrainingArguments` it extends) or from verl's
+`ppo_trainer.yaml`? Each row gives the workbench key for a name you know, and where the meaning
+differs. Generated from `workbench/config_aliases.py`, which the config loader reads too: a TRL or
+verl name in a YAML file or a `--set` is refused with its workbench key, e.g.
+
+    $ workbench config show --set train.learning_rate=1e-6
+    workbench config: error: unknown config key 'train.learning_rate' (did you mean train.lr (TRL's learning_rate)?); ...
+
+Every key is in the [configuration reference](config.md). A TRL default is not a workbench default:
+`workbench config show` prints the resolved values.
+"""
+
+
+def aliases_page() -> str:
+    from workbench.config_aliases import ALIASES
+
+    lines = [ALIASES_INTRO]
+    for tool, title in (("TRL", "TRL (`GRPOConfig`)"), ("verl", "verl (`ppo_trainer.yaml`)")):
+        lines += ["", f"## {title}", "", f"| {tool} | workbench | where it differs |", "|---|---|---|"]
+        for a in (a for a in ALIASES if a.tool == tool):
+            ours = f"`{a.ours}`" if a.ours else "none"
+            lines.append(f"| `{a.theirs}` | {ours} | {_cell(a.note, text=True)} |")
+    return "\n".join(lines) + "\n"
+
+
+API_INTRO = """# Python API
+
+Every public name, from its docstring: `workbench.__all__` (the notebook face), the run
+configuration, and `workbench.scaling.__all__` (fit, forecast and compare curves; numpy and scipy
+only). Each heading is the import path: `workbench.Session`, `from workbench.scaling import
+fit_sigmoid`. `import workbench` is light: `workbench.Session` and `workbench.RunView` load on first use.
+"""
+# workbench.scaling's names by the sub-package that defines them (docs/concepts/layout.md)
+SCALING_SECTIONS = {"fit": "Fit a curve", "forecast": "Forecast", "decide": "Decide"}
+
+
+def _entry(path: str) -> list[str]:
+    return [f"::: {path}", ""]
+
+
+def _scaling_section(name: str, obj: Any) -> tuple[int, str]:
+    """(order, title) of a workbench.scaling name: by its defining sub-package; constants last."""
+    if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+        return len(SCALING_SECTIONS) + 1, "Constants"
+    room = obj.__module__.split(".")[2]  # workbench.scaling.<room>...
+    titles = list(SCALING_SECTIONS)
+    return (titles.index(room), SCALING_SECTIONS[room]) if room in titles else (len(titles), "Curves and charts")
+
+
+def api_page() -> str:
+    import workbench
+    import workbench.scaling as scaling
+
+    lines = [API_INTRO, "## The notebook face (`workbench`)", ""]
+    for name in workbench.__all__:
+        lines += _entry(f"workbench.{name}")
+    lines += ["## Configuration (`workbench.config`)", "",
+              "Every key, its type, default and meaning: the [configuration reference](config.md).", ""]
+    lines += _entry("workbench.config.load_run_config") + _entry("workbench.config.RunConfig")
+    sections: dict[tuple[int, str], list[tuple[int, str]]] = {}
+    for name in scaling.__all__:
+        obj = getattr(scaling, name)
+        kind = 0 if inspect.isfunction(obj) else 1  # functions first, then the classes they return
+        sections.setdefault(_scaling_section(name, obj), []).append((kind, name))
+    for (_, title), names in sorted(sections.items()):
+        lines += [f"## {title} (`workbench.scaling`)", ""]
+        for _, name in sorted(names, key=lambda kn: kn[0]):  # stable: __all__ order within a kind
+            lines += _entry(f"workbench.scaling.{name}")
+    return "\n".join(lines)
+
+
+# Element names of HTML. Anything else written as <name> in a docstring is a placeholder
+# (<run>/policy, val/pass_rate/<domain>) that Markdown passed through as a tag and a browser would hide.
+HTML_TAGS = frozenset("""a abbr address area article aside audio b bdi bdo blockquote body br button canvas caption
+cite code col colgroup data datalist dd del details dfn dialog div dl dt em embed fieldset figcaption figure footer
+form h1 h2 h3 h4 h5 h6 head header hr html i iframe img input ins kbd label legend li link main mark meta nav
+noscript object ol optgroup option output p param picture pre progress q rp rt ruby s samp script section select
+small source span strong style sub summary sup svg table tbody td template textarea tfoot th thead time title tr
+track u ul var video wbr path g rect circle line polyline polygon use defs symbol""".split()) | {"autoref"}  # autorefs' own element
+_TAG = re.compile(r"<(/?)([A-Za-z_][\w.-]*)>")
+
+
+def placeholders_as_text(html: str) -> str:
+    """`<run>` and `</think>` as text (&lt;run&gt;), real tags without attributes (<p>, </code>) kept."""
+    return _TAG.sub(lambda m: m.group(0) if m.group(2).lower() in HTML_TAGS else f"&lt;{m.group(1)}{m.group(2)}&gt;", html)
+
+
+PAGES = {"reference/config.md": config_page, "reference/cli.md": cli_page, "reference/api.md": api_page,
+         "reference/trl-verl.md": aliases_page}
 
 
 def on_files(files: Any, config: Any) -> Any:
@@ -91,3 +186,8 @@ def on_files(files: Any, config: Any) -> Any:
     for path, make in PAGES.items():
         files.append(File.generated(config, path, content=make()))
     return files
+
+
+def on_page_content(html: str, page: Any, **kwargs: Any) -> str:
+    # docstrings are Markdown; the API page is the only page made of them
+    return placeholders_as_text(html) if page.file.src_uri == "reference/api.md" else html

@@ -29,6 +29,7 @@ X_CANDIDATES = ("gpu_hours_est", "gpu_hours", "compute", "flops", "gpu_hours_tot
 Y_CANDIDATES = ("val_pass_rate", "pass_rate", "val_score", "score", "accuracy", "val_reward", "train_reward_mean", "metric")
 RANGES_FILE = "ranges.csv"  # beside curve CSVs: file,lo,hi for scores not bounded to [0, 1]
 MIN_POINTS = 4  # fewest fitted points for any fit (sessions, reports and sweeps import this one)
+"""The fewest fitted points any fit accepts."""
 
 
 def _first_bad(mask: np.ndarray) -> int:
