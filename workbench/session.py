@@ -10,7 +10,7 @@
     s.curve, s.fit(), s.forecast(budget=1.0), s.chart()      # the run's RunView (workbench.runs.view): read-only
     s.export("policies/mine")       # a checkpoint's policy as a Hugging Face folder (the run leaves <run>/policy)
     s.pause(); s.resume(); s.stop() # stop() waits for the final checkpoint
-    s = Session.attach("my-run")    # after a kernel restart (needs a Ray cluster outside the kernel)
+    s = Session.attach("my-run")    # by name or run folder: a Session's run after a kernel restart, or a `workbench run`
     s = Session.resume_from("runs/my-run", max_steps=400)    # continue a stopped run from its checkpoint
     s = Session.open("runs/my-run") # a finished run's folder, read-only, without Ray
 
@@ -37,7 +37,7 @@ from workbench.engine.failures import RunFailed, show_one_line_in_ipython
 from workbench.engine.run.feed import RunFeed
 from workbench.errors import UserError, as_number
 from workbench.runs.folder import attached_config, checkpoint_step, has_checkpoint, resolve_config, run_folder, with_max_steps
-from workbench.runs.view import RunView, folder_config
+from workbench.runs.view import TERMINAL, RunView, folder_config
 from workbench.tracking import run_tracking
 
 
@@ -225,8 +225,9 @@ class Session:
             return
         self._error = self.feed.end()  # the last rows, the summary or the failure, into the view
         self._finished = True
-        report_run_end(self.cfg, self.view.rows, x=self.x, step=int(self.view.state.get("step") or 0),
-                       tracked=bool(self.tracking and self.run_id))
+        if self.feed.owns_end:  # a run watched from its folder: its own driver reports its end
+            report_run_end(self.cfg, self.view.rows, x=self.x, step=int(self.view.state.get("step") or 0),
+                           tracked=bool(self.tracking and self.run_id))
         self.handle.kill()  # detached actors outlive the run; its results are on disk and in MLflow
         self._refresh_dashboards()
 
@@ -251,15 +252,51 @@ class Session:
 
     # ------------------------------------------------------------------ reconnect / resume / open
     @classmethod
-    def attach(cls, name: str, *, tracking: bool = True, x: str = "compute/device_hours") -> "Session":
-        """Reconnect to the live run `name` (e.g. after a kernel restart), through the address its
-        Ray cluster recorded (workbench.engine.cluster), or RAY_ADDRESS."""
+    def attach(cls, target: str | Path, *, tracking: bool = True, x: str = "compute/device_hours") -> "Session":
+        """The run `target`, by its name or its run folder, started by a Session (e.g. before a kernel
+        restart) or by `workbench run` in a terminal. A live Session run is controlled through its named
+        Ray actor (the recorded cluster, or RAY_ADDRESS); a live `workbench run` is watched from its
+        folder with no Ray connection (`stop()` asks its driver to stop; pause/resume are refused); an
+        ended run opens read-only (curve, fit, chart). Dropping the session leaves the run going."""
+        import sys
+
+        from workbench.engine.run.registry import find_run
+        from workbench.runs.follow import FolderFeed, FolderRun
+
+        try:
+            entry = find_run(target)
+        except UserError as missing:  # a Session run on a shared cluster may be recorded on another machine
+            s = cls._attach_actor(str(target), tracking=tracking, x=x)
+            if s is None:
+                raise missing from None
+            return s
+        if entry.detached and (s := cls._attach_actor(entry.name, tracking=tracking, x=x)) is not None:
+            return s
+        status, _ = entry.status()
+        if status in TERMINAL:
+            print(f"run '{entry.name}' has ended ({status}): opened read-only from {entry.out_dir}", file=sys.stderr)
+            return cls.open(entry.out_dir, x=x)
+        cfg = attached_config({"out_dir": entry.out_dir, "max_steps": entry.max_steps}, entry.name)
+        s = cls._with_view(RunView(cfg, x=x), tracking=False)  # its driver tracks it in MLflow, not this session
+        run = FolderRun(entry.out_dir, entry.name, max_steps=entry.max_steps, status=entry.status)
+        s.feed = FolderFeed(run, s.view)
+        s._poll()
+        print(f"watching run '{entry.name}' from its folder {entry.out_dir} (its driver runs it; pid {entry.pid}): "
+              "read-only, stop() asks it to stop", file=sys.stderr)
+        return s
+
+    @classmethod
+    def _attach_actor(cls, name: str, *, tracking: bool, x: str) -> "Session | None":
+        """A live Session run's named, detached actor, through Ray; None when no cluster or no such actor."""
         from workbench.engine import attach, cluster
         from workbench.runs.liveness import tell_dead_runs
 
-        cluster.hold(cluster.connect(start_if_missing=False))  # first: no cluster is a one-line error, nothing touched
+        try:
+            cluster.hold(cluster.connect(start_if_missing=False))
+            handle = attach(name)
+        except UserError:
+            return None
         tell_dead_runs()  # end the MLflow runs of drivers that died (this one may be among them)
-        handle = attach(name)
         st = handle.status()
         s = cls._with_view(RunView(attached_config(st, name), x=x), tracking=tracking)
         s.feed = RunFeed(handle, s.view)

@@ -70,6 +70,43 @@ def last_sign_of_life(out_dir: str | Path) -> Optional[float]:
     return max(times) if times else None
 
 
+def ended_status(out_dir: str | Path, last: Optional[float], since: Optional[float] = None) -> Optional[str]:
+    """How the run in `out_dir` ended ("finished", "stopped", "failed") when its summary.json was written
+    after its last beat `last` (and at or after `since`: an older run's summary in a reused folder is
+    not this run's end); None while it has not ended."""
+    summary = Path(out_dir) / "summary.json"
+    try:
+        written = summary.stat().st_mtime
+    except OSError:
+        return None
+    if (last is not None and written < last - HEARTBEAT_S - 1) or (since is not None and written < since):
+        return None
+    try:
+        status = str(json.loads(summary.read_text()).get("status", ""))
+    except (OSError, ValueError):  # being written (the engine writes it atomically; a copy may not)
+        return None
+    return status if status in ENDED_AS else None
+
+
+def folder_status(out_dir: str | Path, since: Optional[float] = None, pid_gone: bool = False,
+                  now: Optional[float] = None) -> tuple[str, Optional[str]]:
+    """(status, why) of the run in `out_dir`, from its files alone (a watcher needs no Ray):
+    how it ended (summary.json), else "running" while it shows signs of life, else "failed" with why.
+    `since`: when the run was started (a reused folder's old summary is ignored); `pid_gone`: its
+    driver process is known to be gone (same machine), so no need to wait STALE_S for the verdict."""
+    now = time.time() if now is None else now
+    last = last_sign_of_life(out_dir)
+    ended = ended_status(out_dir, last, since)
+    if ended is not None:
+        return ended, None
+    if pid_gone:
+        return "failed", "its driver process is gone and it wrote no summary.json: it died"
+    if now - (last if last is not None else (since or now)) < STALE_S:
+        return "running", None
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last)) if last is not None else "its start"
+    return "failed", f"no sign of life since {when}: its driver or coordinator died"
+
+
 def verdict(out_dir: str | Path, started_at: float, now: Optional[float] = None) -> Optional[tuple[str, str]]:
     """(MLflow status, reason) for a run that is over although its MLflow run says RUNNING;
     None while it is alive or when this machine cannot see its folder."""
@@ -80,14 +117,9 @@ def verdict(out_dir: str | Path, started_at: float, now: Optional[float] = None)
     last = last_sign_of_life(out)
     if now - (last if last is not None else started_at) < STALE_S:
         return None
-    summary = out / "summary.json"
-    if summary.exists() and (last is None or summary.stat().st_mtime >= last - HEARTBEAT_S - 1):
-        try:
-            status = str(json.loads(summary.read_text()).get("status", ""))
-        except (OSError, ValueError):
-            status = ""
-        if status in ENDED_AS:
-            return ENDED_AS[status], f"ended '{status}' (summary.json) but its MLflow run was never closed"
+    status = ended_status(out, last)
+    if status is not None:
+        return ENDED_AS[status], f"ended '{status}' (summary.json) but its MLflow run was never closed"
     if last is None:
         return "FAILED", f"never started: no file in {out} since the MLflow run was created"
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last))

@@ -19,6 +19,8 @@ from workbench.runs.view import TERMINAL, RunView
 class RunFeed:
     """Feeds `view` from the run behind `handle` (a RunHandle)."""
 
+    owns_end = True  # the Session reports the run's end (fit artifacts, MLflow); a folder watcher does not (runs/follow.py)
+
     def __init__(self, handle: Any, view: RunView):
         self.handle, self.view = handle, view
         self.seen = 0  # rows already taken from the actor (its list restarts at a resume)

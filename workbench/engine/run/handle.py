@@ -3,7 +3,9 @@
 `Coordinator` is the Ray actor around `RunCoordinator` (coordinator.py): `run` blocks one of its
 threads, the others answer `status`, `metrics_since`, `pause`, `resume`, `stop`. A detached one
 is named `run:<name>` in the `workbench` namespace (`actor_name`), so a notebook kernel restart
-leaves the run going and `attach(name)` finds it again.
+leaves the run going and `attach(name)` finds it again. Every run is recorded in the run registry
+(registry.py), so `Session.attach` also finds a run whose Coordinator is not detached (`workbench
+run`'s, on its driver's private Ray) and follows it from its folder.
 
     handle = RunHandle(actor, name)
     handle.start(max_minutes=None)        # returns at once; the run goes to train.max_steps
@@ -85,6 +87,9 @@ def start_coordinator(cfg: RunConfig, *, detached: bool, resume: bool) -> "RunHa
         kill_actors([actor])
         record_failure(cfg.output_dir(), e)
         raise RunFailed(describe_error(e)) from None
+    from workbench.engine.run.registry import register
+
+    register(cfg, detached=detached)  # Session.attach finds it by name (registry.py)
     return RunHandle(actor, cfg.name)
 
 

@@ -5,7 +5,9 @@
     workbench run --config ... --out runs/x          # again: resumes from the last checkpoint
 
 Writes OUT/metrics.jsonl (one object per step and per evaluation), OUT/summary.json and
-checkpoints. Ctrl-C stops after the step in flight and writes a checkpoint.
+checkpoints. Ctrl-C stops after the step in flight and writes a checkpoint. The run is recorded by
+name (engine/run/registry.py): a notebook follows it from its folder with `Session.attach(NAME or
+OUT)`, without touching its Ray, and `.stop()` there writes OUT/stop_request, acted on like Ctrl-C.
 
 The run is tracked like a Session's (`tracking.mlflow`, true by default; `--set tracking.mlflow=false`
 opts out): it creates its MLflow run in the store of $MLFLOW_TRACKING_URI, else the project's
@@ -19,8 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
+from pathlib import Path
 
 from workbench.errors import UserError
+from workbench.runs.follow import STOP_FILE
 
 
 def add_parser(sub, name: str) -> argparse.ArgumentParser:
@@ -78,6 +83,31 @@ def resumed_config(cfg):
     return prev
 
 
+def watch_stop_requests(out: Path, handle, every: float = 1.0) -> threading.Event:
+    """Stop the run after the step in flight once a notebook watching it asks (`<out>/stop_request`,
+    runs/follow.py), from a thread of this driver; set the returned event to end the watch."""
+    done = threading.Event()
+
+    def watch() -> None:
+        path = out / STOP_FILE
+        while not done.wait(every):
+            if path.exists():
+                try:
+                    reason = path.read_text().strip()
+                    path.unlink()
+                except OSError:
+                    reason = "stop requested"
+                print(f"\nstopping after the step in flight (checkpointing): {reason}", file=sys.stderr)
+                try:
+                    handle.stop()
+                except Exception:  # noqa: BLE001 - the run ended meanwhile
+                    pass
+                return
+
+    threading.Thread(target=watch, name="workbench-stop-request", daemon=True).start()
+    return done
+
+
 def run(args: argparse.Namespace) -> int:
     import ray
 
@@ -101,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
     # and commit it trains
     cfg = absolute_paths(load_run_config(args.config, overrides))
     preflight(cfg, build_model=True)
+    (cfg.output_dir() / STOP_FILE).unlink(missing_ok=True)  # an earlier run's request is not this run's
     cfg, created = open_tracking(cfg, prev=None if args.fresh else resumed_config(cfg))
     if cfg.tracking.mlflow:
         print(f"tracking in MLflow run {cfg.tracking.run_id} ({cfg.tracking.tracking_uri})", file=sys.stderr)
@@ -112,12 +143,15 @@ def run(args: argparse.Namespace) -> int:
         if st.get("resumed_from") is not None:
             print(f"resuming {cfg.name} from step {st['resumed_from']}", file=sys.stderr)
         handle.start(max_minutes=args.max_minutes)
+        watching = watch_stop_requests(cfg.output_dir(), handle)
         try:
             summary = wait_with_progress(handle, cfg.train.max_steps, quiet=args.quiet)
         except KeyboardInterrupt:
             print("stopping after the step in flight (checkpointing)...", file=sys.stderr)
             handle.stop()
             summary = handle.wait(timeout=120)
+        finally:
+            watching.set()
     except RunFailed as e:  # one line; the traceback and the actors' output stay in the run folder
         log = cfg.output_dir() / ERROR_LOG
         print(f"workbench run: run failed: {e}" + (f" (traceback: {log})" if log.is_file() else ""), file=sys.stderr)
