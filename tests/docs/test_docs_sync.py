@@ -43,20 +43,23 @@ def code_spans(text: str) -> list[str]:
     return spans
 
 
+def invocation(span: str) -> str | None:
+    """The `workbench ...` invocation in a line of code, or None: a `$ ` prompt and a comment
+    dropped, the brackets of [--optional ARGS] removed so that their options are checked too. An
+    output line (`workbench run: error: ...`) and a placeholder (`workbench COMMAND --help`) are
+    not invocations."""
+    span = span.removeprefix("$ ").strip()
+    words = span.split()
+    if len(words) < 2 or words[0] != "workbench" or not re.fullmatch(r"[a-z]+", words[1]):
+        return None
+    line = span.split("  #")[0].split(" # ")[0].strip()
+    return re.sub(r"(?<!\S)\[([^\[\]]*)\](?!\S)", r"\1", line)
+
+
 def command_lines(text: str) -> list[str]:
-    """`workbench ...` invocations: continuation lines joined, `$ ` prompts and comments dropped,
-    [--optional ARGS] of usage lines removed. An output line (`workbench run: error: ...`) and a
-    placeholder (`workbench COMMAND --help`) are not invocations."""
+    """The `workbench ...` invocations in a page's code, continuation lines joined."""
     text = re.sub(r"\\\n\s*", " ", text)
-    out = []
-    for span in code_spans(text):
-        span = span.removeprefix("$ ").strip()
-        words = span.split()
-        if len(words) < 2 or words[0] != "workbench" or not re.fullmatch(r"[a-z]+", words[1]):
-            continue
-        line = span.split("  #")[0].split(" # ")[0].strip()
-        out.append(re.sub(r"\[[^\[\]]*\]", "", line))
-    return out
+    return [line for line in map(invocation, code_spans(text)) if line]
 
 
 def _options(parser: argparse.ArgumentParser) -> set[str]:
@@ -67,28 +70,55 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return next((dict(a.choices) for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
 
 
+def command_parser(argv: list[str]) -> argparse.ArgumentParser | None:
+    """The parser of the command (and its action, `config show`) that `argv` names; None: no such command."""
+    parser = _subparsers(build_parser()).get(argv[0])
+    actions = _subparsers(parser) if parser else {}
+    return actions[argv[1]] if len(argv) > 1 and argv[1] in actions else parser
+
+
 def elided_error(argv: list[str]) -> str | None:
     """A line shortened with `...` or naming only the command: the command (and action) must
     exist and every --option named must be one of its own."""
-    parser = _subparsers(build_parser()).get(argv[0])
+    parser = command_parser(argv)
     if parser is None:
         return f"no command {argv[0]!r}"
-    actions = _subparsers(parser)
-    if actions and len(argv) > 1 and argv[1] in actions:
-        parser = actions[argv[1]]
     unknown = [w.split("=")[0] for w in argv if w.startswith("--") and w.split("=")[0] not in _options(parser)]
     return f"unknown option(s) {unknown}" if unknown else None
 
 
+# a placeholder where a value goes: RUN, RUN_ID, N, C, FILE.jsonl, <run>
+PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*(?:\.[a-z]+)?|<[\w .-]+>")
+
+
+def with_values(argv: list[str]) -> list[str]:
+    """`argv` with each placeholder that follows an option taking a number or a choice replaced by a
+    value of that type (`--step N` -> `--step 1`, `--budget C` -> `--budget 1.0`); other
+    placeholders stay, as any text is a valid path, name or run."""
+    parser = command_parser(argv)
+    by_option = {s: a for a in parser._actions for s in a.option_strings} if parser else {}
+    out = list(argv)
+    for i in range(1, len(out)):
+        action = by_option.get(out[i - 1])
+        if action is None or not PLACEHOLDER.fullmatch(out[i]):
+            continue
+        if action.choices:
+            out[i] = str(next(iter(action.choices)))
+        elif action.type in (int, float):
+            out[i] = str(action.type(1))
+    return out
+
+
 def parse_error(line: str) -> str | None:
-    """Why `line` does not parse with the CLI's own parser (None: it does)."""
+    """Why `line` does not parse with the CLI's own parser (None: it does), placeholders given values."""
     err = io.StringIO()
     try:
         argv = shlex.split(line)[1:]
     except ValueError as e:
         return f"not a shell line: {e}"
-    if "..." in argv or len(argv) == 1:
+    if "..." in argv or len(argv) == 1 or elided_error(argv):  # also: an abbreviated --option argparse would take
         return elided_error([w for w in argv if w != "..."])
+    argv = with_values(argv)
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             build_parser().parse_args(argv)
@@ -182,16 +212,22 @@ def test_a_path_that_does_not_exist_is_caught():
     assert not (REPO / "sweeps/lr.yaml").exists()
 
 
-def test_every_example_in_the_help_parses():
-    """The examples `workbench COMMAND --help` prints (and the CLI reference page shows) are real command lines."""
-    bad, seen = [], 0
+def help_command_lines() -> list[tuple[str, str]]:
+    """(command, invocation) for every `workbench ...` line that `workbench COMMAND [ACTION] --help`
+    prints in its description or its examples (the CLI reference page shows the same text)."""
+    out = []
     for name, sub in _subparsers(build_parser()).items():
         for parser in [sub, *_subparsers(sub).values()]:
-            for line in re.split(r"\n|; ", parser.epilog or ""):
-                line = line.strip().removeprefix("examples: ").removeprefix("example: ").split("  #")[0]
-                if line.startswith("workbench "):
-                    seen += 1
-                    why = parse_error(line)
-                    if why:
-                        bad.append(f"workbench {name} --help: {line!r}: {why}")
-    assert seen >= 15 and not bad, "\n".join(bad) or f"only {seen} examples found"
+            text = "\n".join(filter(None, [parser.description, parser.epilog]))
+            for line in re.split(r"\n|; ", text):
+                line = invocation(line.strip().removeprefix("examples: ").removeprefix("example: "))
+                if line:
+                    out.append((name, line))
+    return out
+
+
+def test_every_example_in_the_help_parses():
+    """The examples `workbench COMMAND --help` prints are real command lines, their [--optional] flags included."""
+    lines = help_command_lines()
+    bad = [f"workbench {name} --help: {line!r}: {why}" for name, line in lines if (why := parse_error(line))]
+    assert len(lines) >= 15 and not bad, "\n".join(bad) or f"only {len(lines)} examples found"

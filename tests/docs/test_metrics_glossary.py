@@ -67,3 +67,22 @@ def test_every_glossary_metric_is_written_by_the_code():
             continue
         stale.append(entry)
     assert not stale, f"docs/metrics.md explains metrics nothing writes: {stale}"
+
+
+def test_every_fit_metric_logged_to_mlflow_is_in_the_glossary():
+    """The fit's MLflow metrics (tracking.run_tracking.fit_metrics) are not in metrics.jsonl, so the
+    run above does not see them: a real fit of a shipped curve, with the run report's ceiling check
+    and a domain's fit, names them."""
+    from workbench.runs.report import fit_curves
+    from workbench.scaling.data import Curve
+    from workbench.scaling.decide.ceiling import attach_ceiling_check
+    from workbench.tracking.run_tracking import fit_metrics
+
+    curve = Curve.from_csv(REPO / "examples" / "curves" / "qwen2.5-0.5b-instruct_gsm8k_ppo__val.csv")
+    fit = fit_curves([(curve.compute, curve.score)], n_boot=20)
+    attach_ceiling_check(fit)
+    keys = set(fit_metrics(fit)) | set(fit_metrics(fit, prefix="fit/code"))
+    assert {"fit/A", "fit/r2", "fit/n", "fit/converged", "fit/no_gain", "fit/ceiling_lo", "fit/code/B"} <= keys
+    entries = glossary_keys() + re.findall(r"`(fit/[\w<>/]+)`", GLOSSARY.read_text())  # fit/A_lo, ... named in a row
+    missing = sorted(k for k in keys if not covered(k, entries))
+    assert not missing, f"fit metrics MLflow gets that docs/metrics.md does not explain: {missing}"

@@ -4,11 +4,11 @@
 
 Each line of the completions file is `{"example": ROW, "completion": "..."}` (optionally with
 `"domain": NAME` in a task mix). It prints, per line, the example's domain (a single task's is
-its task name), the verdict (pass,
-fail, timeout, error, sandbox_error), the reward (+1 pass, -1 otherwise, none for a sandbox error:
-that is not a wrong answer) and the check's seconds; `--json` prints one object a line with the
-keys example, domain, verdict, reward, seconds. Code is checked in the sandbox (fail closed: where
-bubblewrap cannot run, a task with code refuses in one line); math and exact tasks by their checker.
+its task name), the verdict (pass, fail, timeout, error, sandbox_error), the reward (+1 pass,
+-1 otherwise, none for a sandbox error: that is not a wrong answer) and the check's seconds;
+`--json` prints one object a line with the keys example, domain, verdict, reward, seconds. Code
+is checked in the sandbox (fail closed: where bubblewrap cannot run, a task with code refuses in
+one line); math and exact tasks by their checker.
 
 What ROW indexes (0-based):
 - a JSONL file task (jsonl, code): the line of the file (row r is line r + 1; blank lines and
@@ -137,10 +137,21 @@ def check_completions(task: TaskData, items: list[tuple[int, str, Example, str]]
     ]
 
 
+def _help_texts() -> tuple[str, str]:
+    """`check --help`'s description (what it does, the file, what it prints) and epilog (an example,
+    what ROW indexes, the up-front check): paragraphs of this module's docstring, found by their first words."""
+    paras = __doc__.split("\n\n")
+    line_format = next(p for p in paras if p.startswith("Each line of the completions file"))
+    rows = next(p for p in paras if p.startswith("What ROW indexes"))
+    upfront = next(p for p in paras if p.startswith("The whole file is read"))
+    example = "example:\n  workbench check --config configs/mathcode.yaml --completions saved.jsonl --json"
+    return "\n\n".join([paras[0], line_format]), "\n\n".join([example, rows, upfront])
+
+
 def add_parser(sub: Any, name: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help="score saved completions against a task (no run, no Ray)",
-                       description=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog="example:\n  workbench check --config configs/mathcode.yaml --completions saved.jsonl --json")  # fmt: skip
+    description, epilog = _help_texts()
+    p = sub.add_parser(name, help="score saved completions against a task (no run, no Ray)", description=description,
+                       epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="a run config (its task section is used)")
     p.add_argument("--completions", required=True, help='JSONL: {"example": ROW, "completion": "..."} per line')
     p.add_argument("--json", action="store_true", help="one JSON object per line")

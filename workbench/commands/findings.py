@@ -24,17 +24,27 @@ from typing import Any
 from workbench.errors import UserError
 
 
+# Why this command's compute axis differs from the rest of the workbench's (compare, sweep, predict, Session).
+X_NOTE = ("The compute axis defaults to compute/flops here, where the other commands default to compute/device_hours:\n"
+          "a study's runs are compared with each other across days and machine loads, and FLOPs do not change when\n"
+          "the machine is busy, as device-hours do. The shipped study (examples/loo) is in FLOPs; run its sweep with\n"
+          "--x compute/flops too, so the sweep's comparison and this table share one axis.")
+
+
 def add_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
     p = subparsers.add_parser(name, help="the leave-one-out findings table of a study, and its early decisions",
                               description=__doc__.split("\n\n")[0],
-                              epilog="examples:\n  workbench findings --experiment scalerl-loo --x compute/flops\n"
-                                     "  workbench findings --curves examples/loo --no-early",
+                              epilog="examples:\n  workbench findings --experiment scalerl-loo\n"
+                                     "  workbench findings --curves examples/loo --no-early\n"
+                                     "  workbench findings --experiment my-study --x compute/device_hours   # the axis of compare, sweep, predict\n\n"
+                                     f"{X_NOTE}",
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--experiment", help="the study's MLflow experiment (finished runs, grouped by param recipe.name)")
     src.add_argument("--curves", metavar="DIR", help="a study folder: DIR/<recipe>/<run>.csv with columns compute, pass_rate")
     p.add_argument("--baseline", default="scalerl", help="the recipe every other one is compared with (default scalerl)")
-    p.add_argument("--x", default="compute/flops", help="with --experiment: the compute metric (default compute/flops)")
+    p.add_argument("--x", default="compute/flops",
+                   help="with --experiment: the compute metric (default compute/flops, not compute/device_hours: see below)")
     p.add_argument("--metric", default="val/pass_rate", help="with --experiment: the score metric (default val/pass_rate)")
     p.add_argument("--left-out", action="append", default=[], metavar="RECIPE=WHY",
                    help="a recipe whose choice cannot be active in this setup, and why (repeatable)")

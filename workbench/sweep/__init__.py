@@ -71,12 +71,26 @@ from workbench.sweep.grid import (  # noqa: F401  (the package's interface)
 from workbench.sweep.runner import SweepResult, run_sweep  # noqa: F401
 
 
+SEE_ALSO = ("At the end the finished points' curves are fitted and compared (A, B, C_mid with intervals); exit\n"
+            "status 0 when every point finished or was stopped, 1 otherwise. The out folder, resuming, --stop-early,\n"
+            "--seeds and --ladder in full: docs/howto/sweep.md (the manual's 'Run a papermill sweep').")
+
+
+def _help_texts() -> tuple[str, str]:
+    """`sweep --help`'s description (what it does, the grid file, how points are parametrised and named)
+    and epilog (the examples): paragraphs of this module's docstring, found by their first words."""
+    paras = __doc__.split("\n\n")
+    grid = next(i for i, p in enumerate(paras) if p.startswith("Grid file"))
+    naming = next(p for p in paras if p.startswith("Each point's parameters"))
+    examples = next(p for p in paras if p.lstrip().startswith("workbench sweep "))
+    description = "\n\n".join([paras[0], *paras[grid:grid + 2], naming, SEE_ALSO])
+    return description, "examples:\n" + "\n".join("  " + line.strip() for line in examples.splitlines())
+
+
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(name, help="run a notebook over a parameter grid (papermill + MLflow)",
-                              description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                              epilog="examples:\n  workbench sweep notebooks/ablation.ipynb --grid sweeps/smoke.yaml --parallel 2\n"
-                                     "  workbench sweep notebooks/ablation.ipynb --grid sweeps/lr_stop_early.yaml --stop-early\n"
-                                     "The grid format and the notebook's parameters cell: `python -m pydoc workbench.sweep`.")
+    description, epilog = _help_texts()
+    p = subparsers.add_parser(name, help="run a notebook over a parameter grid (papermill + MLflow)", description=description,
+                              epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("notebook", help="notebook with a cell tagged 'parameters'")
     p.add_argument("--grid", required=True, help="grid YAML (name, base, grid and/or points)")
     p.add_argument("--parallel", type=int, default=1, help="points run at once (default 1)")
