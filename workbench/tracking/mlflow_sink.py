@@ -9,7 +9,17 @@ sink is picklable (the client is rebuilt on the other side).
     sink.log_config(to_dict(cfg))                      # flattened: recipe.loss.type = cispo
     sink.log_metrics({"val/pass_rate": 0.41, "compute/device_hours": 0.2}, step=10)
     sink.log_artifact("runs/x/metrics.jsonl")
+    sink.rollback(8)                                   # a restart from the step-8 checkpoint: later points deleted
     sink.close("FINISHED")                             # or FAILED / KILLED
+
+Metrics go out live, one batch per step. A run that restarts from a checkpoint redoes the steps
+after it, so `rollback(step)` deletes the run's points after `step` before they are logged again:
+each step stays once in the metric history, with the surviving timeline's values. MLflow has no
+call that deletes a metric (mlflow/mlflow#2973), so this edits the store's own `metrics` and
+`latest_metrics` tables through MLflow's table models; it can only do that for a database store
+(SQLite, the default, or PostgreSQL / MySQL / MS SQL). A tracking server's REST API cannot delete,
+so for an http(s) store `takes_back` is False and the engine holds each step until a checkpoint
+covers it instead (`workbench.tracking.sink.CommitGatedSink`).
 
 Like every sink it never raises into the training loop for a logging failure: SQLite
 'database is locked' is retried, anything else is warned about (once per kind) and dropped.
@@ -21,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import urllib.parse
 import warnings
 from pathlib import Path
 from typing import Any
@@ -70,13 +81,14 @@ class MlflowSink:
         self.run_id = run_id
         self.tracking_uri = tracking_uri
         self._client = None
+        self._engine = None
         self._closed = False
         self._warned: set[str] = set()
 
     # The client holds connections; ship only the address to another process.
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_client"] = None
+        state["_client"] = state["_engine"] = None
         return state
 
     @property
@@ -134,6 +146,46 @@ class MlflowSink:
                 retry_locked(self.client.log_batch, self.run_id, metrics=batch[i : i + METRICS_PER_BATCH])
         except Exception as e:  # noqa: BLE001
             self._warn_once("log_metrics", e)
+
+    @property
+    def takes_back(self) -> bool:
+        """Whether `rollback` can delete points: true for a database store (see the module doc)."""
+        from mlflow.store.db.db_types import DATABASE_ENGINES
+
+        return urllib.parse.urlparse(self.tracking_uri).scheme.split("+")[0].lower() in DATABASE_ENGINES
+
+    def commit(self, step: int) -> None:
+        pass  # every step was sent live; rollback() takes back the ones redone
+
+    def rollback(self, step: int) -> None:
+        """Delete this run's metric points after `step` (they are about to be redone) and set each
+        touched key's latest value back to its last point at or before `step`."""
+        try:
+            retry_locked(self._delete_after, int(step))
+        except Exception as e:  # noqa: BLE001 - logging must not stop training
+            self._warn_once("rollback", e)
+
+    def _delete_after(self, step: int) -> None:
+        from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric
+        from sqlalchemy import create_engine, delete, select
+        from sqlalchemy.orm import Session
+        from sqlalchemy.pool import NullPool
+
+        if self._engine is None:  # NullPool: no connection held between the rare rollbacks
+            self._engine = create_engine(self.tracking_uri, poolclass=NullPool)
+        with Session(self._engine) as db, db.begin():  # one transaction: readers see before or after
+            later = (SqlLatestMetric.run_uuid == self.run_id) & (SqlLatestMetric.step > step)
+            keys = list(db.scalars(select(SqlLatestMetric.key).where(later)))
+            db.execute(delete(SqlMetric).where((SqlMetric.run_uuid == self.run_id) & (SqlMetric.step > step)))
+            db.execute(delete(SqlLatestMetric).where(later))
+            for key in keys:  # MLflow's own order for "latest": step, then timestamp, then value
+                last = db.scalars(
+                    select(SqlMetric).where((SqlMetric.run_uuid == self.run_id) & (SqlMetric.key == key))
+                    .order_by(SqlMetric.step.desc(), SqlMetric.timestamp.desc(), SqlMetric.value.desc()).limit(1)
+                ).first()
+                if last is not None:
+                    db.add(SqlLatestMetric(key=key, value=last.value, timestamp=last.timestamp, step=last.step,
+                                           is_nan=last.is_nan, run_uuid=self.run_id))
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         """Copy a file (or a whole folder) into the run's artifacts."""

@@ -9,14 +9,17 @@ training loop for a transient logging failure; it warns once and carries on.
     sink.commit(10)       # a checkpoint covering step 10 is on disk
     sink.rollback(10)     # the run went back to the step-10 checkpoint: steps after it are redone
 
-Every step once, in every sink. A run that restarts from a checkpoint (a trainer worker died, the
-driver was restarted, `Session.resume_from`) redoes the steps after it. `JsonlSink.rollback`
-truncates the file. A store that cannot delete what it was sent (MLflow has no call that removes
-logged points) is wrapped in `CommitGatedSink`: it holds a step's metrics until a checkpoint
+Every step once, in every sink, and live. A run that restarts from a checkpoint (a trainer worker
+died, the driver was restarted, `Session.resume_from`) redoes the steps after it, so before it does
+the engine calls `rollback(step)` on every sink. A sink that can take points back says so with
+`takes_back = True` and gets each step at once: `JsonlSink.rollback` truncates the file,
+`MlflowSink.rollback` deletes the later points from a database store (SQLite, the default), so the
+MLflow UI shows step k within seconds of the step. A sink that cannot (an MLflow tracking server
+over http, W&B) is wrapped in `CommitGatedSink`: it holds a step's metrics until a checkpoint
 covering that step has committed, so what it sent is never redone, and it drops what it holds on
-a rollback. The MLflow UI therefore lags by up to `checkpoint.every_steps`; the live widget reads
-the run's own rows and does not. A run that fails leaves its uncommitted steps in
-metrics.jsonl only (a resume redoes them), and the store's run is tagged with their range.
+a rollback; such a store lags by up to `checkpoint.every_steps`. A live sink keeps the steps of a
+run that fails (as metrics.jsonl does) until a resume takes them back; a gated one keeps them back
+and tags the store's run with their range.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ class MetricSink(Protocol):
     def close(self, status: str = "FINISHED") -> None: ...
 
 
-def rewindable(sink: MetricSink) -> "JsonlSink | CommitGatedSink":
-    """The sink as the engine holds it: able to `commit` and `rollback` steps (see above)."""
-    if isinstance(sink, (JsonlSink, CommitGatedSink)):
+def rewindable(sink: MetricSink) -> Any:
+    """The sink as the engine holds it, able to `commit` and `rollback` steps (see above): the sink
+    itself when it can take points back, else the sink behind a `CommitGatedSink`."""
+    if isinstance(sink, (JsonlSink, CommitGatedSink)) or getattr(sink, "takes_back", False):
         return sink
     return CommitGatedSink(sink)
 
@@ -50,6 +54,8 @@ def _clean(v: Any) -> Any:
 
 class JsonlSink:
     """One JSON object per line: {"step": .., "kind": "train"|"eval", ...metrics}."""
+
+    takes_back = True  # rollback() truncates the file
 
     def __init__(self, path: str | Path, *, append: bool = True):
         self.path = Path(path)

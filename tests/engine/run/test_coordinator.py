@@ -279,6 +279,46 @@ def test_killed_trainer_worker_leaves_a_clean_record_in_mlflow(ray_cluster, tiny
     assert client.get_run(run_id).info.status == "FINISHED"
 
 
+def test_mlflow_has_each_step_within_seconds_not_at_the_next_checkpoint(ray_cluster, tiny_config, tmp_path):
+    """Issue 44: MLflow shows step k's metrics within 10 s of the step. No checkpoint comes before
+    the end (checkpoint.every_steps past train.max_steps) and the run is paused mid-way, so what
+    MLflow has then was sent live; after the end every step is there once."""
+    from mlflow import MlflowClient
+
+    from workbench.tracking.store import create_run, ensure_experiment
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ensure_experiment("live", uri)
+    run_id = create_run("live", "live-mlflow", {}, tracking_uri=uri)
+    cfg = tiny_config({"train.max_steps": 8, "checkpoint.every_steps": 100, "tracking.mlflow": True,
+                       "tracking.tracking_uri": uri, "tracking.run_id": run_id}, name="live-mlflow")  # fmt: skip
+    client = MlflowClient(uri)
+
+    def steps_in_mlflow() -> dict[int, int]:  # step -> the time MLflow recorded it (ms)
+        return {m.step: m.timestamp for m in client.get_metric_history(run_id, "train/loss")}
+
+    handle = launch(cfg)
+    try:
+        handle.start()
+        wait_for_step(handle, 3)
+        handle.pause()
+        k = handle.status()["step"]  # step k's row is written by now
+        seen_at = time.time()
+        while not all(s in steps_in_mlflow() for s in range(1, k + 1)) and time.time() < seen_at + 10:
+            time.sleep(0.1)
+        live = steps_in_mlflow()
+        assert not handle.done() and 3 <= k < 8, "the run must still be paused before its end"
+        assert sorted(live) == list(range(1, k + 1)), f"MLflow had steps {sorted(live)} 10 s after step {k}"
+        assert live[k] <= (seen_at + 10) * 1000
+        handle.resume()
+        summary = handle.wait(timeout=300)
+    finally:
+        handle.kill()
+    assert summary["status"] == "finished"
+    history = [m.step for m in client.get_metric_history(run_id, "train/loss")]
+    assert sorted(history) == [r["step"] for r in train_rows(cfg.out_dir)] == list(range(1, 9))
+
+
 def test_impossible_resources_are_refused_clearly(ray_cluster, tiny_config):
     cfg = tiny_config({"resources.trainer_gpus": 1}, name="nogpu")  # more than 1 per worker is refused at load
     with pytest.raises(UserError, match=r"asks for 1 GPUs .* the Ray cluster has 0"):

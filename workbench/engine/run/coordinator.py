@@ -403,4 +403,4 @@ class RunCoordinator:
     def _checkpoint(self, workers, buffered: list[int], gen_refs) -> None:
         pending = buffered + [p for _, ps, _ in gen_refs.values() for p in ps]
         self.checkpoints.save(workers, self.step, self.counters, pending)
-        self.log.commit(self.step)  # MLflow gets the steps this checkpoint now covers
+        self.log.commit(self.step)  # gated sinks (an MLflow server, W&B) get the steps this checkpoint now covers

@@ -6,15 +6,16 @@
     log.since(i)                # rows logged by this process from index i (the dashboard polls)
     log.event("...")            # a thing an operator must hear about: status, events.log, summary
     log.tag(key, value)         # a run tag where the sink takes tags (MLflow)
-    log.commit(step)            # a checkpoint covering `step` committed: gated sinks (MLflow) may send it
-    log.back_to(step)           # a trainer restart / resume: drop the rows after `step`, in
-                                # memory, in metrics.jsonl and in what MLflow was not yet sent
+    log.commit(step)            # a checkpoint covering `step` committed: gated sinks (W&B) may send it
+    log.back_to(step)           # a trainer restart / resume: drop the rows after `step`, in memory,
+                                # in metrics.jsonl, in MLflow and in what a gated sink still holds
     row = step_row(stats, ...)  # a trainer step's row: its stats plus timings and utilisation
     summary = run_summary(...)  # summary.json
 
 Rows are flat dicts of floats with "step"; keys starting with "_" are not metrics and stay out.
-Every step reaches every sink once: a sink that cannot take points back (MLflow) is wrapped in
-`CommitGatedSink`, which holds a step until a checkpoint covering it commits (workbench/tracking/sink.py).
+Every step reaches every sink once: a sink that can take points back (metrics.jsonl, an MLflow
+database) gets it live; one that cannot (an MLflow server, W&B) is wrapped in `CommitGatedSink`,
+which holds a step until a checkpoint covering it commits (workbench/tracking/sink.py).
 """
 
 from __future__ import annotations
