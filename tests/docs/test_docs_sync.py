@@ -66,14 +66,15 @@ def _options(parser: argparse.ArgumentParser) -> set[str]:
     return {s for a in parser._actions for s in a.option_strings}
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """A parser's sub-commands (or actions, `config show`) by name; {} when it has none."""
     return next((dict(a.choices) for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
 
 
 def command_parser(argv: list[str]) -> argparse.ArgumentParser | None:
     """The parser of the command (and its action, `config show`) that `argv` names; None: no such command."""
-    parser = _subparsers(build_parser()).get(argv[0])
-    actions = _subparsers(parser) if parser else {}
+    parser = subparsers(build_parser()).get(argv[0])
+    actions = subparsers(parser) if parser else {}
     return actions[argv[1]] if len(argv) > 1 and argv[1] in actions else parser
 
 
@@ -216,8 +217,8 @@ def help_command_lines() -> list[tuple[str, str]]:
     """(command, invocation) for every `workbench ...` line that `workbench COMMAND [ACTION] --help`
     prints in its description or its examples (the CLI reference page shows the same text)."""
     out = []
-    for name, sub in _subparsers(build_parser()).items():
-        for parser in [sub, *_subparsers(sub).values()]:
+    for name, sub in subparsers(build_parser()).items():
+        for parser in [sub, *subparsers(sub).values()]:
             text = "\n".join(filter(None, [parser.description, parser.epilog]))
             for line in re.split(r"\n|; ", text):
                 line = invocation(line.strip().removeprefix("examples: ").removeprefix("example: "))

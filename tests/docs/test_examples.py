@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.test_docs_sync import (REPO, command_lines, doc_files, help_command_lines, parse_error,
-                                       _subparsers)
+from tests.docs.test_docs_sync import REPO, command_lines, doc_files, help_command_lines, parse_error, subparsers
 from workbench.cli import build_parser, main
 
 # The examples cheap enough to run in a test (seconds, no Ray, no network), by command; each is run
@@ -87,7 +86,7 @@ def test_every_command_help_describes_it_and_shows_an_example():
     """`workbench COMMAND --help` says what the command does beyond its name, shows a runnable
     example, and is complete in itself (no pointer to pydoc)."""
     examples = {name for name, _ in help_command_lines()}
-    for name, sub in _subparsers(build_parser()).items():
+    for name, sub in subparsers(build_parser()).items():
         text = sub.format_help()
         assert sub.description and len(sub.description.split()) >= 8, f"workbench {name} --help has no description"
         assert name in examples, f"workbench {name} --help shows no example"
@@ -103,12 +102,12 @@ def test_the_manuals_front_page_links_every_how_to_guide():
 def test_findings_explains_why_its_compute_axis_is_flops():
     """`findings` alone defaults to compute/flops (a study's runs are compared across machine loads);
     its --help and guide say so, so a user of the other commands' device-hours is not surprised."""
-    findings = _subparsers(build_parser())["findings"]
+    findings = subparsers(build_parser())["findings"]
     x = next(a for a in findings._actions if "--x" in a.option_strings)
     assert x.default == "compute/flops"
     assert "compute/device_hours" in findings.epilog and "compute/device_hours" in x.help
     guide = " ".join((REPO / "docs" / "howto" / "findings.md").read_text().split())
     assert "this command's own default" in guide and "default to `compute/device_hours`" in guide
     for other in ("compare", "sweep"):
-        sub = _subparsers(build_parser())[other]
+        sub = subparsers(build_parser())[other]
         assert next(a for a in sub._actions if "--x" in a.option_strings).default == "compute/device_hours"
