@@ -33,7 +33,7 @@ from workbench.rl.recipe import RecipeConfig, recipe_from_value, swap_recipe
 @dataclass
 class ModelConfig:
     path: str = "builtin:tiny"
-    """A hub id (Qwen/Qwen2.5-0.5B-Instruct: downloaded once into the HF cache), a local Hugging Face causal-LM folder, or "builtin:tiny"."""
+    """A hub id (Qwen/Qwen2.5-0.5B-Instruct: downloaded once into the HF cache), a local Hugging Face causal-LM folder, a .gguf file (converted once into a Hugging Face folder under cache_dir), or "builtin:tiny"."""
     revision: Optional[str] = None
     """A hub id's branch, tag or commit (null: main); the run records the commit it resolved to."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
@@ -53,13 +53,13 @@ class ModelConfig:
     sft_batch_size: int = 64
     """builtin:tiny only: examples per supervised warm-up step."""
     cache_dir: str = "~/.cache/workbench/models"
-    """Where built-in models are built once and cached (keyed by their settings)."""
+    """Where built-in models are built once and cached (keyed by their settings), and GGUF files converted once (keyed by the file's sha256 and the dtype)."""
 
 
 @dataclass
 class TaskConfig:
     name: str = "addition"
-    """A synthetic family (addition, multiplication, reverse, sort, pyexpr), a file task (jsonl, parquet, code), hf (datasets.load_dataset) or humaneval."""
+    """A synthetic family (addition, multiplication, reverse, sort, countdown, word_problems, pyexpr), a file task (jsonl, parquet, code), hf (datasets.load_dataset) or humaneval."""
     difficulty: int = 2
     """Synthetic families: how hard the generated problems are (e.g. the number of digits for addition)."""
     path: Optional[str] = None
@@ -87,7 +87,11 @@ class TaskConfig:
     seed: int = 0
     """Seed of the task's generation and train/validation split (the run's own seed is the top-level seed)."""
     chat_template: bool = False
-    """Wrap each prompt as a user turn with the tokenizer's chat template (generation prompt added)."""
+    """Wrap each prompt as a user turn with the tokenizer's chat template (generation prompt added); a prompt that is a message list keeps its turns."""
+    system_prompt: Optional[str] = None
+    """The system turn put before each prompt (chat_template only; a conversation with its own system turn keeps it)."""
+    answer_format: Optional[Literal["last_number", "boxed", "hash", "answer_tag"]] = None
+    """Where the checker finds the answer in a completion: last_number, boxed (\\boxed{x}), hash (#### x) or answer_tag (<answer>x</answer>); null: the whole completion (countdown: answer_tag, word_problems: last_number)."""
     mix: list["MixSource"] = field(default_factory=list)
     """A task mixture: sources, each an ordinary task config plus weight and domain; when set they replace the fields above."""
 
@@ -101,6 +105,12 @@ class MixSource(TaskConfig):
     """This source's share of the prompts drawn, relative to the other sources' weights (> 0)."""
     domain: str = ""
     """Names the source's metrics (val/pass_rate/<domain>); empty: the source's task name."""
+
+
+@dataclass
+class RewardConfig:
+    functions: list[dict[str, Any]] = field(default_factory=list)
+    """Reward functions called as TRL calls them: [{fn: package.module:function, weight: 1.0, pass: true}, ...]; exactly one has pass: true (a sample passes when its value is > 0); empty: the task's checker, +1 pass / -1 fail."""
 
 
 @dataclass
@@ -214,11 +224,23 @@ class ResourcesConfig:
 @dataclass
 class CheckpointConfig:
     every_steps: int = 50
-    """Write an atomic checkpoint every this many steps: a resume starts from the last; MLflow gets a step once one covers it."""
+    """Write an atomic checkpoint every this many steps: a resume starts from the last; a store that cannot take points back (an MLflow server over http, W&B) gets a step once one covers it."""
     keep: int = 2
     """Checkpoints kept in the run folder; older ones are deleted."""
     export_policy: bool = True
     """When the run finishes, write its final policy as a Hugging Face folder to <run>/policy/ (`workbench export` does any step)."""
+
+
+@dataclass
+class WandbConfig:
+    project: Optional[str] = None
+    """Also log the run to this Weights & Biases project (needs `pip install 'workbench[wandb]'`); null: no W&B."""
+    entity: Optional[str] = None
+    """W&B team or user; null: W&B's default for your login."""
+    name: Optional[str] = None
+    """The W&B run's display name; null: the run's name."""
+    mode: Optional[Literal["online", "offline", "disabled"]] = None
+    """null: $WANDB_MODE, else online when W&B's server answers, offline (files in <run>/wandb/, `wandb sync` them later) when not."""
 
 
 @dataclass
@@ -233,6 +255,8 @@ class TrackingConfig:
     """The MLflow run to log into (set by the session or sweep that created it)."""
     parent_run_id: Optional[str] = None
     """The parent MLflow run (a sweep's), set by the sweep."""
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    """Weights & Biases beside MLflow: the same metrics, the config and the fit files (`tracking.wandb: {project: NAME}`)."""
 
 
 @dataclass
@@ -253,6 +277,8 @@ class RunConfig:
     """The policy model."""
     task: TaskConfig = field(default_factory=TaskConfig)
     """The task: prompts, answers and the checker."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """How completions are rewarded: the task's checker, or your reward functions."""
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     """The generators (rollouts)."""
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -264,7 +290,7 @@ class RunConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     """Checkpoints (resume, fault recovery)."""
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
-    """MLflow tracking."""
+    """MLflow tracking (and Weights & Biases, `tracking.wandb`)."""
 
     def output_dir(self) -> Path:
         return Path(self.out_dir or f"runs/{self.name}")
@@ -362,6 +388,12 @@ def validate(cfg: RunConfig) -> None:
             f"resources.trainer_workers={r.trainer_workers} needs one whole GPU per worker "
             f"(resources.trainer_gpus=1, got {r.trainer_gpus:g})"
         )
+    if cfg.tracking.wandb.project:
+        import importlib.util
+
+        if importlib.util.find_spec("wandb") is None:
+            raise ConfigError("tracking.wandb.project is set but the wandb package is not installed: "
+                              "pip install 'workbench[wandb]' (or remove tracking.wandb)")
     if cfg.eval.every_steps < 1 or cfg.eval.num_prompts < 1 or cfg.eval.samples_per_prompt < 1:
         raise ConfigError("eval.every_steps, eval.num_prompts and eval.samples_per_prompt must be >= 1")
     from workbench.rl.honoured import check_honoured
@@ -370,10 +402,22 @@ def validate(cfg: RunConfig) -> None:
     validate_recipe(cfg.recipe)  # recipe.off_policy.k >= 1 among them
     check_honoured(cfg)  # settings the engine would not honour in this setup (rl/honoured.py)
     validate_mix(cfg.task)
+    validate_chat(cfg.task)
+    from workbench.rl.rewards import check_reward_functions
+
+    check_reward_functions(cfg.reward.functions)
     if cfg.task.num_val < cfg.eval.num_prompts and cfg.task.path is None and not cfg.task.mix:
         raise ConfigError(
             f"eval.num_prompts ({cfg.eval.num_prompts}) exceeds task.num_val ({cfg.task.num_val})"
         )
+
+
+def validate_chat(task: TaskConfig) -> None:
+    """A system prompt needs the chat template: without it there is no system turn to put it in."""
+    for where, t in [("task", task), *((f"task.mix[{i}]", s) for i, s in enumerate(task.mix))]:
+        if t.system_prompt and not (t.chat_template or task.chat_template):
+            raise ConfigError(f"{where}.system_prompt is set but {where}.chat_template is false: the system prompt is a chat turn; "
+                              "set task.chat_template: true (or put the text in the prompts)")  # fmt: skip
 
 
 def validate_mix(task: TaskConfig) -> None:

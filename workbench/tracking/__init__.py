@@ -3,6 +3,7 @@
     sink          MetricSink protocol, JsonlSink (metrics.jsonl, always on)
     store         tracking URI resolution, ensure_experiment / create_run / end_run (SQLite-safe)
     mlflow_sink   MlflowSink: the MetricSink for MLflow, usable inside Ray actors and kernels
+    wandb_sink    WandbSink: the same for Weights & Biases (`tracking.wandb`), offline without a network
     queries       runs_frame (one row per run), run_curve (metric vs compute, joined on step)
     run_tracking  a session's MLflow run: open_run, failed_if_raises, log_fit / log_fit_error, fit_metrics
     cli           `workbench compare` (its fits: workbench.runs.fits);  cli_ui: `workbench ui` (the MLflow UI)

@@ -106,17 +106,21 @@ def fit_metrics(fit: Any, prefix: str = "fit") -> dict[str, float]:
 def log_fit(cfg: RunConfig, fit: Any, paths: list[Path], *, step: int, x: str,
             domain_fits: Optional[dict[str, Any]] = None) -> None:
     """Log the fit's metrics (at `step`), each domain's (fit/<domain>/A, ...), the x axis tag and the
-    artifacts (under fit/) to the config's run."""
+    artifacts (under fit/) to the config's run, and to its W&B run with `tracking.wandb`."""
     from workbench.tracking.mlflow_sink import MlflowSink
+    from workbench.tracking.wandb_sink import wandb_sinks
 
-    sink = MlflowSink(cfg.tracking.run_id, cfg.tracking.tracking_uri)
     metrics = fit_metrics(fit)
     for domain, f in (domain_fits or {}).items():
         metrics.update(fit_metrics(f, prefix=f"fit/{domain}"))
-    sink.log_metrics(metrics, step=step)
-    sink.set_tags({"workbench.fit_x": x})
-    for p in paths:
-        sink.log_artifact(p, "fit")
+    wandb = wandb_sinks(cfg)  # tracking.wandb: the run's W&B run, reopened by its id
+    for sink in [MlflowSink(cfg.tracking.run_id, cfg.tracking.tracking_uri), *wandb]:
+        sink.log_metrics(metrics, step=step)
+        sink.set_tags({"workbench.fit_x": x})
+        for p in paths:
+            sink.log_artifact(p, "fit")
+    for sink in wandb:  # the MLflow run is ended by its owner (the session, `workbench run`)
+        sink.close("FINISHED")
 
 
 def log_fit_error(cfg: RunConfig, message: str) -> None:

@@ -51,6 +51,7 @@ from workbench.runs.export import export_final
 from workbench.runs.folder import PARAMS_KEY
 from workbench.runs.liveness import Heartbeat
 from workbench.tracking.sink import MetricSink
+from workbench.tracking.wandb_sink import wandb_sinks
 
 
 def _fresh_gen_stats() -> dict[str, float]:
@@ -96,7 +97,7 @@ class RunCoordinator:
             logged = read_jsonl(self.out / "metrics.jsonl")
             accounting.discarded_from_rows(self.counters, [r for r in logged if r.get("step", 0) > self.step])
             self.earlier_rows = [r for r in logged if r.get("step", 0) <= self.step]
-        self.log = RunLog(self.out, sinks)
+        self.log = RunLog(self.out, [*(sinks or []), *wandb_sinks(cfg)])  # tracking.wandb: W&B beside MLflow
         if state is not None:
             self.log.back_to(self.step)  # steps logged after the checkpoint are redone: logged once
         if self.prompts.resampling_off:
