@@ -86,7 +86,8 @@ def test_a_shared_gpu_splits_by_share_and_the_cluster_must_have_the_gpus():
     assert trainer.budget == 12 * GB and plan.split and "trainer 0.5 + generator 0.5" in plan.split[0]
     assert next(r for r in plan.roles if r.name == "generator").budget == pytest.approx(0.4 * 24 * GB)
     short = make_plan(m, settings(), Cluster(4, 80 * GB))  # 4 trainers + 4 generators on 4 GPUs
-    assert not short.fits and "asks for 8 GPUs and the cluster has 4" in short.verdict
+    assert not short.fits and short.verdict.startswith("does not fit: the recipe asks for 8 GPUs; the cluster has 4")
+    assert "GB" not in short.verdict  # GPUs are counted in GPUs, never as memory
 
 
 def test_cpu_runs_add_every_actor_up_in_host_memory():
@@ -112,3 +113,25 @@ def test_a_kl_reference_adds_its_compute_dtype_weights_per_worker_and_can_tip_th
     assert make_plan(m, s, c).roles[0].fits
     refused = make_plan(m, dataclasses.replace(s, kl_reference=True), c)
     assert not refused.fits and "the trainer needs" in refused.verdict
+
+
+def test_a_generator_without_room_for_its_kv_cache_says_so_names_the_fix_and_prints_no_negative():
+    import re
+
+    m = shape("qwen2.5-0.5b")  # vLLM's fixed terms: ~3.7 GB (weights, fp32 head, CUDA graphs and context, runtime)
+    s = settings(trainer_workers=1, trainer_gpus=0, generator_gpus=0.5, num_generators=1, vllm_util=0.1, max_new_tokens=1024)
+    plan = make_plan(m, s, Cluster(1, 24 * GB))  # 0.1 of 24 GB: 2.4 GB, less than the fixed terms
+    gen = next(r for r in plan.roles if r.name == "generator")
+    assert not plan.fits and gen.no_kv_room and gen.terms["KV cache"] == 0
+    assert plan.verdict.startswith("does not fit: no room for the KV cache: the generator's other terms take 3.")
+    assert "raise generation.vllm_gpu_memory_utilization to 0.45 (now 0.1)" in plan.verdict  # 0.5 share less its margin
+    assert make_plan(m, dataclasses.replace(s, vllm_util=0.45), Cluster(1, 24 * GB)).fits
+    assert not re.search(r"(?<![\w.])-\d", plan.table())  # what is left is 0.00 GB, never a negative
+    # on 8 GB at the share's most, only dropping the CUDA graphs leaves room
+    tight = make_plan(m, dataclasses.replace(s, vllm_util=0.45), Cluster(1, 8 * GB))
+    assert not tight.fits and "set generation.vllm_enforce_eager=true" in tight.verdict
+    assert make_plan(m, dataclasses.replace(s, vllm_util=0.45, enforce_eager=True), Cluster(1, 8 * GB)).fits
+    # the evaluator's fix names its own share
+    ev = make_plan(m, dataclasses.replace(s, generator_gpus=0, evaluator_gpus=0.25, vllm_util=0.2, enforce_eager=True),
+                   Cluster(1, 8 * GB))  # fmt: skip
+    assert not ev.fits and "resources.evaluator_gpus" in next(r for r in ev.roles if r.name == "evaluator").fix

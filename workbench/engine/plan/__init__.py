@@ -4,6 +4,8 @@
   its docstring) and the plan as text (format_plan), pure Python. `fit`: roles placed on devices,
   budgets, the verdict and its fix.
 - `build`: a RunConfig + cluster shape -> Plan; `guard(cfg)` refuses a launch that does not fit.
+- `sources`: what the plan reads, never waiting on the network: config.json (a folder, a file, the
+  HF cache) and the longest prompt (given, the task's cached prompts, or the model's bound).
 - `plan_command`: `workbench plan`. In a notebook: `Session.plan()`.
 
     from workbench.engine.plan import plan_for, cluster_shape

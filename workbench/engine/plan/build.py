@@ -5,7 +5,9 @@
     guard(cfg)                                    # launch: UserError when the plan does not fit
 
 Only config.json is read (builtin:tiny: its GPT-2 shape from model.n_* and the task's alphabet);
-no weights are loaded. The cluster is what the caller gives (`--gpus-per-node`, `--gpu-memory`,
+no weights are loaded, no dataset is downloaded, and the hub is never waited on (sources.py: a local
+folder or config.json, the HF cache's snapshot, or a hub that answers in seconds; the longest
+prompt from `--prompt-tokens`, the task's cached prompts, or the model's bound). The cluster is what the caller gives (`--gpus-per-node`, `--gpu-memory`,
 `--nodes`), else the connected Ray cluster's own figures (GPUs per node; memory from the node's
 accelerator type or `resources.gpu_memory_gb`), else (no Ray cluster with GPUs) the hardware the
 config names (`resources.num_gpus` per node, `resources.gpu_memory_gb`, `resources.nodes`: the
@@ -22,15 +24,16 @@ whose memory it cannot tell it warns and lets the run start.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
 from workbench.config import RunConfig
 from workbench.engine.plan.fit import make_plan
 from workbench.engine.plan.memory import GB, Cluster, ModelShape, Plan, Settings, generator_terms, kv_bytes_per_token
+from workbench.engine.plan.sources import local_task, model_config, prompt_tokens, read_config_json
 from workbench.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -38,7 +41,6 @@ log = logging.getLogger(__name__)
 # GPU memory by Ray accelerator type (GB, as sold); Ray's "A100" alone is the 40 GB part.
 GPU_MEMORY_GB = {"T4": 16, "V100": 16, "A10": 24, "A10G": 24, "L4": 24, "A100": 40, "A100-40G": 40, "A100-80G": 80,
                  "L40": 48, "L40S": 48, "A6000": 48, "H100": 80, "H200": 141, "B200": 180}  # fmt: skip
-DEFAULT_PROMPT_TOKENS = 512  # when the task's prompts cannot be tokenized (a folder with only config.json)
 
 
 def cluster_shape(gpus_per_node: Optional[int] = None, gpu_memory_gb: Any = None, nodes: Optional[int] = None,
@@ -72,14 +74,13 @@ def host_memory() -> float:
 
 
 def _ray_or_host(cfg: Optional[RunConfig]) -> Cluster:
-    import ray
-
+    ray = sys.modules.get("ray")  # never imported: no cluster is connected (and `import ray` costs seconds)
     given = getattr(cfg.resources, "gpu_memory_gb", None) if cfg is not None else None
     r = cfg.resources if cfg is not None else None
     named = None  # the hardware a recipe names (configs/gpu/): planned where no GPU cluster is there to read
     if r is not None and r.num_gpus and r.gpu_memory_gb:
         named = Cluster(int(r.num_gpus), float(r.gpu_memory_gb) * GB, int(r.nodes or 1), "the config's resources.*")
-    if not ray.is_initialized():
+    if ray is None or not ray.is_initialized():
         return named or Cluster(0, host_memory(), 1, "this host")
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     gpus = max([int(n["Resources"].get("GPU", 0)) for n in nodes] or [0])
@@ -97,65 +98,24 @@ def _ray_or_host(cfg: Optional[RunConfig]) -> Cluster:
     return Cluster(gpus, mem * GB, sum(1 for n in nodes if n["Resources"].get("GPU", 0) > 0), src)
 
 
-def model_config(cfg: RunConfig, task: Any = None) -> tuple[dict[str, Any], Optional[Path]]:
-    """(config.json's fields, the model folder or None for builtin) without loading any weights."""
-    from workbench.engine.model.builtin import BUILTIN_PREFIX
-    from workbench.engine.model.hub import is_hub_id, resolve_model
-
-    m = cfg.model
-    if m.path.startswith(BUILTIN_PREFIX):
-        from workbench.engine.model.builtin import builtin_shape
-
-        tok, n_pos = builtin_shape(task)
-        return {"model_type": "gpt2", "vocab_size": len(tok), "n_embd": m.n_embd, "n_layer": m.n_layer,
-                "n_head": m.n_head, "n_positions": n_pos, "tie_word_embeddings": True}, None  # fmt: skip
-    d = Path(m.path).expanduser()
-    if is_hub_id(m.path):  # config.json and the tokenizer from the hub (or its cache), not the weights
-        d = resolve_model(m.path, m.revision, weights=False).folder
-    if not d.is_dir():
-        raise UserError(f"model.path: no such directory: {d} (a Hugging Face model folder with config.json, or builtin:tiny)")
-    if not (d / "config.json").is_file():
-        raise UserError(f"model.path: {d} has no config.json (the plan reads the model's shape from it)")
-    return read_config_json(d), d
-
-
-def read_config_json(folder: Path) -> dict[str, Any]:
-    """A model folder's config.json (a multimodal one's `text_config`: the language model)."""
-    try:
-        data = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError) as e:
-        raise UserError(f"model.path: cannot read {folder / 'config.json'}: {e}") from None
-    return data["text_config"] if isinstance(data.get("text_config"), dict) else data
-
-
-def model_shape(data: dict[str, Any], folder: Optional[Path]) -> ModelShape:
+def model_shape(data: dict[str, Any], where: Optional[Path]) -> ModelShape:
     """The shape; an architecture the formulas do not know is counted on the meta device (no memory)."""
     try:
         shape = ModelShape.from_config(data)
     except ValueError as e:
-        raise UserError(f"model.path: {folder}/config.json: {e}") from None
-    if shape.known or folder is None:
+        raise UserError(f"model.path: {where}: {e}") from None
+    if shape.known or where is None:
         return shape
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder, local_files_only=True))
-    return dataclasses.replace(shape, given_params=sum(p.numel() for p in model.parameters()))
-
-
-def prompt_tokens(cfg: RunConfig, task: Any, folder: Optional[Path]) -> tuple[int, str]:
-    """The longest prompt in tokens (the 8 longest by characters, encoded), and how it was found."""
-    prompts = sorted((ex.prompt for ex in list(task.train) + list(task.val)), key=len)[-8:]
-    if folder is None:  # builtin: one token per character
-        return max(len(p) for p in prompts), "the task's longest prompt"
     try:
-        from workbench.engine.model.hf_dir import load_tokenizer, prompt_ids
-
-        tok = load_tokenizer(folder, chat_template=cfg.task.chat_template)
-        return max(len(prompt_ids(tok, p, chat_template=cfg.task.chat_template)) for p in prompts), "the task's longest prompt"
-    except UserError:
-        return DEFAULT_PROMPT_TOKENS, "assumed: no tokenizer beside config.json; --prompt-tokens N to say"
+        config = AutoConfig.for_model(**data)  # from the fields read: a folder's config.json or a config.json alone
+    except (KeyError, ValueError) as e:
+        raise UserError(f"model.path: {where}: transformers does not know model_type {shape.model_type!r} ({e})") from None
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return dataclasses.replace(shape, given_params=sum(p.numel() for p in model.parameters()))
 
 
 def assumed_layout(cfg: RunConfig, c: Cluster) -> tuple[RunConfig, Optional[str]]:
@@ -197,20 +157,25 @@ def settings_from_config(cfg: RunConfig, c: Cluster, prompt: int) -> Settings:
 
 
 def plan_for(cfg: RunConfig, cluster: Optional[Cluster] = None, *, prompt: Optional[int] = None, task: Any = None) -> Plan:
-    """The memory plan of `cfg` on `cluster` (default: `cluster_shape(cfg=cfg)`)."""
-    from workbench.tasks.base import load_task
+    """The memory plan of `cfg` on `cluster` (default: `cluster_shape(cfg=cfg)`). The task is read only
+    from this machine (sources.local_task): the plan never needs a dataset to be reachable."""
+    from workbench.engine.model.builtin import BUILTIN_PREFIX
 
     c = cluster or cluster_shape(cfg=cfg)
-    if task is None and (prompt is None or cfg.model.path.startswith("builtin:")):  # a given prompt needs no data
-        task = load_task(cfg.task)
-    data, folder = model_config(cfg, task)
-    shape = model_shape(data, folder)
+    builtin, why = cfg.model.path.startswith(BUILTIN_PREFIX), ""
+    if task is None and (prompt is None or builtin):  # a given prompt needs no data (builtin: its alphabet does)
+        task, why = local_task(cfg)
+        if task is None and builtin:
+            raise UserError(f"builtin:tiny's shape comes from its task, and {why}")
+    data, where = model_config(cfg, task)
+    shape = model_shape(data, where)
     cfg, layout = assumed_layout(cfg, c)
     how = "given"
     if prompt is None:
-        prompt, how = prompt_tokens(cfg, task, folder)
+        prompt, how = prompt_tokens(cfg, data, where, task, why)
     plan = make_plan(shape, settings_from_config(cfg, c, prompt), c)
     plan.notes = [n for n in (layout, f"prompt tokens: {prompt:,} ({how})") if n]
+    plan.prompt_bound = how.startswith("the model's bound")
     return plan
 
 
@@ -225,6 +190,10 @@ def guard(cfg: RunConfig, task: Any = None) -> Optional[Plan]:
         return None
     if c.cpu and cfg.resources.ray_address:
         return None  # a remote CPU cluster: this host's memory says nothing about its nodes
+    if task is None:  # a launch reads its data as the run will (the hub allowed): its own longest prompt, never a bound
+        from workbench.tasks.base import load_task
+
+        task = load_task(cfg.task)
     plan = plan_for(cfg, c, task=task)
     if not plan.fits:
         raise UserError(f"the memory plan {plan.verdict} (`workbench plan` shows every term; "

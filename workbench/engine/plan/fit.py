@@ -15,9 +15,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from workbench.config import VLLM_SHARE_MARGIN
 from workbench.engine.plan.memory import (
-    CONTEXT_BYTES, CPU_KV_BLOCK, GB, KV_BLOCK, Cluster, ModelShape, Plan, Role, Settings, generator_terms, kv_bytes_per_token,
-    sequences_that_fit, trainer_terms,
+    CONTEXT_BYTES, CPU_KV_BLOCK, CUDA_GRAPHS_BYTES, GB, KV_BLOCK, Cluster, ModelShape, Plan, Role, Settings, generator_terms,
+    gpus, kv_bytes_per_token, sequences_that_fit, trainer_terms,
 )  # fmt: skip
 
 INF = float("inf")
@@ -75,9 +76,12 @@ def _trainer_fix(m: ModelShape, s: Settings, c: Cluster, role: Role, on_cpu: boo
             if trainer_terms(m, t, False, workers=n)["peak"] <= whole:
                 extra = "resources.trainer_gpus=1 and " if s.trainer_gpus < 1 else ""
                 more = " and train.gradient_checkpointing=true" if t is ckpt and not s.gradient_checkpointing else ""
-                room = f" (the cluster has {have} GPUs: add GPUs)" if n > have else ""
+                room = f" (the cluster has {gpus(have)}: add GPUs)" if n > have else ""
                 return (f"set {extra}resources.trainer_workers={n}{more}: FSDP2 shards the fp32 weights, gradients "
                         f"and AdamW states{room}")  # fmt: skip
+    if batch_first and not _largest_micro_tokens(m, ckpt, on_cpu, whole, 512):  # even sharded 512 ways, one row is too much
+        return (f"one row of {s.row:,} tokens does not fit a GPU even alone: lower generation.max_new_tokens, "
+                "or use GPUs with more memory")  # fmt: skip
     return "use GPUs with more memory or a smaller model (no trainer worker count fits)"
 
 
@@ -94,30 +98,42 @@ def _generator(m: ModelShape, s: Settings, c: Cluster, name: str, share: float) 
     else:
         budget = s.vllm_util * c.gpu_memory
         device = f"{s.tp} GPUs (TP)" if s.tp > 1 else (f"{share:g} of a GPU" if share < 1 else "1 GPU")
-        kv = budget - fixed
+        kv = budget - fixed  # what vLLM is left for the KV cache; below one sequence it runs nothing
     terms["KV cache"] = max(0.0, kv)
     one = kv_bytes_per_token(m, s) * s.row
-    role = Role(name, device, budget, terms, fixed + max(kv, one))
-    seqs = sequences_that_fit(m, s, kv, CPU_KV_BLOCK if on_cpu else KV_BLOCK)
-    role.notes.append(f"KV cache {kv / GB:.2f} GB: {seqs:,} sequences of {s.row:,} tokens at once "
-                      f"({kv_bytes_per_token(m, s) / 1024:.0f} KiB per token)")  # fmt: skip
-    if seqs < s.max_batch_sequences and role.fits:
-        role.notes.append(f"fewer than generation.max_batch_sequences={s.max_batch_sequences}: vLLM queues the rest")
+    role = Role(name, device, budget, terms, fixed + max(kv, one), no_kv_room=kv < one)
+    per_token = f"{kv_bytes_per_token(m, s) / 1024:.0f} KiB per token"
+    if kv < one:
+        role.notes.append(f"no room for the KV cache: one sequence of {s.row:,} tokens needs {one / GB:.2f} GB "
+                          f"({per_token}), and {max(kv, 0.0) / GB:.2f} GB is left")  # fmt: skip
+    else:
+        seqs = sequences_that_fit(m, s, kv, CPU_KV_BLOCK if on_cpu else KV_BLOCK)
+        role.notes.append(f"KV cache {kv / GB:.2f} GB: {seqs:,} sequences of {s.row:,} tokens at once ({per_token})")
+        if seqs < s.max_batch_sequences and role.fits:
+            role.notes.append(f"fewer than generation.max_batch_sequences={s.max_batch_sequences}: vLLM queues the rest")
     if not role.fits:
-        role.fix = _generator_fix(m, s, c, share)
+        role.fix = _generator_fix(m, s, c, name, share)
     return role
 
 
-def _generator_fix(m: ModelShape, s: Settings, c: Cluster, share: float) -> str:
+def _generator_fix(m: ModelShape, s: Settings, c: Cluster, name: str, share: float) -> str:
+    """The first setting under which this vLLM role's terms leave a KV cache of one sequence: tensor
+    parallelism, a higher vllm_gpu_memory_utilization (within its share's margin), no CUDA graphs."""
+
+    def room(t: Settings) -> bool:
+        return t.vllm_util * c.gpu_memory - sum(generator_terms(m, t, False).values()) >= kv_bytes_per_token(m, t) * t.row
+
+    key = f"resources.{name}_gpus"
     for tp in (2, 4, 8, 16):
-        if tp > s.tp and tp <= c.gpus_per_node and tp <= m.kv_heads * 8:
-            t = dataclasses.replace(s, tp=tp)
-            if s.vllm_util * c.gpu_memory - sum(generator_terms(m, t, False).values()) >= kv_bytes_per_token(m, t) * t.row:
-                return f"set generation.vllm_tensor_parallel_size={tp} and resources.generator_gpus={tp}"
+        if tp > s.tp and tp <= c.gpus_per_node and tp <= m.kv_heads * 8 and room(dataclasses.replace(s, tp=tp)):
+            return f"set generation.vllm_tensor_parallel_size={tp} and {key}={tp}"
+    most = round(share * (1 - VLLM_SHARE_MARGIN), 6) if share < 1 else 0.9  # config.py's rule for a fractional share
+    if s.vllm_util < most and room(dataclasses.replace(s, vllm_util=most)):
+        return f"raise generation.vllm_gpu_memory_utilization to {most:g} (now {s.vllm_util:g})"
+    if not s.enforce_eager and room(dataclasses.replace(s, enforce_eager=True)):
+        return f"set generation.vllm_enforce_eager=true (no CUDA graphs: {CUDA_GRAPHS_BYTES / GB:.1f} GB back, slower decoding)"
     if share < 1:
-        return "raise resources.generator_gpus and generation.vllm_gpu_memory_utilization (the generator's share of the GPU)"
-    if s.vllm_util < 0.9:
-        return "raise generation.vllm_gpu_memory_utilization"
+        return f"raise {key} and generation.vllm_gpu_memory_utilization (the {name}'s share of the GPU), or use GPUs with more memory"
     return "lower generation.max_new_tokens, or use GPUs with more memory"
 
 
@@ -134,15 +150,16 @@ def _torch_generator(m: ModelShape, s: Settings, c: Cluster, name: str, share: f
         budget, device = min(1.0, share) * c.gpu_memory, f"{share:g} of a GPU" if share < 1 else "1 GPU"
     role = Role(name, device, budget, terms, sum(terms.values()))
     if not role.fits:
-        role.fix = "lower generation.max_batch_sequences, or raise resources.generator_gpus"
+        role.fix = f"lower generation.max_batch_sequences, or raise resources.{name}_gpus"
     return role
 
 
-def _split(s: Settings, c: Cluster) -> tuple[list[str], list[Role]]:
-    """How shared GPUs divide, and a role for GPUs the cluster does not have."""
+def _split(s: Settings, c: Cluster) -> tuple[list[str], list[str]]:
+    """How shared GPUs divide, and what no memory fixes: more GPUs asked than the cluster has, a
+    tensor-parallel size above a node's GPUs (said in GPUs, never as memory)."""
     if c.cpu:
         return [], []
-    lines, bad = [], []
+    lines, problems = [], []
     shares = [("trainer", s.trainer_gpus, s.trainer_workers), ("generator", s.generator_gpus, s.num_generators),
               ("evaluator", s.evaluator_gpus, 1)]  # fmt: skip
     frac = [(n, g) for n, g, _ in shares if 0 < g < 1]
@@ -152,20 +169,19 @@ def _split(s: Settings, c: Cluster) -> tuple[list[str], list[Role]]:
                      f"to its share by torch's per-process fraction, generator {gen_mem})")  # fmt: skip
     need = sum(g * k for _, g, k in shares)
     have = c.gpus_per_node * c.nodes
+    asked = ", ".join(f"{n} {k} x {g:g}" if k > 1 else f"{n} {g:g}" for n, g, k in shares if g > 0)
     if need > have + 1e-9:
-        r = Role("cluster", f"{have} GPUs", have * c.gpu_memory, {"GPUs asked": need * c.gpu_memory}, need * c.gpu_memory)
-        r.fix = f"the run asks for {need:g} GPUs and the cluster has {have}: lower the shares or add GPUs"
-        bad.append(r)
+        problems.append(f"the recipe asks for {gpus(need)}; the cluster has {have} ({asked}): add GPUs (--gpus-per-node, "
+                        "--nodes), or give the roles fewer (resources.trainer_workers, generation.num_generators, resources.*_gpus)")  # fmt: skip
     if s.backend == "vllm" and s.tp > c.gpus_per_node:
-        r = Role("generator", f"{c.gpus_per_node} GPUs per node", 0.0, {"TP GPUs": 1.0}, 1.0)
-        r.fix = f"generation.vllm_tensor_parallel_size={s.tp} exceeds the {c.gpus_per_node} GPUs of a node: lower it"
-        bad.append(r)
-    return lines, bad
+        problems.append(f"generation.vllm_tensor_parallel_size={s.tp} needs {gpus(s.tp)} on one node; a node has "
+                        f"{c.gpus_per_node}: lower it")  # fmt: skip
+    return lines, problems
 
 
 def make_plan(m: ModelShape, s: Settings, c: Cluster) -> Plan:
     """Every role's terms on its device, the shared-GPU split, and the verdict (Plan.verdict)."""
-    split, bad = _split(s, c)
+    split, problems = _split(s, c)
     roles = [_trainer(m, s, c), _generator(m, s, c, "generator", s.generator_gpus)]
     if s.evaluator_gpus > 0 and not c.cpu:
         roles.append(_generator(m, s, c, "evaluator", s.evaluator_gpus))
@@ -177,4 +193,4 @@ def make_plan(m: ModelShape, s: Settings, c: Cluster) -> Plan:
         host.fix = (tr.fix or _trainer_fix(m, s, c, tr, True)) if tr.need * s.trainer_workers >= gen.need * s.num_generators \
             else "lower generation.num_generators or generation.max_batch_sequences"
         roles.append(host)
-    return Plan(m, c, s, bad + roles, split)
+    return Plan(m, c, s, roles, split, problems=problems)

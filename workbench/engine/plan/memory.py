@@ -203,6 +203,7 @@ class Role:
     need: float = 0.0
     notes: list[str] = field(default_factory=list)
     fix: str = ""  # the setting that makes it fit (when it does not)
+    no_kv_room: bool = False  # a vLLM role whose other terms leave less than one sequence's KV cache
 
     @property
     def fits(self) -> bool:
@@ -221,6 +222,8 @@ class Plan:
     roles: list[Role]
     split: list[str]  # how shared devices are divided
     notes: list[str] = field(default_factory=list)  # what the plan assumed (layout, prompt length)
+    problems: list[str] = field(default_factory=list)  # what no memory fixes: too few GPUs, a TP size above a node's
+    prompt_bound: bool = False  # planned at the model's bound on the prompt, not the task's longest prompt
 
     def table(self) -> str:
         """The plan as text: one block per role, its terms in GB, the split and the verdict."""
@@ -233,15 +236,26 @@ class Plan:
 
     @property
     def fits(self) -> bool:
-        return all(r.fits for r in self.roles)
+        return not self.problems and all(r.fits for r in self.roles)
 
     @property
     def verdict(self) -> str:
+        """One line: "fits", or "does not fit: " + what (GPUs in GPUs, memory by its largest term) + the fix."""
+        if self.problems:
+            return f"does not fit: {self.problems[0]}"
         bad = [r for r in self.roles if not r.fits]
         if not bad:
             return "fits"
         r = bad[0]
-        return (f"does not fit: the {r.name} needs {r.need / GB:.1f} GB on {r.device} but has {r.budget / GB:.1f} GB "
+        # planned at the model's bound on the prompt, said first: the task's own prompts may well fit
+        at = (f" at the model's bound of {self.settings.prompt_tokens:,} prompt tokens (--prompt-tokens N plans your longest)"
+              if self.prompt_bound else "")  # fmt: skip
+        if r.no_kv_room:
+            other = {k: v for k, v in r.terms.items() if k != "KV cache"}
+            big = max(other, key=lambda k: other[k])
+            return (f"does not fit{at}: no room for the KV cache: the {r.name}'s other terms take {sum(other.values()) / GB:.1f} GB "
+                    f"of its {r.budget / GB:.1f} GB on {r.device} (largest term: {big}, {other[big] / GB:.1f} GB): {r.fix}")
+        return (f"does not fit{at}: the {r.name} needs {r.need / GB:.1f} GB on {r.device} but has {r.budget / GB:.1f} GB "
                 f"(largest term: {r.largest}, {r.terms[r.largest] / GB:.1f} GB): {r.fix}")  # fmt: skip
 
 
@@ -295,6 +309,11 @@ def generator_terms(m: ModelShape, s: Settings, on_cpu: bool) -> dict[str, float
     tokens = VLLM_BATCH_TOKENS
     terms["runtime peak"] = tokens * (4 * m.hidden + 2 * m.intermediate / tp) * b + s.max_batch_sequences * m.vocab * 4 * 2 / tp
     return terms
+
+
+def gpus(n: float) -> str:
+    """"1 GPU", "8 GPUs", "0.5 GPUs"."""
+    return f"{n:g} GPU" + ("" if n == 1 else "s")
 
 
 def sequences_that_fit(m: ModelShape, s: Settings, kv: float, block: int = KV_BLOCK) -> int:

@@ -3,9 +3,11 @@
     workbench plan --config configs/quickstart.yaml                      # the running Ray cluster, else this host
     workbench plan --model tests/data/model_configs/qwen2.5-7b --gpus-per-node 8 --gpu-memory 80
     workbench plan --config my.yaml --gpu-memory 24 --set train.micro_batch_tokens=4096
+    HF_HUB_OFFLINE=1 workbench plan --config configs/gpu/qwen7b-math-8gpu.yaml --model ~/qwen7b/config.json --prompt-tokens 2048
 
 Prints the table (build.plan_for / memory.format_plan) and the verdict; exits 0 when the plan
-fits, 1 when it does not, 2 on bad input (one line).
+fits, 1 when it does not, 2 on bad input (one line). It needs no network (sources.py): a hub id is
+read from the HF cache, or from `--model DIR_OR_CONFIG`; the dataset is never downloaded.
 """
 
 from __future__ import annotations
@@ -19,18 +21,24 @@ def add_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help="will it fit? the GPU/host memory plan of a config, before launch",
                        description="Print each role's memory (trainer, generators, evaluator) on its device, from the model's\n"
                                    "config.json alone (no weights are read), and a verdict: fits, or the setting that fixes it.\n"
-                                   "The cluster is the one given, else the connected Ray cluster's, else this host (a CPU run).",
+                                   "The cluster is the one given, else the connected Ray cluster's, else this host (a CPU run).\n"
+                                   "No network is needed: a hub id's config.json comes from the Hugging Face cache (or --model),\n"
+                                   "and the longest prompt from --prompt-tokens, the task's cached prompts, or the model's bound.",
                        epilog="examples:\n  workbench plan --config configs/quickstart.yaml\n"
-                              "  workbench plan --model tests/data/model_configs/qwen2.5-7b --gpus-per-node 8 --gpu-memory 80",
+                              "  workbench plan --model tests/data/model_configs/qwen2.5-7b --gpus-per-node 8 --gpu-memory 80\n"
+                              "  HF_HUB_OFFLINE=1 workbench plan --config configs/gpu/qwen7b-math-8gpu.yaml \\\n"
+                              "      --model tests/data/model_configs/qwen2.5-7b/config.json --prompt-tokens 2048",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="run config YAML (default: the built-in defaults)")
-    p.add_argument("--model", help="a model folder with config.json (sets model.path; no weights are read)")
+    p.add_argument("--model", metavar="DIR_OR_CONFIG",
+                   help="a model folder with config.json, or a config.json file (sets model.path; no weights are read)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. train.micro_batch_tokens=4096 (repeatable)")
     p.add_argument("--gpus-per-node", type=int, help="GPUs per node (default: the Ray cluster's, else a CPU plan)")
     p.add_argument("--gpu-memory", metavar="GB", help="memory of one GPU in GB, e.g. 24 or 80")
     p.add_argument("--nodes", type=int, help="nodes (default 1)")
-    p.add_argument("--prompt-tokens", type=int, help="longest prompt in tokens (default: the task's, tokenized)")
+    p.add_argument("--prompt-tokens", type=int, help="longest prompt in tokens (default: the task's cached prompts, "
+                                                      "tokenized; else the model's context less generation.max_new_tokens)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     return p
 
@@ -68,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_for(cfg, cluster, prompt=args.prompt_tokens)
     if args.json:
         print(json.dumps({"fits": plan.fits, "verdict": plan.verdict, "params": plan.shape.params, "notes": plan.notes,
+                          "problems": plan.problems,
                           "roles": [{"name": r.name, "device": r.device, "budget": r.budget, "need": r.need,
                                      "terms": r.terms, "fits": r.fits} for r in plan.roles]}))  # fmt: skip
     else:
