@@ -132,6 +132,8 @@ def test_a_config_json_under_any_name_is_a_model(offline, capsys, tmp_path):
     (tmp_path / "broken.json").write_text("[1, 2]")
     rc, _, err, _ = plan(capsys, "--model", str(tmp_path / "broken.json"), "--gpu-memory", "80")
     assert rc == 2 and "is no config.json" in err and len(err.strip().splitlines()) == 1
+    rc, _, err, _ = plan(capsys, "--model", "config.json", "--gpu-memory", "80")  # a typo'd path, not a hub id
+    assert rc == 2 and "no such file: config.json" in err and len(err.strip().splitlines()) == 1
 
 
 class SilentHub:

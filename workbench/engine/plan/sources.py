@@ -48,6 +48,8 @@ def model_config(cfg: RunConfig, task: Any = None) -> tuple[dict[str, Any], Opti
         return {"model_type": "gpt2", "vocab_size": len(tok), "n_embd": m.n_embd, "n_layer": m.n_layer,
                 "n_head": m.n_head, "n_positions": n_pos, "tie_word_embeddings": True}, None  # fmt: skip
     d = Path(m.path).expanduser()
+    if m.path.endswith(".json") and not d.is_file():  # a config.json meant, not a hub id of that name
+        raise UserError(f"model.path: no such file: {d} (a config.json, a model folder, a hub id or builtin:tiny)")
     if is_hub_id(m.path):
         d = hub_folder(m.path, m.revision)
     if d.is_file():  # a config.json given on its own
@@ -181,7 +183,7 @@ def _encoded(cfg: RunConfig, where: Path, prompts: list[str]) -> Optional[int]:
     try:
         tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         return max(len(prompt_ids(tok, p, chat_template=_chat(cfg))) for p in prompts)
-    except (OSError, ValueError):  # an unreadable tokenizer, or none of its chat template: the bound instead
+    except (OSError, ValueError):  # an unreadable tokenizer, or none of its chat template: the bytes bound instead
         return None
 
 
