@@ -23,7 +23,7 @@ LocalSandbox or the engine's RewardPool), refused without one (fail closed).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Optional
 
 from workbench.errors import UserError
 from workbench.tasks.types import VERDICTS, Checker, Example, TaskData, Verdict, exact_checker
@@ -96,6 +96,11 @@ def load_task(cfg) -> TaskData:
     elif cfg.name in synthetic.TASKS:
         task = synthetic.make_task(cfg.name, cfg.difficulty, num_train=cfg.num_train, num_val=cfg.num_val, seed=cfg.seed)
         default_checker = "exact"
+    elif cfg.name in CHAT_FAMILIES:  # countdown, word_problems: they write their answer format into the prompt
+        task = _chat_family(cfg)
+        default_checker = "exact"
+    elif (cfg.name in codegen.TASKS or cfg.name in code.CODE_TASKS) and getattr(cfg, "answer_format", None):
+        raise UserError(f"task.answer_format does not apply to the code task {cfg.name!r}: the sandbox checks the whole completion")
     elif cfg.name in codegen.TASKS:  # code: checked in the sandbox (check_batch), never by a local checker
         task = codegen.make_code_task(cfg.name, cfg.difficulty, num_train=cfg.num_train, num_val=cfg.num_val, seed=cfg.seed)
         task.chat_template = bool(getattr(cfg, "chat_template", False))
@@ -105,21 +110,56 @@ def load_task(cfg) -> TaskData:
         task.chat_template = bool(getattr(cfg, "chat_template", False))
         return task
     else:
-        known = ", ".join(sorted(synthetic.TASKS) + list(FILE_TASKS) + ["hf"] + list(codegen.TASKS) + list(code.CODE_TASKS))
+        known = ", ".join(sorted(synthetic.TASKS) + list(CHAT_FAMILIES) + list(FILE_TASKS) + ["hf"] + list(codegen.TASKS) + list(code.CODE_TASKS))
         raise UserError(f"task.name: unknown task {cfg.name!r} (known: {known})")
-    task.checker_name, task.checker = get_checker(cfg.checker, default=default_checker)
+    if not (cfg.checker == "auto" and cfg.name in CHAT_FAMILIES):  # else the family's own (countdown's equation check)
+        task.checker_name, task.checker = get_checker(cfg.checker, default=default_checker)
+    task.answer_format = getattr(cfg, "answer_format", None) or task.answer_format
+    if task.answer_format:  # the checker sees the answer the format finds, not the whole completion
+        task.checker = FormattedChecker(task.checker, task.answer_format)
+        task.checker_name = f"{task.checker_name}@{task.answer_format}"
     task.chat_template = bool(getattr(cfg, "chat_template", False))
+    task.system_prompt = getattr(cfg, "system_prompt", None) or ""
     return task
+
+
+CHAT_FAMILIES = ("countdown", "word_problems")
+
+
+def _chat_family(cfg) -> TaskData:
+    """A synthetic family written for chat models (tasks/countdown.py, tasks/word_problems.py)."""
+    from workbench.tasks.countdown import make_countdown_task
+    from workbench.tasks.word_problems import make_word_task
+
+    make = make_countdown_task if cfg.name == "countdown" else make_word_task
+    kw = {"answer_format": cfg.answer_format} if getattr(cfg, "answer_format", None) else {}
+    return make(cfg.difficulty, num_train=cfg.num_train, num_val=cfg.num_val, seed=cfg.seed, **kw)
+
+
+class FormattedChecker:
+    """A checker applied to the answer `task.answer_format` finds in a completion (no answer: wrong)."""
+
+    def __init__(self, checker: Checker, fmt: str):
+        self.checker, self.fmt = checker, fmt
+        self.__name__ = f"{getattr(checker, '__name__', type(checker).__name__)}@{fmt}"
+
+    def __call__(self, completion: str, answer: str) -> bool:
+        from workbench.rl.answers import find_answer
+
+        found = find_answer(completion, self.fmt)
+        return found is not None and bool(self.checker(found, answer))
 
 
 class PendingChecks:
     """Verdicts on their way (`submit_checks`): sandboxed checks already submitted to the pool,
     the others run by `get()` in this process while the pool works."""
 
-    def __init__(self, task: TaskData, completions: list[str], examples: list[Example], sandbox: Any):
+    def __init__(self, task: TaskData, completions: list[str], examples: list[Example], sandbox: Any,
+                 completion_ids: Optional[list] = None, global_step: int = 0):  # fmt: skip
         from workbench.tasks.mixture import part_for
 
         self._task, self._completions, self._examples = task, completions, examples
+        self._completion_ids, self._global_step = completion_ids, global_step
         self._remote = [i for i, ex in enumerate(examples) if part_for(task, ex).sandboxed]
         self._pending = None
         self._sandbox = sandbox
@@ -156,22 +196,51 @@ class PendingChecks:
             by_key = dict(zip(self._unique, verdicts))
             for i in self._remote:
                 out[i] = by_key[(self._completions[i], self._examples[i].answer)]
+        if self._task.reward_functions:
+            return self._rescored(out)  # type: ignore[arg-type]
         return out  # type: ignore[return-value]
 
+    def _rescored(self, verdicts: list[Verdict]) -> list[Verdict]:
+        """The verdicts as `reward.functions` see them: each sample's reward their weighted sum, and
+        passed when the pass function's value is > 0. A sandbox error stays one (its group is dropped)."""
+        from workbench.rl.rewards import score_batch
+        from workbench.tasks.chat import reward_inputs
+        from workbench.tasks.mixture import part_for
 
-def submit_checks(task: TaskData, completions: list[str], examples: list[Example], sandbox: Any = None) -> PendingChecks:
-    """Start checking `completions` against `examples` (same length); `.get()` gives the verdicts."""
+        exs = self._examples
+        prompts, completions, columns = reward_inputs([part_for(self._task, ex) for ex in exs], exs, self._completions)
+        columns["task_passed"] = [v.passed for v in verdicts]
+        scores = score_batch(self._task.reward_functions, prompts, completions, columns, [ex.id for ex in exs],
+                             completion_ids=self._completion_ids, global_step=self._global_step)  # fmt: skip
+        out = []
+        for v, reward, ok in zip(verdicts, scores.rewards, scores.passed):
+            if v.verdict == "sandbox_error":
+                out.append(v)
+            else:  # a task verdict that was not a pass keeps its name (timeout, error) when the function fails it too
+                name = "pass" if ok else ("fail" if v.passed else v.verdict)
+                out.append(Verdict(name, seconds=v.seconds, detail=v.detail, reward=reward))
+        return out
+
+
+def submit_checks(
+    task: TaskData, completions: list[str], examples: list[Example], sandbox: Any = None, *,
+    completion_ids: Optional[list] = None, global_step: int = 0,
+) -> PendingChecks:  # fmt: skip
+    """Start checking `completions` against `examples` (same length); `.get()` gives the verdicts.
+    `completion_ids` (token ids) and `global_step` (the sampling policy's version) go to `reward.functions`."""
     if len(completions) != len(examples):
         raise ValueError(f"check_batch: {len(completions)} completions for {len(examples)} examples")
-    return PendingChecks(task, list(completions), list(examples), sandbox)
+    return PendingChecks(task, list(completions), list(examples), sandbox, completion_ids, global_step)
 
 
-def check_batch(task: TaskData, completions: list[str], examples: list[Example], sandbox: Any = None) -> list[Verdict]:
+def check_batch(task: TaskData, completions: list[str], examples: list[Example], sandbox: Any = None, **context: Any) -> list[Verdict]:
     """One Verdict per completion. Examples of a non-sandboxed task (or mix source) go through their
     own checker here (pass / fail; a checker that raises stops with a CheckerError); sandboxed (code)
     examples through `sandbox.run` / `sandbox.submit` (a `LocalSandbox` or a `RewardPool`), and with
-    no sandbox they are refused (fail closed: model-written code never runs unsandboxed)."""
-    return submit_checks(task, completions, examples, sandbox).get()
+    no sandbox they are refused (fail closed: model-written code never runs unsandboxed). With
+    `task.reward_functions` (reward.functions) the pass function decides pass / fail and each
+    verdict carries the weighted reward (workbench.rl.rewards; a bad return is a RewardFunctionError)."""
+    return submit_checks(task, completions, examples, sandbox, **context).get()
 
 
 def verdict_counts(verdicts: list[Verdict]) -> dict[str, int]:

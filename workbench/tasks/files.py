@@ -5,7 +5,9 @@
     math_checker("The answer is $\\frac{1}{2}$", "0.5")   # -> True
 
 Each JSONL line (blank lines skipped) or Parquet row is one example; `prompt_key` must hold a
-string, `answer_key` a string or a number. Problems are reported as `UserError`s naming the
+string or, as TRL's conversational datasets hold it, a list of {"role", "content"} messages
+(workbench.tasks.chat; with task.chat_template only), `answer_key` a string or a number; the row's
+other columns are kept for reward functions. Problems are reported as `UserError`s naming the
 file and the line (JSONL, 1-based) or row (Parquet, 0-based); the example id is that same
 line / row number, so a checker error can be traced back to the file. Repeated prompts are
 kept once (first occurrence), then the rows are shuffled by the seed and cut into val
@@ -25,9 +27,10 @@ import random
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple
 
 from workbench.errors import UserError
+from workbench.tasks.chat import messages_text, parse_messages
 from workbench.tasks.types import Example, TaskData
 
 MAX_MATH_CHARS = 2000  # answers sit at the end of a completion; longer text is not parsed
@@ -50,18 +53,45 @@ def _answer_text(value: Any, where: str, key: str) -> str:
     raise UserError(f"{where}: {key!r} must be a string or a number, got {type(value).__name__}")
 
 
-def record(row: Any, where: str, prompt_key: str, answer_key: str) -> tuple[str, str]:
-    """(prompt, answer) of one row; a missing key, an empty prompt or an answer that is no string or number is one UserError."""
+class Row(NamedTuple):
+    """One example as read from a file or dataset (see `record`)."""
+
+    id: int
+    prompt: str  # the prompt's text; for a conversation its "role: content" lines (tasks/chat.py)
+    answer: str
+    messages: tuple = ()  # a conversational prompt's ((role, content), ...)
+    where: str = ""  # "file:line" / "file: row n", for a refusal that names the row
+    columns: dict = {}  # the row's other columns (reward functions get them)
+
+
+def _plain(value: Any) -> Any:
+    """A Parquet / Arrow value as plain Python (numpy arrays and scalars to lists and numbers)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def record(row: Any, where: str, prompt_key: str, answer_key: str, row_id: int = 0) -> Row:
+    """One row's example: its prompt a non-empty string or a list of {role, content} messages (TRL's
+    conversational format), its answer a string or a number; anything else is one UserError naming the row."""
     if not isinstance(row, dict):
         raise UserError(f"{where}: expected a JSON object, got {type(row).__name__}")
     for key in (prompt_key, answer_key):
         if key not in row:
             keys = ", ".join(map(repr, list(row)[:10]))
             raise UserError(f"{where}: missing key {key!r} (keys here: {keys}); set task.prompt_key / task.answer_key")
-    prompt = row[prompt_key]
-    if not isinstance(prompt, str) or not prompt:
-        raise UserError(f"{where}: {prompt_key!r} must be a non-empty string, got {prompt!r:.80}")
-    return prompt, _answer_text(row[answer_key], where, answer_key)
+    prompt, messages = row[prompt_key], ()
+    if not isinstance(prompt, str):
+        messages = parse_messages(prompt, where, prompt_key)
+        prompt = messages_text(messages)
+    if not prompt:
+        raise UserError(f"{where}: {prompt_key!r} must be a non-empty string or message list, got {prompt!r:.80}")
+    columns = {k: _plain(v) for k, v in row.items() if k != prompt_key}
+    return Row(row_id, prompt, _answer_text(row[answer_key], where, answer_key), messages, where, columns)
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, str, Any]]:
@@ -77,13 +107,13 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, str, Any]]:
                 raise UserError(f"{where}: malformed JSON ({e.msg} at column {e.colno})") from None
 
 
-def read_jsonl(path: Path, prompt_key: str, answer_key: str) -> list[tuple[int, str, str]]:
-    """[(line number, prompt, answer)] from a JSONL file."""
-    return [(lineno, *record(obj, where, prompt_key, answer_key)) for lineno, where, obj in iter_jsonl(path)]
+def read_jsonl(path: Path, prompt_key: str, answer_key: str) -> list[Row]:
+    """The rows of a JSONL file, their ids the line numbers."""
+    return [record(obj, where, prompt_key, answer_key, lineno) for lineno, where, obj in iter_jsonl(path)]
 
 
-def read_parquet(path: Path, prompt_key: str, answer_key: str) -> list[tuple[int, str, str]]:
-    """[(row number, prompt, answer)] from a Parquet file."""
+def read_parquet(path: Path, prompt_key: str, answer_key: str) -> list[Row]:
+    """The rows of a Parquet file, their ids the row numbers."""
     import pandas as pd
 
     try:
@@ -94,18 +124,15 @@ def read_parquet(path: Path, prompt_key: str, answer_key: str) -> list[tuple[int
     if missing:
         cols = ", ".join(map(repr, list(df.columns)[:20]))
         raise UserError(f"{path}: missing column(s) {', '.join(map(repr, missing))} (columns: {cols}); set task.prompt_key / task.answer_key")
-    rows = []
-    for i, (p, a) in enumerate(zip(df[prompt_key].tolist(), df[answer_key].tolist())):
-        rows.append((i, *record({prompt_key: p, answer_key: a}, f"{path}: row {i}", prompt_key, answer_key)))
-    return rows
+    return [record(row, f"{path}: row {i}", prompt_key, answer_key, i) for i, row in enumerate(df.to_dict("records"))]
 
 
-def _dedupe(rows: Iterable[tuple[int, str, str]]) -> list[tuple[int, str, str]]:
+def _dedupe(rows: Iterable[Row]) -> list[Row]:
     seen: set[str] = set()
     out = []
     for row in rows:
-        if row[1] not in seen:
-            seen.add(row[1])
+        if row.prompt not in seen:
+            seen.add(row.prompt)
             out.append(row)
     return out
 
@@ -124,18 +151,24 @@ def load_file_task(cfg) -> TaskData:
     return task_from_rows(cfg, rows, source=str(path))
 
 
-def task_from_rows(cfg, rows: list[tuple[int, str, str]], *, source: str, val_rows: list[tuple[int, str, str]] | None = None) -> TaskData:
-    """A TaskData from (id, prompt, answer) rows: repeated prompts kept once, shuffled by `cfg.seed`,
+def task_from_rows(cfg, rows: list[Row], *, source: str, val_rows: list[Row] | None = None) -> TaskData:
+    """A TaskData from rows: repeated prompts kept once, shuffled by `cfg.seed`,
     then `cfg.num_val` rows for val (from `val_rows` when given, else from `rows`) and up to
-    `cfg.num_train` of the rest for train (a prompt in val is never trained on). The math checker."""
+    `cfg.num_train` of the rest for train (a prompt in val is never trained on). The math checker.
+    A conversational prompt needs `task.chat_template: true` (refused naming its row otherwise)."""
+    if not getattr(cfg, "chat_template", False):
+        for r in [*rows, *(val_rows or [])]:
+            if r.messages:
+                raise UserError(f"{r.where}: the prompt is a message list, which only the chat template can encode; "
+                                "set task.chat_template: true")  # fmt: skip
     rows = _dedupe(rows)
     rng = random.Random(f"file:{cfg.seed}")
     if val_rows is not None:
         val_rows = _dedupe(val_rows)
         rng.shuffle(val_rows)
         held = val_rows[: cfg.num_val]
-        in_val = {p for _, p, _ in held}
-        rows = [r for r in rows if r[1] not in in_val]
+        in_val = {r.prompt for r in held}
+        rows = [r for r in rows if r.prompt not in in_val]
     if not rows or (val_rows is None and len(rows) <= cfg.num_val):
         raise UserError(
             f"{source}: {len(rows)} distinct prompts, but task.num_val={cfg.num_val} leaves none for training; "
@@ -144,8 +177,8 @@ def task_from_rows(cfg, rows: list[tuple[int, str, str]], *, source: str, val_ro
     rng.shuffle(rows)
     if val_rows is None:
         held, rows = rows[: cfg.num_val], rows[cfg.num_val :]
-    val = [Example(id=i, prompt=p, answer=a) for i, p, a in held]
-    train = [Example(id=i, prompt=p, answer=a) for i, p, a in rows[: cfg.num_train]]
+    val = [Example(id=r.id, prompt=r.prompt, answer=r.answer, messages=r.messages, columns=r.columns) for r in held]
+    train = [Example(id=r.id, prompt=r.prompt, answer=r.answer, messages=r.messages, columns=r.columns) for r in rows[: cfg.num_train]]
     alphabet = "".join(sorted({c for ex in train + val for c in ex.prompt + ex.answer}))
     return TaskData(
         name=cfg.name,

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from workbench.errors import UserError
-from workbench.tasks.files import record, task_from_rows
+from workbench.tasks.files import Row, record, task_from_rows
 from workbench.tasks.types import TaskData
 
 log = logging.getLogger(__name__)
@@ -115,18 +115,18 @@ def extract_answer(pattern: Optional[re.Pattern], text: str) -> Optional[str]:
     return (m.group(1) if pattern.groups else m.group(0)).strip()
 
 
-def _rows(ds: Any, cfg: Any, split: str, pattern: Optional[re.Pattern], offset: int) -> list[tuple[int, str, str]]:
-    """(id, prompt, answer) of each row of one split; ids are row numbers + `offset` (unique across splits)."""
+def _rows(ds: Any, cfg: Any, split: str, pattern: Optional[re.Pattern], offset: int) -> list[Row]:
+    """The rows of one split (`files.record`: a prompt may be a message list); ids are row numbers + `offset` (unique across splits)."""
     where = f"{cfg.path} [{split}]"
     for key, name in (("task.prompt_key", cfg.prompt_key), ("task.answer_key", cfg.answer_key)):
         if name not in ds.column_names:
             raise UserError(f"{key}: {name!r} is not a column of {where} (columns: {', '.join(ds.column_names)})")
     rows, missed = [], 0
-    for i, (p, a) in enumerate(zip(ds[cfg.prompt_key], ds[cfg.answer_key])):
-        prompt, solution = record({cfg.prompt_key: p, cfg.answer_key: a}, f"{where}: row {i}", cfg.prompt_key, cfg.answer_key)
-        answer = extract_answer(pattern, solution)
+    for i, row in enumerate(ds):
+        r = record(row, f"{where}: row {i}", cfg.prompt_key, cfg.answer_key, offset + i)
+        answer = extract_answer(pattern, r.answer)
         if answer:
-            rows.append((offset + i, prompt, answer))
+            rows.append(r._replace(answer=answer))
         else:
             missed += 1
     if missed and not rows:

@@ -18,13 +18,14 @@ sample of distinct problems (no prompt appears twice), cut in two; same seed -> 
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import string
 from dataclasses import dataclass
 from typing import Callable
 
 from workbench.errors import UserError
-from workbench.tasks.types import Example, TaskData, exact_checker
+from workbench.tasks.types import Checker, Example, TaskData, exact_checker
 
 LETTERS = string.ascii_lowercase
 MAX_DIFFICULTY = 30
@@ -90,6 +91,36 @@ def _distinct_indices(space: int, n: int, rng: random.Random) -> list[int]:
         if i not in seen:
             seen.add(i)
             out.append(i)
+    return out
+
+
+def drawn_task(
+    name: str, draw: Callable[[], Example], *, num_train: int, num_val: int, checker: Checker, checker_name: str,
+    difficulty: int, seed: int, answer_format: str,
+) -> TaskData:  # fmt: skip
+    """A task of `num_train` + `num_val` examples with distinct prompts from `draw()` (the chat
+    families: countdown, word_problems), ids in draw order; a UserError when the draws keep repeating."""
+    examples = _distinct(num_train + num_val, draw, f"task {name!r} at difficulty {difficulty}")
+    return TaskData(
+        name=name, train=examples[:num_train], val=examples[num_train:], checker=checker, stop=None,
+        alphabet="".join(sorted({c for ex in examples for c in ex.prompt + ex.reference})),
+        checker_name=checker_name, difficulty=difficulty, seed=seed, answer_format=answer_format,
+        info={"source": "synthetic", "family": name},
+    )  # fmt: skip
+
+
+def _distinct(n: int, draw: Callable[[], Example], what: str) -> list[Example]:
+    out: list[Example] = []
+    seen: set[str] = set()
+    for _ in range(20 * n + 1000):
+        if len(out) == n:
+            return out
+        ex = draw()
+        if ex.prompt not in seen:
+            seen.add(ex.prompt)
+            out.append(dataclasses.replace(ex, id=len(out)))
+    if len(out) < n:
+        raise UserError(f"{what}: could not draw {n} distinct problems; lower task.num_train / task.num_val")
     return out
 
 

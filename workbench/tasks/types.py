@@ -5,7 +5,7 @@
 
 `Checker` is `(completion, answer) -> bool`; `exact_checker` is the default one of synthetic
 tasks (and of the builtin model's warm-up). A `Verdict` is one check's outcome (one of
-`VERDICTS`); code tasks are `sandboxed`: their answers are checked in workbench.tasks.sandbox.
+`VERDICTS`, with the reward `reward.functions` gave it, if any); code tasks are `sandboxed`: their answers are checked in workbench.tasks.sandbox.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ class Verdict:
     verdict: str
     seconds: float = 0.0
     detail: str = ""
+    # The sample's reward when `reward.functions` scored it (their weighted sum); None: the
+    # verdict's own +1 / -1 (workbench.rl.reward.reward_for).
+    reward: Optional[float] = None
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -47,6 +50,11 @@ class Example:
     # A known-good completion, for the builtin model's supervised warm-up where `answer` is not
     # itself a completion (code: the answer is the test spec). "": the answer is the completion.
     reference: str = ""
+    # A conversational prompt (task.chat_template): ((role, content), ...), the row's message list;
+    # `prompt` is then its text ("role: content" lines). (): the prompt is `prompt`, one user turn.
+    messages: tuple = ()
+    # The row's other columns, passed to reward functions as TRL passes a dataset's columns.
+    columns: dict = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass
@@ -69,6 +77,11 @@ class TaskData:
     # config order, and domain -> weight. Empty for a single task (workbench/tasks/mixture.py).
     parts: dict = field(default_factory=dict)
     weights: dict = field(default_factory=dict)
+    system_prompt: str = ""  # task.system_prompt: the system turn before each prompt (chat template only)
+    # task.answer_format: where the checker finds the answer (workbench.rl.answers); None: the whole completion
+    answer_format: Optional[str] = None
+    # reward.functions, imported (workbench.rl.rewards.RewardFunction); []: the verdict's +1 / -1
+    reward_functions: list = field(default_factory=list)
 
 
 def exact_checker(completion: str, answer: str) -> bool:

@@ -111,11 +111,14 @@ def check_vocab(tokenizer: Any, model: Any, where: str) -> None:
         )
 
 
-def prompt_ids(tokenizer: Any, text: str, *, chat_template: bool = False) -> list[int]:
-    """Token ids of one prompt: the text as is, or wrapped as a user turn by the chat template."""
-    if not chat_template:
+def prompt_ids(tokenizer: Any, text: str | list[dict[str, str]], *, chat_template: bool = False) -> list[int]:
+    """Token ids of one prompt: the text as is, or wrapped as a user turn by the chat template; a
+    list of {role, content} messages (tasks/chat.chat_prompt: the system prompt, a conversation) goes
+    through the chat template as it is."""
+    if not chat_template and isinstance(text, str):
         return list(tokenizer(text, add_special_tokens=False)["input_ids"])
-    out = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
+    messages = [{"role": "user", "content": text}] if isinstance(text, str) else text
+    out = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     ids = out["input_ids"] if hasattr(out, "keys") else out  # a BatchEncoding (transformers 5) or a list
     return [int(t) for t in ids]
 

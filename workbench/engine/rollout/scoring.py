@@ -7,7 +7,9 @@ Verdicts come from `workbench.tasks.base.check_batch` (one per completion, promp
 sample whose check hit a sandbox error is never scored as a wrong answer: in training its whole
 group is left out (counted in the chunk's `dropped_groups` and `reward/verdict/sandbox_error`),
 in validation the sample is left out of its prompt's mean (counted in `val/verdict/sandbox_error`).
-A verdict's reward is `rl/reward.reward_for` (+1 / -1).
+A verdict's reward is `rl/reward.reward_for` (+1 / -1), or, with `reward.functions`, the weighted
+sum they gave it (workbench.rl.rewards); `passed` is then the pass function's verdict, the one
+validation counts, so a format bonus never moves `val/pass_rate`.
 More than half of a batch's checks failing that way stops the run (`refuse_broken_sandbox`).
 
 Validation of a single task gives today's names (`val/pass_rate`, `val/pass_rate_se`, ...). A
@@ -39,7 +41,8 @@ def verdict_groups(
             dropped += 1
             continue
         correct = [v.passed for v in vs]
-        groups.append(Group(pid, chunk_id, outs[gi * n : (gi + 1) * n], correct, [reward_for(c) for c in correct]))
+        rewards = [reward_for(v.passed) if v.reward is None else v.reward for v in vs]
+        groups.append(Group(pid, chunk_id, outs[gi * n : (gi + 1) * n], correct, rewards))
     return groups, dropped
 
 

@@ -87,7 +87,9 @@ class RolloutWorker:
     def __init__(
         self, model: ModelConfig, task: TaskConfig, generation: GenerationConfig, *, length_control: LengthControlConfig,
         fp32_head: bool, gpus: float = 0.0, threads: int = 1, rank: int = 0, reward_pool: Any = None,
+        reward_functions: Optional[list] = None,
     ):  # fmt: skip
+        from workbench.rl.rewards import load_reward_functions
         from workbench.tasks.base import load_task
 
         quiet_hf()
@@ -95,6 +97,8 @@ class RolloutWorker:
         self.rank = rank
         torch.set_num_threads(threads)
         self.task = load_task(task)
+        # reward.functions: called on every scored batch (tasks.base.check_batch); [] the task's +1 / -1
+        self.task.reward_functions = load_reward_functions(reward_functions or [])
         # code checks: the run's RewardPool (actors.py), else a sandbox of our own (`_sandbox`)
         self.reward_pool = reward_pool
         self._local_sandbox: Any = None
@@ -172,7 +176,11 @@ class RolloutWorker:
     def _prompt_ids(self, split: str, prompt_id: int) -> list[int]:
         key = (split, prompt_id)
         if key not in self._prompt_cache:
-            text = self._examples(split)[prompt_id].prompt
+            from workbench.tasks.chat import prompt_input
+            from workbench.tasks.mixture import part_for
+
+            ex = self._examples(split)[prompt_id]  # a conversation, the system prompt: tasks/chat.py
+            text = prompt_input(part_for(self.task, ex), ex)
             self._prompt_cache[key] = encode_prompt(self.tokenizer, text, chat_template=self.task.chat_template)
         return self._prompt_cache[key]
 
@@ -206,11 +214,13 @@ class RolloutWorker:
         from workbench.tasks.base import submit_checks
 
         examples = self._examples(split)
-        texts = []
+        texts, ids = [], []
         for c in outs:
             tokens = c.tokens[:-1] if c.tokens and c.tokens[-1] == self.eos_id else c.tokens
             texts.append(self.tokenizer.decode(tokens, skip_special_tokens=True))
-        return submit_checks(self.task, texts, [examples[p] for p in prompt_ids for _ in range(n)], self._sandbox())
+            ids.append(list(c.tokens))
+        return submit_checks(self.task, texts, [examples[p] for p in prompt_ids for _ in range(n)], self._sandbox(),
+                             completion_ids=ids, global_step=self.version)  # fmt: skip
 
     def _sample(self, split: str, prompt_ids: list[int], n: int, seed: int, in_flight: bool) -> list[Completion]:
         """`n` completions per prompt (prompt-major); interruption budgets on training prompts only."""

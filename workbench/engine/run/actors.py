@@ -68,12 +68,13 @@ def trainer_parts(cfg: RunConfig) -> dict[str, Any]:
 
 def generator_parts(cfg: RunConfig, *, evaluator: bool = False) -> dict[str, Any]:
     """A generator's keywords, or (`evaluator`) the evaluator's (each adds its rank): the model, the
-    task, the `generation:` section, the recipe's length control and FP32 head, its GPU share and
+    task, `reward.functions`, the `generation:` section, the recipe's length control and FP32 head, its GPU share and
     torch threads; a vLLM engine also the run's seed and the memory plan's GPU figures (its KV cache)."""
     r = cfg.resources
     parts: dict[str, Any] = dict(
         model=cfg.model, task=cfg.task, generation=cfg.generation, length_control=cfg.recipe.length_control,
         fp32_head=cfg.recipe.fp32_head, gpus=r.evaluator_gpus if evaluator else r.generator_gpus, threads=r.torch_threads,
+        reward_functions=cfg.reward.functions,
     )  # fmt: skip
     if _on_vllm(cfg, evaluator):
         parts.update(seed=cfg.seed, plan=gpu_settings(cfg))

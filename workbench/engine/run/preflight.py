@@ -59,6 +59,9 @@ def preflight(cfg: RunConfig, *, build_model: bool) -> None:
         raise UserError(f"cannot create the run folder {out}: {e.strerror or e}") from None
 
     task = load_task(cfg.task)
+    from workbench.rl.rewards import load_reward_functions
+
+    task.reward_functions = load_reward_functions(cfg.reward.functions)  # imported here: a bad path is one line before Ray
     if task.sandboxed:  # code rewards: refuse to start (one line) where the sandbox cannot run (issue 22)
         require_sandbox()
     check_sequences(cfg, task)  # tokenizer + config.json only: before any weights are read or built
@@ -117,10 +120,13 @@ def longest_prompt(tok: Any, task: Any) -> tuple[int, Any]:
     (`hf_dir.prompt_ids`, with the chat template when the task asks for it)."""
     from workbench.engine.model.hf_dir import prompt_ids
 
+    from workbench.tasks.chat import prompt_input
+    from workbench.tasks.mixture import part_for
+
     examples = {ex.prompt: ex for ex in list(task.train) + list(task.val)}  # each distinct prompt once
     texts = list(examples)
-    if task.chat_template:
-        lengths = [len(prompt_ids(tok, t, chat_template=True)) for t in texts]
+    if task.chat_template:  # with the system prompt and a conversation's turns (tasks/chat.py)
+        lengths = [len(prompt_ids(tok, prompt_input(part_for(task, ex), ex), chat_template=True)) for ex in examples.values()]
     else:  # one batched call; prompt_ids without a template is exactly this, one text at a time
         lengths = [len(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]]
     i = max(range(len(texts)), key=lengths.__getitem__)

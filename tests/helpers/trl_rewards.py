@@ -1,0 +1,65 @@
+"""Reward functions written the way TRL users write them (GRPOTrainer's `reward_funcs`), for the
+reward.functions tests; importable by Ray workers through PYTHONPATH (see conftest).
+
+Each records the keyword names it was called with in CALLS (in this process), so a test can see
+exactly what was passed."""
+
+from __future__ import annotations
+
+import math
+import re
+
+CALLS: list[dict] = []
+
+
+def _text(c):
+    return c if isinstance(c, str) else c[0]["content"]
+
+
+def correct_number(prompts, completions, answer, **kwargs):
+    """TRL style: 1.0 when the last number in the completion equals the answer, else 0.0."""
+    CALLS.append({"prompts": prompts, "completions": completions, "answer": answer, **kwargs})
+    out = []
+    for c, a in zip(completions, answer):
+        nums = re.findall(r"-?\d+", _text(c))
+        out.append(1.0 if nums and nums[-1] == str(a) else 0.0)
+    return out
+
+
+def short_bonus(completions, **kwargs):
+    """A graded float: shorter completions score more (in [0, 1])."""
+    return [1.0 / (1.0 + len(_text(c))) for c in completions]
+
+
+def always_one(completions, **kwargs):
+    return [1.0] * len(completions)
+
+
+def one_short(completions, **kwargs):
+    return [0.0] * (len(completions) - 1)
+
+
+def gives_nan(completions, **kwargs):
+    return [0.0] + [math.nan] * (len(completions) - 1)
+
+
+def gives_text(completions, **kwargs):
+    return ["high"] * len(completions)
+
+
+def gives_none(completions, **kwargs):
+    return None
+
+
+def raises_on_seven(completions, **kwargs):
+    """Raises when any completion contains a 7."""
+    if any("7" in _text(c) for c in completions):
+        raise ValueError("cannot score a seven")
+    return [0.0] * len(completions)
+
+
+NOT_CALLABLE = 3
+
+
+def always_raises(completions, **kwargs):
+    raise RuntimeError("the scoring service is down")

@@ -1,0 +1,78 @@
+"""reward.functions through the batch checks (tasks.base.check_batch) and into groups and validation
+(engine/rollout/scoring.py): TRL's arguments for a conversational dataset, the weighted reward, and
+the pass function alone deciding val/pass_rate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from workbench.config import TaskConfig
+from workbench.engine.model.sampling import Completion
+from workbench.engine.rollout.scoring import validation_metrics, verdict_groups
+from workbench.rl.rewards import RewardFunctionError, load_reward_functions
+from workbench.tasks.base import check_batch, load_task
+
+HELPERS = Path(__file__).resolve().parents[1] / "helpers"
+SYSTEM = "Answer with a number."
+
+
+@pytest.fixture(autouse=True)
+def _helpers_importable(monkeypatch):
+    monkeypatch.syspath_prepend(str(HELPERS))
+
+
+@pytest.fixture
+def chat_task(tmp_path):
+    rows = [{"prompt": [{"role": "user", "content": f"What is {i} + {i}?"}], "answer": 2 * i, "source": f"s{i}"} for i in range(12)]
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return load_task(TaskConfig(name="jsonl", path=str(path), num_val=4, chat_template=True, system_prompt=SYSTEM, answer_format="boxed"))
+
+
+FUNCTIONS = [{"fn": "trl_rewards:correct_number", "weight": 1.0, "pass": True},
+             {"fn": "workbench.rl.rewards:format_reward", "weight": 0.5}]  # fmt: skip
+
+
+def test_functions_get_conversations_and_columns_and_the_verdict_is_theirs(chat_task):
+    import trl_rewards
+
+    task = chat_task
+    task.reward_functions = load_reward_functions(FUNCTIONS)
+    ex = task.val[0]
+    right, wrong = ex.answer, str(int(ex.answer) + 1)
+    texts = [f"\\boxed{{{right}}}", f"{right}", f"\\boxed{{{wrong}}}", f"{wrong}"]
+    trl_rewards.CALLS.clear()
+    verdicts = check_batch(task, texts, [ex] * 4, completion_ids=[[1, 2]] * 4, global_step=7)
+    call = trl_rewards.CALLS[-1]
+    assert call["prompts"][0] == [{"role": "system", "content": SYSTEM}, {"role": "user", "content": ex.prompt.removeprefix("user: ")}]
+    assert call["completions"][0] == [{"role": "assistant", "content": texts[0]}]
+    assert call["source"] == [ex.columns["source"]] * 4 and call["answer"] == [int(ex.answer)] * 4  # the dataset's own column
+    assert call["task_passed"] == [True, False, False, False]  # the task's checker (math on the boxed answer)
+    assert call["completion_ids"] == [[1, 2]] * 4 and call["trainer_state"].global_step == 7
+    # the pass function decides: "2" without the box passes it (the task's checker would not), the format adds 0.5
+    assert [v.passed for v in verdicts] == [True, True, False, False]
+    assert [v.reward for v in verdicts] == [1.5, 1.0, 0.5, 0.0]
+
+    outs = [Completion(prompt_tokens=[1], tokens=[2]) for _ in texts]
+    groups, dropped = verdict_groups(0, [0], 4, outs, verdicts)
+    assert dropped == 0 and groups[0].rewards == [1.5, 1.0, 0.5, 0.0] and groups[0].correct == [True, True, False, False]
+    # validation counts the pass verdict only: the format bonus on the third sample does not count
+    assert validation_metrics(task.val, [0], 4, verdicts)["val/pass_rate"] == 0.5
+
+
+def test_without_functions_the_task_checker_gives_plus_or_minus_one(chat_task):
+    ex = chat_task.val[0]
+    verdicts = check_batch(chat_task, [f"\\boxed{{{ex.answer}}}", ex.answer], [ex, ex])
+    assert [v.passed for v in verdicts] == [True, False] and all(v.reward is None for v in verdicts)
+    groups, _ = verdict_groups(0, [0], 2, [Completion(prompt_tokens=[1], tokens=[2])] * 2, verdicts)
+    assert groups[0].rewards == [1.0, -1.0]
+
+
+def test_a_bad_function_refuses_the_whole_batch(chat_task):
+    chat_task.reward_functions = load_reward_functions([FUNCTIONS[0], {"fn": "trl_rewards:gives_nan", "weight": 1.0}])
+    ex = chat_task.val[1]
+    with pytest.raises(RewardFunctionError, match=rf"trl_rewards:gives_nan returned nan for example {ex.id} \(completion 1"):
+        check_batch(chat_task, ["1", "2", "3"], [ex, ex, ex])
