@@ -398,26 +398,18 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError("eval.every_steps, eval.num_prompts and eval.samples_per_prompt must be >= 1")
     from workbench.rl.honoured import check_honoured
     from workbench.rl.recipe import validate_recipe
+    from workbench.rl.rewards import check_reward_functions
+    from workbench.tasks.chat import check_system_prompt
 
     validate_recipe(cfg.recipe)  # recipe.off_policy.k >= 1 among them
     check_honoured(cfg)  # settings the engine would not honour in this setup (rl/honoured.py)
     validate_mix(cfg.task)
-    validate_chat(cfg.task)
-    from workbench.rl.rewards import check_reward_functions
-
+    check_system_prompt(cfg.task)
     check_reward_functions(cfg.reward.functions)
     if cfg.task.num_val < cfg.eval.num_prompts and cfg.task.path is None and not cfg.task.mix:
         raise ConfigError(
             f"eval.num_prompts ({cfg.eval.num_prompts}) exceeds task.num_val ({cfg.task.num_val})"
         )
-
-
-def validate_chat(task: TaskConfig) -> None:
-    """A system prompt needs the chat template: without it there is no system turn to put it in."""
-    for where, t in [("task", task), *((f"task.mix[{i}]", s) for i, s in enumerate(task.mix))]:
-        if t.system_prompt and not (t.chat_template or task.chat_template):
-            raise ConfigError(f"{where}.system_prompt is set but {where}.chat_template is false: the system prompt is a chat turn; "
-                              "set task.chat_template: true (or put the text in the prompts)")  # fmt: skip
 
 
 def validate_mix(task: TaskConfig) -> None:

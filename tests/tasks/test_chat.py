@@ -99,3 +99,14 @@ def test_a_system_prompt_without_the_chat_template_is_refused_at_config_load():
     with pytest.raises(ConfigError, match="task.system_prompt is set but task.chat_template is false"):
         run_config_from_dict({"task": {"system_prompt": SYSTEM}})
     run_config_from_dict({"task": {"system_prompt": SYSTEM, "chat_template": True}})  # with it: fine
+
+
+def test_a_mix_gives_its_system_prompt_to_each_source_unless_the_source_has_its_own():
+    from workbench.config import MixSource
+    from workbench.tasks.mixture import part_for
+
+    mix = [MixSource(name="addition", difficulty=1, num_train=20, num_val=5, domain="a"),
+           MixSource(name="word_problems", difficulty=1, num_train=20, num_val=5, domain="w", system_prompt="Words.")]  # fmt: skip
+    task = load_task(TaskConfig(chat_template=True, system_prompt=SYSTEM, mix=mix))
+    first = {ex.domain: prompt_input(part_for(task, ex), ex)[0] for ex in task.val}
+    assert first == {"a": {"role": "system", "content": SYSTEM}, "w": {"role": "system", "content": "Words."}}

@@ -17,7 +17,10 @@ Scoring in batches (the engine and `workbench check`): `check_batch(task, comple
 sandbox)` gives one `Verdict` per completion; each example goes to its own domain's checker (a
 task mix, workbench.tasks.mixture), code examples to `sandbox.run` / `sandbox.submit` (a
 LocalSandbox or the engine's RewardPool), refused without one (fail closed).
-`submit_checks(...)` starts the code checks at once and `.get()` gathers them later.
+`submit_checks(...)` starts the code checks at once and `.get()` gathers them later. With
+`reward.functions` (`task.reward_functions`, workbench.rl.rewards) the batch is then scored by them:
+the pass function decides each verdict and the verdict carries the weighted reward.
+`task.answer_format` wraps the checker (`FormattedChecker`): it sees the answer the format finds.
 """
 
 from __future__ import annotations

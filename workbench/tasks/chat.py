@@ -16,10 +16,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.configtools import ConfigError
 from workbench.errors import UserError
 from workbench.tasks.types import Example, TaskData
 
 ROLES = ("system", "user", "assistant")
+
+
+def check_system_prompt(task_cfg: Any) -> None:
+    """A system prompt needs the chat template (a `workbench.config.TaskConfig`, its mix sources
+    too): without it there is no system turn to put it in. ConfigError at config load."""
+    for where, t in [("task", task_cfg), *((f"task.mix[{i}]", s) for i, s in enumerate(task_cfg.mix))]:
+        if t.system_prompt and not (t.chat_template or task_cfg.chat_template):
+            raise ConfigError(f"{where}.system_prompt is set but {where}.chat_template is false: the system prompt is a chat turn; "
+                              "set task.chat_template: true (or put the text in the prompts)")  # fmt: skip
 
 
 def parse_messages(value: Any, where: str, key: str) -> tuple:

@@ -61,7 +61,9 @@ def load_mixed_task(cfg: Any, load_task: Callable[[Any], TaskData]) -> TaskData:
     for i, src in enumerate(cfg.mix):
         domain = domain_of(src)
         try:
-            part = load_task(dataclasses.replace(src, chat_template=cfg.chat_template or src.chat_template))
+            # the mix's chat template and system prompt reach every source (a source's own system prompt wins)
+            part = load_task(dataclasses.replace(src, chat_template=cfg.chat_template or src.chat_template,
+                                                 system_prompt=src.system_prompt or cfg.system_prompt))  # fmt: skip
         except UserError as e:
             raise UserError(f"task.mix[{i}] (domain {domain!r}): {e}") from None
         parts[domain] = part

@@ -5,7 +5,8 @@
 
 `Checker` is `(completion, answer) -> bool`; `exact_checker` is the default one of synthetic
 tasks (and of the builtin model's warm-up). A `Verdict` is one check's outcome (one of
-`VERDICTS`, with the reward `reward.functions` gave it, if any); code tasks are `sandboxed`: their answers are checked in workbench.tasks.sandbox.
+`VERDICTS`, with the reward `reward.functions` gave it, if any); code tasks are `sandboxed`: their
+answers are checked in workbench.tasks.sandbox.
 """
 
 from __future__ import annotations
