@@ -226,7 +226,7 @@ class CheckpointConfig:
     every_steps: int = 50
     """Write an atomic checkpoint every this many steps: a resume starts from the last; a store that cannot take points back (an MLflow server over http, W&B) gets a step once one covers it."""
     keep: int = 2
-    """Checkpoints kept in the run folder; older ones are deleted."""
+    """Full checkpoints (weights and AdamW state, what a resume needs) kept in the run folder; an older one is pruned to its policy snapshot (the weights alone, in the model's own dtype: 2 bytes a parameter for a bf16 model against 12), so `workbench export --step N` works for every step ever saved."""
     export_policy: bool = True
     """When the run finishes, write its final policy as a Hugging Face folder to <run>/policy/ (`workbench export` does any step)."""
 

@@ -1,4 +1,5 @@
-"""The shared-run-folder rule (runs/checkpoint.py): the token file, reading it, the refusal.
+"""The shared-run-folder rule (runs/checkpoint.py): the token file, reading it, the refusal; a
+prune whose policy snapshot fails warns and still bounds the disk.
 
 The store itself is exercised through the coordinator (tests/engine/run/test_coordinator.py);
 the rule across real nodes in tests/engine/train/test_multinode.py.
@@ -9,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from workbench.errors import UserError
-from workbench.runs.checkpoint import SHARED_CHECK_PREFIX, reads_token, require_shared, shared_token
+from workbench.runs.checkpoint import (SHARED_CHECK_PREFIX, TRAINER_DCP, CheckpointStore, reads_token, require_shared,
+                                       shared_token)
 
 
 def test_the_token_is_readable_at_its_path_while_the_check_runs_and_removed_after(tmp_path):
@@ -34,3 +36,17 @@ def test_a_worker_that_does_not_read_the_token_is_named_in_one_line(tmp_path):
     assert "\n" not in msg
     assert msg.startswith(f"out_dir {tmp_path} is not shared with the trainer worker on node 10.0.0.6:")
     assert "NFS" in msg
+
+
+def test_a_snapshot_that_cannot_be_written_warns_and_the_step_is_still_pruned(tmp_path):
+    store = CheckpointStore(tmp_path / "checkpoints", keep=1)
+    for step in (1, 2):
+        (store.begin(step) / TRAINER_DCP).mkdir()  # no DCP metadata in it: nothing to read the policy from
+        if step == 2:
+            with pytest.warns(UserWarning, match=r"checkpoint step 1: its policy snapshot was not written \(.+\); "
+                                                 r"`workbench export --step 1` will not find it"):
+                store.commit(step, {"step": step})
+        else:
+            store.commit(step, {"step": step})
+    assert store.steps() == [2] and store.snapshot_steps() == [] and store.exportable_steps() == [2]
+    assert not list((tmp_path / "checkpoints").glob("policies/.tmp_*"))  # no half-written snapshot counts

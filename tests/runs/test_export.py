@@ -1,10 +1,15 @@
 """`export_policy` (runs/export.py) on checkpoints the real Trainer writes: transformers loads the
 folder and its log-probs are the trainer's at that step; a 2-worker (FSDP2) checkpoint exports the
-1-worker one's weights; the model's own dtype is kept; bad input is one line and loses nothing."""
+1-worker one's weights; the model's own dtype is kept; a step pruned from the full checkpoints
+still exports, from its policy snapshot, exactly as before the prune; `export --help`'s examples
+run as written; bad input is one line and loses nothing."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,8 +27,8 @@ from workbench.engine.run.actors import trainer_parts
 from workbench.engine.train.trainer import Trainer
 from workbench.errors import UserError
 from workbench.rl.head import token_logprobs
-from workbench.runs.checkpoint import CheckpointStore
-from workbench.runs.export import EXPORT_MARKER, export_policy
+from workbench.runs.checkpoint import SNAPSHOT_ALIASES, CheckpointStore
+from workbench.runs.export import EXPORT_MARKER, export_policy, step_list
 
 
 @pytest.fixture
@@ -87,7 +92,7 @@ def test_the_export_keeps_the_models_own_dtype(trained, tmp_path):
 
 def test_bad_input_is_one_line_and_loses_nothing(trained, tmp_path):
     cfg, _, run, _ = trained
-    with pytest.raises(UserError, match="has no checkpoint of step 7; it has steps 1, 2") as e:
+    with pytest.raises(UserError, match="saved no checkpoint at step 7: the steps that can be exported are 1, 2$") as e:
         export_policy(run, tmp_path / "x", step=7)
     assert "\n" not in str(e.value)
     empty = checkpointed_run(tmp_path / "empty", cfg, {})
@@ -114,7 +119,7 @@ def test_the_command_exports_and_refuses_in_one_line(trained, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "workbench.cli", "export", str(run), "--step", "9"],
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
-    assert bad.stderr.strip().endswith("has no checkpoint of step 9; it has steps 1, 2")
+    assert bad.stderr.strip().endswith("saved no checkpoint at step 9: the steps that can be exported are 1, 2")
 
 
 def _sharded_save(rank, world, ranks, cfg, steps, path):
@@ -160,3 +165,135 @@ def test_a_session_and_a_run_view_export_the_same_policy(trained, tmp_path):
     a, b = load_file(str(by_view.out / "model.safetensors")), load_file(str(by_session.out / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert Session.open(run).export().out == run / "policy"  # the default: where a finished run leaves it
+
+
+def test_the_steps_that_can_be_exported_read_short():
+    assert step_list([1, 2]) == "1, 2"
+    assert step_list([50, 100, 150, 200, 230]) == "50 to 200 every 50, 230"  # the end of a run off the cadence
+    assert step_list([10, 50, 100, 150, 200, 250, 300]) == "10, 50 to 300 every 50"
+
+
+def _size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def test_a_pruned_step_exports_the_trainers_weights_of_that_step(tiny_config, tmp_path):
+    """checkpoint.every_steps small, 4 saves, keep 2: steps 1 and 2 lose their full state (disk
+    bounded) but keep their policy, and each exports the weights the trainer had at that step."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    cfg = tiny_config({"train.lr": 1e-2, "train.grad_clip": 1e9}, for_actors=True)
+    steps = batches(cfg, 4)
+    tr = Trainer(**trainer_parts(cfg))
+    held: dict[int, dict] = {}
+    before: list = []  # step 1's export while its full checkpoint is still there
+
+    def step_then_save(i):
+        def save(path):
+            if i == 2:  # the commit of step 3 prunes step 1
+                before.append(export_policy(path_run, tmp_path / "before", step=1))
+            tr.train_step(steps[i], i)
+            held[i + 1] = {k: v.clone() for k, v in tr.get_weights().tensors().items()}
+            tr.save(path)
+        return save
+
+    path_run = tmp_path / "run"
+    run = checkpointed_run(path_run, cfg, {i + 1: step_then_save(i) for i in range(4)})
+    store = CheckpointStore(run / "checkpoints")
+    assert store.steps() == [3, 4] and store.snapshot_steps() == [1, 2] and store.exportable_steps() == [1, 2, 3, 4]
+    assert not store.path_for(1).exists()
+    # the builtin GPT ties its head to its embedding: the snapshot holds that tensor once
+    aliases = json.loads((store.policy_path(1) / SNAPSHOT_ALIASES).read_text())
+    assert [set(pair) for pair in aliases.items()] == [{"lm_head.weight", "transformer.wte.weight"}]
+    assert _size(store.policy_path(1)) < _size(store.path_for(3)) / 2  # weights only, no AdamW moments
+    for step in (1, 2):
+        result = export_policy(run, tmp_path / f"s{step}", step=step)
+        assert result.step == step
+        model = AutoModelForCausalLM.from_pretrained(result.out, dtype=torch.float32)
+        got = model.state_dict()
+        for k, v in held[step].items():  # the model's own dtype is float32: the trainer's weights exactly
+            torch.testing.assert_close(got[k], v, atol=0, rtol=0, msg=k)
+    assert any(not torch.equal(held[1][k], held[2][k]) for k in held[1])  # two steps, two policies
+    a, b = load_file(str(before[0].out / "model.safetensors")), load_file(str(tmp_path / "s1" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # the prune changed nothing
+
+
+def test_a_snapshot_is_kept_in_the_models_own_dtype_and_exports_as_the_checkpoint_did(tiny_config, tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    cfg = tiny_config({"train.lr": 1e-2}, for_actors=True)
+    src = tmp_path / "bf16-model"
+    shutil.copytree(cfg.model.path, src)
+    model_cfg = json.loads((src / "config.json").read_text())
+    model_cfg.pop("dtype", None)
+    (src / "config.json").write_text(json.dumps({**model_cfg, "torch_dtype": "bfloat16"}))
+    from workbench.config import run_config_from_dict
+    from workbench.configtools import to_dict
+
+    cfg = run_config_from_dict(to_dict(cfg), {"model.path": str(src)})
+    steps = batches(cfg, 3)
+    tr = Trainer(**trainer_parts(cfg))
+    before: list = []
+    run_dir = tmp_path / "run"
+
+    def save(i):
+        def go(path):
+            if i == 2:
+                before.append(export_policy(run_dir, tmp_path / "before", step=1))
+            tr.train_step(steps[i], i)
+            tr.save(path)
+        return go
+
+    run = checkpointed_run(run_dir, cfg, {1: save(0), 2: save(1), 3: save(2)})
+    snap = CheckpointStore(run / "checkpoints").policy_path(1)
+    for part in snap.glob("*.safetensors"):
+        with safe_open(str(part), "pt") as f:
+            assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.bfloat16}
+    after = export_policy(run, tmp_path / "after", step=1)
+    assert after.dtype == before[0].dtype == "bfloat16"
+    a, b = load_file(str(before[0].out / "model.safetensors")), load_file(str(after.out / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_export_helps_own_examples_run_as_written(tiny_config, tmp_path, monkeypatch):
+    """`workbench export --help`'s examples, run as printed, in a project whose runs/quickstart saved
+    every 50 of 800 steps as the quickstart does: --step 400 long since pruned to its snapshot."""
+    from workbench.cli import main
+
+    help_out = io.StringIO()
+    with contextlib.redirect_stdout(help_out), pytest.raises(SystemExit):
+        main(["export", "--help"])
+    examples = [line.strip() for line in help_out.getvalue().splitlines() if line.strip().startswith("workbench export ")]
+    assert len(examples) == 2 and any("--step 400" in e for e in examples)
+    cfg = tiny_config({}, for_actors=True)
+    tr = Trainer(**trainer_parts(cfg))
+    monkeypatch.chdir(tmp_path)
+    checkpointed_run(Path("runs/quickstart"), cfg, {s: tr.save for s in range(50, 801, 50)})
+    for example in examples:
+        argv = shlex.split(example)[1:]
+        assert main(argv) == 0, example
+        out = Path(argv[argv.index("--out") + 1])
+        marker = json.loads((out / EXPORT_MARKER).read_text())
+        assert marker["step"] == (400 if "--step" in argv else 800) and (out / "model.safetensors").is_file()
+    with pytest.raises(UserError) as e:
+        export_policy("runs/quickstart", step=425)
+    assert str(e.value).endswith("saved no checkpoint at step 425: the steps that can be exported are 50 to 800 every 50")
+
+
+def test_a_real_run_saving_every_2_steps_exports_its_first_checkpoint_at_the_end(ray_cluster, tiny_config, tmp_path):
+    """The coordinator prunes as it commits: after 6 steps saved every 2 (keep 2), step 2 exports."""
+    from safetensors.torch import load_file
+
+    from workbench.engine.run.launch import run_to_end
+
+    cfg = tiny_config({"train.max_steps": 6, "checkpoint.every_steps": 2, "tracking.mlflow": False}, name="pruned")
+    summary = run_to_end(cfg, resume=False, timeout=600)
+    assert summary["status"] == "finished", summary.get("error")
+    store = CheckpointStore(Path(cfg.out_dir) / "checkpoints")
+    assert store.steps() == [4, 6] and store.snapshot_steps() == [2]
+    early, last = export_policy(cfg.out_dir, tmp_path / "p2", step=2), export_policy(cfg.out_dir, tmp_path / "p6")
+    assert (early.step, last.step) == (2, 6)
+    a, b = load_file(str(early.out / "model.safetensors")), load_file(str(last.out / "model.safetensors"))
+    assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)  # step 2's policy, not the last

@@ -3,7 +3,8 @@
     workbench export runs/my-run --out policies/my-run            # the last checkpoint
     workbench export runs/my-run --step 400 --out policies/step400
 
-The folder holds safetensors in the model's own dtype, config.json, generation_config.json and the
+Every step a checkpoint was saved at exports: the last `checkpoint.keep` from their full state, the
+older ones from the policy snapshot their pruning left. The folder holds safetensors in the model's own dtype, config.json, generation_config.json and the
 tokenizer: transformers, vLLM and `huggingface-cli upload` take it as it is. FSDP-sharded
 checkpoints export like one-worker ones. A finished run has already exported its final policy to
 <run>/policy/ (unless checkpoint.export_policy is false).
@@ -25,7 +26,7 @@ def add_parser(sub: Any, name: str) -> argparse.ArgumentParser:
                                    "Face folder that transformers and vLLM load, in the model's own dtype.",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("run", metavar="RUN", help="the run folder (or a run name under <project>/runs/)")
-    p.add_argument("--step", type=int, default=None, help="the checkpoint's step (default: the latest)")
+    p.add_argument("--step", type=int, default=None, help="the checkpoint's step, any step one was saved at (default: the latest)")
     p.add_argument("--out", default=None, help="the folder to write (default: RUN/policy); an earlier export there is replaced")
     return p
 

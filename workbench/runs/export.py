@@ -1,10 +1,12 @@
 """The trained policy out of a run: a Hugging Face folder from any of its checkpoints.
 
 A checkpoint holds the trainer's fp32 master weights as a `torch.distributed.checkpoint` folder,
-written by one or by many FSDP2 workers (the layout in `runs/checkpoint.py`). Exporting reads only
-the weights (not the AdamW states) into the run's own model architecture, casts them to the model's
-own dtype (config.json's `dtype`/`torch_dtype`; float32 when it names none) and writes what any
-Hugging Face tool loads: safetensors, config.json, generation_config.json and the tokenizer.
+written by one or by many FSDP2 workers (the layout in `runs/checkpoint.py`); a step pruned from
+the full checkpoints keeps its policy snapshot (the weights in the export's dtype), so every step
+ever saved exports. Exporting reads only the weights (not the AdamW states) into the run's own
+model architecture, casts them to the model's own dtype (config.json's `dtype`/`torch_dtype`;
+float32 when it names none) and writes what any Hugging Face tool loads: safetensors,
+config.json, generation_config.json and the tokenizer.
 
     result = export_policy("runs/my-run")                      # the last checkpoint -> runs/my-run/policy
     result = export_policy("runs/my-run", "out/p", step=400)   # a given step, a given folder
@@ -25,7 +27,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from workbench.errors import UserError
-from workbench.runs.checkpoint import POLICY_PREFIX, TRAINER_DCP, CheckpointStore
+from workbench.runs.checkpoint import (POLICY_PREFIX, TRAINER_DCP, CheckpointStore, own_dtype, read_policy_snapshot,
+                                       source_model_dir)
 
 EXPORT_MARKER = "workbench_export.json"
 POLICY_DIR = "policy"  # <run>/policy: where a finished run leaves its final policy
@@ -46,46 +49,41 @@ class PolicyExport:
         return f"policy of step {self.step} exported to {self.out} ({self.params:,} parameters, {self.dtype})"
 
 
-def source_model_dir(run: Path, model_path: str) -> Path:
-    """The model folder the run trained: a builtin model's copy under <run>/model/, else model.path."""
-    if model_path.startswith("builtin:"):
-        copies = sorted(p for p in (run / "model").glob("*") if (p / "config.json").is_file())
-        if len(copies) != 1:
-            found = ", ".join(p.name for p in copies) or "none"
-            raise UserError(f"{run / 'model'}: expected the one builtin model folder the run copied there, found {found}")
-        return copies[0]
-    folder = Path(model_path).expanduser()
-    if not (folder / "config.json").is_file():
-        raise UserError(f"the run's model folder {folder} (model.path) is gone or holds no config.json: "
-                        "the export needs it for the architecture and the tokenizer")  # fmt: skip
-    return folder
+def step_list(steps: list[int]) -> str:
+    """Steps in one short phrase: a run of equal strides as "50 to 800 every 50", others listed."""
+    out: list[str] = []
+    i = 0
+    while i < len(steps):
+        j = i + 1
+        while j + 1 < len(steps) and steps[j + 1] - steps[j] == steps[i + 1] - steps[i]:
+            j += 1
+        if j - i >= 3:  # 4 or more evenly spaced steps
+            out.append(f"{steps[i]} to {steps[j]} every {steps[i + 1] - steps[i]}")
+            i = j + 1
+        else:
+            out.append(str(steps[i]))
+            i += 1
+    return ", ".join(out)
 
 
-def checkpoint_dir(run: Path, step: Optional[int]) -> tuple[int, Path]:
-    """(step, folder) of the checkpoint to export: `step`, else the latest; one line when absent."""
+def checkpoint_source(run: Path, step: Optional[int]) -> tuple[int, Path, bool]:
+    """(step, folder, is a snapshot) of the policy to export: `step`, else the latest; the folder is
+    the checkpoint's `TRAINER_DCP` or a pruned step's policy snapshot; one line when absent."""
     store = CheckpointStore(run / "checkpoints")
-    steps = store.steps()
+    steps = store.exportable_steps()
     if not steps:
         raise UserError(f"{run} holds no checkpoint to export (checkpoints/step_*): the run saved none yet")
     if step is None:
-        step = store.latest_step()  # LATEST, else the highest complete step
+        latest = store.latest_step()  # LATEST, else the highest complete step
+        step = steps[-1] if latest is None else latest
     elif step not in steps:
-        raise UserError(f"{run} has no checkpoint of step {step}; it has steps {', '.join(map(str, steps))}")
+        raise UserError(f"{run} saved no checkpoint at step {step}: the steps that can be exported are {step_list(steps)}")
+    if step not in store.steps():
+        return step, store.policy_path(step), True
     folder = store.path_for(step)
     if not (folder / TRAINER_DCP).is_dir():
         raise UserError(f"{folder} holds no {TRAINER_DCP}/ (a checkpoint of an older format): resume the run to write one")
-    return step, folder
-
-
-def own_dtype(source: Path) -> Any:
-    """The dtype the model's config.json names (`dtype`, or `torch_dtype` before transformers 4.56);
-    float32 when it names none (loading in float32 rewrites the in-memory config, so the file is read)."""
-    import torch
-
-    data = json.loads((source / "config.json").read_text())
-    name = data.get("dtype") or data.get("torch_dtype") or "float32"
-    dtype = getattr(torch, str(name).replace("torch.", ""), None)
-    return dtype if isinstance(dtype, torch.dtype) and dtype.is_floating_point else torch.float32
+    return step, folder / TRAINER_DCP, False
 
 
 def _read_weights(model: Any, dcp_dir: Path) -> None:
@@ -101,6 +99,15 @@ def _read_weights(model: Any, dcp_dir: Path) -> None:
             dcp.load({"model": state}, checkpoint_id=str(dcp_dir), no_dist=True)
         except Exception as e:  # noqa: BLE001 - DCP raises its own types for a missing or foreign key
             raise UserError(f"{dcp_dir}: its weights do not fit the run's model ({str(e).splitlines()[0][:200]})") from None
+
+
+def _read_snapshot(model: Any, folder: Path) -> None:
+    """Fill `model` (fp32) with a policy snapshot's weights (already in the export's dtype: the
+    round trip through fp32 is exact, so the export equals the one made from the full checkpoint)."""
+    try:
+        model.load_state_dict(read_policy_snapshot(folder), strict=True)
+    except RuntimeError as e:
+        raise UserError(f"{folder}: its weights do not fit the run's model ({str(e).splitlines()[0][:200]})") from None
 
 
 def _replace_dir(tmp: Path, out: Path) -> None:
@@ -124,11 +131,11 @@ def export_policy(run: str | Path, out: str | Path | None = None, step: Optional
     cfg = saved_config(run)
     if cfg is None:
         raise UserError(f"{run} holds no config.json: not a run folder this version can export")
-    step, ckpt = checkpoint_dir(run, step)
+    step, weights, snapshot = checkpoint_source(run, step)
     source = source_model_dir(run, cfg.model.path)
     out = Path(out).expanduser().resolve() if out is not None else run / POLICY_DIR
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, local_files_only=True)
-    _read_weights(model, ckpt / TRAINER_DCP)
+    (_read_snapshot if snapshot else _read_weights)(model, weights)
     dtype = own_dtype(source)
     model = model.to(dtype)
     tmp = out.with_name(f".{out.name}.tmp")
