@@ -124,6 +124,15 @@ def test_the_gguf_becomes_a_cached_hugging_face_folder_with_its_chat_template(sm
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLM"] and config["vocab_size"] == 49152
     assert config["tie_word_embeddings"] is True and "quantization_config" not in config
+    # dequantized exactly: a Q4_1 matrix equals what the gguf package itself decodes from the file
+    import gguf
+    from safetensors import safe_open
+
+    (down,) = [t for t in gguf.GGUFReader(str(src)).tensors if t.name == "blk.0.ffn_down.weight"]
+    with safe_open(folder / "model.safetensors", "np") as f:
+        saved = f.get_tensor("model.layers.0.mlp.down_proj.weight")
+    assert down.tensor_type.name == "Q4_1" and saved.dtype.name == "float32"
+    assert (gguf.quants.dequantize(down.data, down.tensor_type).reshape(saved.shape) == saved).all()
     tok = load_tokenizer(folder, chat_template=True)
     text = tok.apply_chat_template([{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is 2+3?"}],
                                    add_generation_prompt=True, tokenize=False)  # fmt: skip
