@@ -1,8 +1,10 @@
-"""`workbench predict` (workbench.commands.predict): the JSON a user redraws the curve from, and bad input as one line."""
+"""`workbench predict` (workbench.commands.predict): the JSON a user redraws the curve from, the
+one-seed warning on the shipped depth ladder, and bad input as one line."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.runs.test_by_setting import AT, WIDTHS, law, write_csv
 from workbench.cli import main
@@ -34,3 +36,20 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert "no runs given" in capsys.readouterr().err
     assert main(["predict", *map(str, named), "--by", "model.n_embd", "--at", "256", "--where", "task.name"]) == 2
     assert "--where takes KEY=VALUE" in capsys.readouterr().err
+
+
+DEPTH = Path(__file__).resolve().parents[2] / "examples" / "predict" / "ladder-depth"
+
+
+def test_the_one_seed_depth_ladder_is_told_to_run_more_seeds(capsys):
+    """The shipped depth ladder at seed 0 alone (its one-seed history: docs/measured.md) warns; its 3 seeds do not."""
+    one = [str(DEPTH / f"model.n_layer={n}_seed=0.csv") for n in (1, 2, 3)]
+    assert main(["predict", *one, "--by", "model.n_layer", "--at", "4"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "one seed" in line]
+    assert len(lines) == 1 and lines[0].startswith("  warning: each rung (value of model.n_layer) has one seed: ")
+    assert "--ladder model.n_layer --seeds 3" in lines[0]
+    assert main(["predict", *one, "--by", "model.n_layer", "--at", "4", "--json"]) == 0
+    assert any("has one seed" in w for w in json.loads(capsys.readouterr().out)["warnings"])
+    three = [str(DEPTH / f"model.n_layer={n}_seed={s}.csv") for n in (1, 2, 3) for s in (0, 1, 2)]
+    assert main(["predict", *three, "--by", "model.n_layer", "--at", "4"]) == 0
+    assert "one seed" not in capsys.readouterr().out

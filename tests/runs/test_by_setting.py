@@ -188,3 +188,15 @@ def test_seeds_of_one_value_are_fitted_jointly_and_copies_are_refused(tmp_path, 
     other_seed.mkdir()
     both = runs_from_folders([*folders, run_folder(other_seed, 64, seed=7)], "model.n_embd")
     assert both.names[64] == "w64 (seed 1) + w64 (seed 7)" and len(both.fits[64].run_names) == 2
+
+
+def test_a_rung_with_one_seed_is_warned_about_with_the_seeds_to_run(tmp_path, folders):
+    alone = predict_runs(runs_from_folders(folders, "model.n_embd"), AT, n_draws=200)
+    warning = next(w for w in alone.warnings if "one seed" in w)
+    assert warning.startswith("each rung (value of model.n_embd) has one seed: ")
+    assert "`workbench sweep NOTEBOOK --grid GRID.yaml --ladder model.n_embd --seeds 3`" in warning
+    files = [write_csv(tmp_path / f"model.n_embd={w}_seed={s}.csv", w, 10 * s + i) for i, w in enumerate(WIDTHS) for s in (0, 1)]
+    seeded = predict_runs(runs_from_csvs(files, "model.n_embd"), AT, n_draws=200)
+    assert not any("one seed" in w for w in seeded.warnings)
+    mixed = predict_runs(runs_from_csvs(files[1:], "model.n_embd"), AT, n_draws=200)  # width 32 keeps seed 1 only
+    assert [w for w in mixed.warnings if "one seed" in w][0].startswith("the rungs model.n_embd = 32 have one seed each: ")

@@ -12,7 +12,9 @@ Input: value of the setting -> a SigmoidFit with bootstrap samples (fit_sigmoid 
 fit_sigmoid_multi), or a (compute, score) curve, fitted here by fit_sigmoid (R0 by `r0_rule`).
 At least 3 values > 0, one fit per value (a value's seeds fitted jointly count once), every fit showing
 a rise (a no-gain fit has no B or C_mid to extrapolate). Loading runs from folders, MLflow or
-CSVs is workbench.runs.by_setting; this module knows only fits and numbers.
+CSVs is workbench.runs.by_setting; this module knows only fits and numbers. A value fitted from
+one run (one seed: a fit's `run_names`) is warned about, with the `--seeds` that fixes it: a
+one-seed depth ladder's law won its own backtest and missed the held-out rung (docs/measured.md).
 
 The model. With u = ln(value), each parameter moves with u in one stated form, fitted by
 weighted least squares over the runs (weight 1 / (the run's bootstrap variance of the parameter
@@ -260,6 +262,18 @@ class ConfigPrediction:
         return out
 
 
+def _one_seed_warning(key: str, one_seed: list[float], n_values: int) -> str:
+    """The warning for values of the setting fitted from one run each ("" when every value has
+    seeds): one seed's luck can choose the law, which then wins its backtest and misses a new value."""
+    if not one_seed:
+        return ""
+    which = (f"each rung (value of {key}) has one seed" if len(one_seed) == n_values else
+             f"the rungs {key} = {', '.join(f'{v:g}' for v in one_seed)} have one seed each")
+    return (f"{which}: a law chosen on one seed's curves can win its own backtest and still miss the new value; "
+            f"run more seeds per value, e.g. `workbench sweep NOTEBOOK --grid GRID.yaml --ladder {key} --seeds 3`, "
+            "and predict from all of them (a value's seeds are fitted jointly)")
+
+
 def predict_config(runs: Mapping[Any, Any], at: float, *, key: str = "setting", level: float = 0.95,
                    n_draws: int = N_DRAWS, seed: int = 0, names: Mapping[Any, str] | None = None) -> ConfigPrediction:
     """Predict the curve at value `at` of a setting from runs at other values (see the module docstring).
@@ -276,6 +290,9 @@ def predict_config(runs: Mapping[Any, Any], at: float, *, key: str = "setting", 
     point, draws = carry_draws(r, at, n, rng) if combo is None else law_draws(r, combo, loo, at, n, rng)
     warnings = [f"run {n} did not converge ({f.reason}): the law weights its parameters by their (wide) intervals"
                 for n, f in zip(r.names, r.fits) if not f.converged]
+    one_seed = _one_seed_warning(key, [v for v, f in zip(r.values, r.fits) if len(f.run_names) < 2], len(r.values))
+    if one_seed:
+        warnings.append(one_seed)
     fallback = ""
     if combo is None:
         fallback = r.names[nearest(r.u, math.log(at))]
