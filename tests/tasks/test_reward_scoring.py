@@ -76,3 +76,10 @@ def test_a_bad_function_refuses_the_whole_batch(chat_task):
     ex = chat_task.val[1]
     with pytest.raises(RewardFunctionError, match=rf"trl_rewards:gives_nan returned nan for example {ex.id} \(completion 1"):
         check_batch(chat_task, ["1", "2", "3"], [ex, ex, ex])
+
+
+def test_an_answer_format_on_a_code_task_is_one_line():
+    from workbench.errors import UserError
+
+    with pytest.raises(UserError, match=r"^task.answer_format does not apply to the code task 'pyexpr'"):
+        load_task(TaskConfig(name="pyexpr", difficulty=1, num_train=20, num_val=5, answer_format="boxed"))
