@@ -116,6 +116,8 @@ def smollm2(tmp_path_factory):
 @pytest.mark.slow
 def test_the_gguf_becomes_a_cached_hugging_face_folder_with_its_chat_template(smollm2, tmp_path, capsys):
     from workbench.engine.model.hf_dir import load_tokenizer, prompt_ids
+    from workbench.tasks.base import load_task
+    from workbench.tasks.chat import prompt_input
 
     src, cache, folder, seconds = smollm2
     info = json.loads((folder / SOURCE_FILE).read_text())
@@ -138,6 +140,14 @@ def test_the_gguf_becomes_a_cached_hugging_face_folder_with_its_chat_template(sm
                                    add_generation_prompt=True, tokenize=False)  # fmt: skip
     assert text == f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n"
     assert tok.decode(prompt_ids(tok, "What is 2+3?", chat_template=True)).endswith("<|im_start|>assistant\n")
+    # a task's prompt as the generators encode it: task.system_prompt as the system turn of its template
+    data = tmp_path / "one.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"What is 2+{b}?", "answer": str(2 + b)}) + "\n" for b in (3, 4)))
+    cfg = run_config_from_dict({}, {"task.name": "jsonl", "task.path": str(data), "task.num_val": 1,
+                                    "task.chat_template": True, "task.system_prompt": SYSTEM})  # fmt: skip
+    task = load_task(cfg.task)
+    (ex,) = [e for e in task.train + task.val if e.prompt == "What is 2+3?"]
+    assert tok.decode(prompt_ids(tok, prompt_input(task, ex), chat_template=True)) == text
     # once: the same file again is the cached folder (no second conversion), and the import copies it
     stamp = (folder / "model.safetensors").stat().st_mtime_ns
     again = time.perf_counter()
