@@ -78,6 +78,7 @@ def check_gguf(path: str | Path) -> Path:
 
 
 def file_sha256(path: Path) -> str:
+    """The file's sha256, read in 1 MiB chunks (the cache key: the same bytes under any name)."""
     h = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(1 << 20):
