@@ -111,6 +111,7 @@ def gguf_folder(path: str | Path, *, dtype: Optional[str] = "auto", cache_dir: s
         if not (final / SOURCE_FILE).is_file():
             if say is not None:
                 say(f"converting {src.name} (GGUF) to a Hugging Face folder in {name}, once: {final}")
+            shutil.rmtree(final, ignore_errors=True)  # not ours (we rename whole folders in): os.replace needs it gone
             write_folder(src, final, name)
     return final
 
