@@ -161,6 +161,18 @@ def test_the_gguf_becomes_a_cached_hugging_face_folder_with_its_chat_template(sm
 
 
 @pytest.mark.slow
+def test_plan_reads_a_gguf_model_path_through_the_same_cached_folder(smollm2):
+    """`workbench plan` with model.path a .gguf plans the converted model (134.5M parameters, tied)."""
+    from workbench.engine.plan.sources import model_config
+
+    src, cache, folder, _ = smollm2
+    cfg = run_config_from_dict({"model": {"path": str(src), "cache_dir": str(cache)}})
+    fields, where = model_config(cfg)
+    assert where == folder  # the cached conversion, not a second one
+    assert fields["vocab_size"] == 49152 and fields["tie_word_embeddings"] is True
+
+
+@pytest.mark.slow
 def test_two_steps_through_vllm_with_a_weight_push_and_the_export_loads_in_transformers(smollm2, tmp_path, capsys,
                                                                                          monkeypatch, ray_cluster):
     pytest.importorskip("vllm")

@@ -38,6 +38,7 @@ GIVE_CONFIG = "give its config with `workbench plan --model DIR_OR_CONFIG` (a mo
 def model_config(cfg: RunConfig, task: Any = None) -> tuple[dict[str, Any], Optional[Path]]:
     """(config.json's fields, the folder or file they came from; None for builtin) without any weights."""
     from workbench.engine.model.builtin import BUILTIN_PREFIX
+    from workbench.engine.model.gguf import gguf_folder, is_gguf_path, to_stderr
     from workbench.engine.model.hub import is_hub_id
 
     m = cfg.model
@@ -48,6 +49,8 @@ def model_config(cfg: RunConfig, task: Any = None) -> tuple[dict[str, Any], Opti
         return {"model_type": "gpt2", "vocab_size": len(tok), "n_embd": m.n_embd, "n_layer": m.n_layer,
                 "n_head": m.n_head, "n_positions": n_pos, "tie_word_embeddings": True}, None  # fmt: skip
     d = Path(m.path).expanduser()
+    if is_gguf_path(m.path):  # converted once (cached by its hash) into the folder every role loads
+        d = gguf_folder(d, dtype=m.dtype, cache_dir=m.cache_dir, say=to_stderr)
     if m.path.endswith(".json") and not d.is_file():  # a config.json meant, not a hub id of that name
         raise UserError(f"model.path: no such file: {d} (a config.json, a model folder, a hub id or builtin:tiny)")
     if is_hub_id(m.path):
