@@ -26,7 +26,7 @@ from workbench.configtools import (
     set_dotted,
     to_dict,
 )
-from workbench.config_checks import validate_gpu_shares, validate_mix
+from workbench.config_checks import validate_gpu_shares, validate_health, validate_mix
 from workbench.rl.recipe import RecipeConfig, recipe_from_value, swap_recipe
 
 
@@ -169,6 +169,8 @@ class TrainConfig:
     """The not-learning watch: warn when fewer than this share of sampled completions were trained on over learning_check_steps."""
     stop_if_not_learning: bool = False
     """Stop the run (after the step in flight) when the not-learning watch fires."""
+    mismatch_bound: list[float] = field(default_factory=lambda: [0.5, 2.0])
+    """[lo, hi]: train/mismatch_frac is the share of measured tokens whose ratio pi_trainer / pi_generator falls outside it."""
 
 
 @dataclass
@@ -181,6 +183,28 @@ class EvalConfig:
     """Completions sampled per validation prompt; the pass rate is their mean (mean@k; the paper: 16)."""
     at_start: bool = True
     """Evaluate once at step 0, before training: the curve's R0."""
+
+
+@dataclass
+class HealthConfig:
+    window: int = 5
+    """Run health (workbench/runs/health.py): steps in each running median; a metric's early level is the median of its first window values."""
+    mismatch_growth: float = 4.0
+    """Flag the mismatch growing: train/mismatch_kl's running median above this x its early level and above mismatch_kl."""
+    mismatch_kl: float = 0.01
+    """The mismatch flag's floor: a running median of train/mismatch_kl below this never flags (growth from ~0 is noise)."""
+    entropy_drop: float = 0.8
+    """Flag entropy collapse: train/entropy's running median below (1 - this) x its early level."""
+    length_growth: float = 3.0
+    """Flag length running away: train/response_len's running median above this x its early level."""
+    truncation_rate: float = 0.5
+    """Flag truncation running away: train/truncation_rate's running median above this."""
+    grad_spike: float = 10.0
+    """Flag a gradient-norm spike: train/grad_norm above this x the median of the window of steps before it."""
+    zero_variance: float = 0.9
+    """Flag nothing left to learn from: train/zero_variance_frac's running median at or above this."""
+    divergence: float = 0.05
+    """Flag a reward hack or overfitting: since the best evaluation, val/pass_rate fell by more than this while train/pass_rate's running median rose by more than this."""
 
 
 @dataclass
@@ -291,6 +315,8 @@ class RunConfig:
     """Checkpoints (resume, fault recovery)."""
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     """MLflow tracking (and Weights & Biases, `tracking.wandb`)."""
+    health: HealthConfig = field(default_factory=HealthConfig)
+    """Run health: the rules that flag a run going wrong (summary.json's `health`, the report, MLflow tags)."""
 
     def output_dir(self) -> Path:
         return Path(self.out_dir or f"runs/{self.name}")
@@ -376,6 +402,7 @@ def validate(cfg: RunConfig) -> None:
     if g.vllm_tensor_parallel_size < 1:
         raise ConfigError("generation.vllm_tensor_parallel_size must be >= 1")
     validate_gpu_shares(cfg)
+    validate_health(cfg)
     r = cfg.resources
     if r.trainer_workers < 1:
         raise ConfigError(f"resources.trainer_workers must be >= 1 (got {r.trainer_workers})")

@@ -87,3 +87,21 @@ def validate_gpu_shares(cfg: RunConfig) -> None:
             f"{trainers} trainer x {r.trainer_gpus:g} + evaluator {r.evaluator_gpus:g}) but {have}: "
             "lower the shares or raise resources.num_gpus"
         )
+
+
+def validate_health(cfg: RunConfig) -> None:
+    """`health:` thresholds a rule can act on, and `train.mismatch_bound` an ordered pair around 1."""
+    h = cfg.health
+    if h.window < 1:
+        raise ConfigError(f"health.window must be >= 1 (got {h.window})")
+    for key in ("mismatch_growth", "length_growth", "grad_spike"):
+        if not getattr(h, key) > 1:
+            raise ConfigError(f"health.{key} must be > 1 (a factor over the metric's usual level), got {getattr(h, key):g}")
+    for key in ("entropy_drop", "truncation_rate", "zero_variance", "divergence"):
+        if not 0 < getattr(h, key) <= 1:
+            raise ConfigError(f"health.{key} must be in (0, 1], got {getattr(h, key):g}")
+    if not h.mismatch_kl >= 0:
+        raise ConfigError(f"health.mismatch_kl must be >= 0, got {h.mismatch_kl:g}")
+    b = cfg.train.mismatch_bound
+    if len(b) != 2 or not 0 < b[0] <= 1 <= b[1]:
+        raise ConfigError(f"train.mismatch_bound must be [lo, hi] with 0 < lo <= 1 <= hi, got {list(b)}")

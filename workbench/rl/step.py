@@ -55,6 +55,7 @@ class StepRows:
     lengths: list[int] = field(default_factory=list)  # each row's prompt + completion (host)
     prompt_lengths: list[int] = field(default_factory=list)  # each row's prompt (host)
     groups: list[int] = field(default_factory=list)  # each row's prompt group, 0..G-1 (host)
+    versions: Optional[torch.Tensor] = None  # [N, L-1] the version that sampled each token (rl/mismatch.py)
 
     @property
     def num_rows(self) -> int:
@@ -112,6 +113,7 @@ def prepare_step(
         lengths=lengths.tolist(),
         prompt_lengths=(lengths - batch.lengths[idx]).tolist(),
         groups=prompt_index.tolist(),
+        versions=batch.versions[idx],
     )
     return stats, rows, ""
 

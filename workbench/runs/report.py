@@ -25,7 +25,9 @@ stretched exponential fits as well with another plateau, i.e. whether the run pi
 The report ends its fit lines with the verdict on 10x more compute (workbench.scaling.scaling_gain:
 over both curve families where the check finds the data cannot tell them apart, how far past the
 data that is against the forecast's backtest, and what would settle it).
-`workbench run` prints the report at the end of a run.
+`workbench run` prints the report at the end of a run. It ends with the run-health flags
+(workbench/runs/health.py, `report["health"]`); while one is active the 10x verdict adds "the
+forecast assumes the run stays healthy; from step N, ...".
 
 A run on a task mixture logs one curve per domain (`val/pass_rate/<domain>` beside the overall
 `val/pass_rate`); the report fits and backtests each domain's curve too, and writes them beside
@@ -42,6 +44,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from workbench.errors import UserError
+from workbench.runs.health import check_health, health_lines, verdict_note
 from workbench.scaling.decide.ceiling import attach_ceiling_check
 from workbench.scaling.decide.gain import scaling_gain
 from workbench.scaling.data import r0_rule
@@ -194,6 +197,7 @@ def write_report(
     charts: bool = True,
     backtest_fraction: Optional[float] = BACKTEST_FRACTION,
     rows: Optional[list[dict[str, Any]]] = None,
+    health: Any = None,
 ) -> dict[str, Any]:
     """Fit the run in `out_dir` (its metrics.jsonl, or `rows`) and backtest the fit (None: no
     backtest); write the fit artifacts there (`FIT_FILES`; no chart when `charts` is False).
@@ -203,6 +207,9 @@ def write_report(
     out = Path(out_dir)
     rows = read_jsonl(out / "metrics.jsonl") if rows is None else rows
     report, prefix = _curve_report(rows, x, SCORE_KEY, backtest_fraction)
+    report["health"] = check_health(rows, health)  # `health`: a HealthConfig (None: the defaults)
+    if (note := verdict_note(report["health"])) and report.get("verdict_10x"):
+        report["verdict_10x"] = f"{report['verdict_10x']}; {note}"  # a forecast fitted to a drifting run says so
     fit, bt = report["fit"], report["backtest"]
     if charts:
         files = write_fit_artifacts(fit, out, title=f"{out.name}: validation pass rate vs {x}", x=x, prefix_fit=prefix)
@@ -275,7 +282,7 @@ def report_run_end(
     from workbench.tracking import run_tracking
 
     try:
-        rep = write_report(cfg.output_dir(), x, rows=rows)
+        rep = write_report(cfg.output_dir(), x, rows=rows, health=getattr(cfg, "health", None))
     except (UserError, ValueError, RuntimeError) as e:
         if tracked:
             run_tracking.log_fit_error(cfg, str(e))
@@ -314,6 +321,7 @@ def print_report(report: dict[str, Any]) -> str:
             lines.append(f"domain {domain} " + rep["ceiling_check"]["line"])
         if rep.get("backtest"):
             lines.append(f"domain {domain} " + backtest_line(rep["backtest"]))
+    lines += health_lines(report.get("health") or [])
     lines += [f"wrote {f}" for f in report["files"]]
     return "\n".join(lines)
 

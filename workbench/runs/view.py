@@ -211,8 +211,12 @@ class RunView:
         gain, interval and verdict; past a ceiling the run has not pinned, band and verdict span both
         curve families (workbench.runs.forecast)."""
         from workbench.runs.forecast import forecast_from_fit
+        from workbench.runs.health import check_health, verdict_note
 
-        return forecast_from_fit(self.fit(x, fit_from), budget, x=x or self.x, level=level, min_gain=min_gain)
+        out = forecast_from_fit(self.fit(x, fit_from), budget, x=x or self.x, level=level, min_gain=min_gain)
+        if out.get("verdict") and (note := verdict_note(check_health(self.rows))):  # the default health: thresholds
+            out["verdict"] = f"{out['verdict']}; {note}"
+        return out
 
     def export(self, out: str | Path | None = None, step: Optional[int] = None):
         """The policy of checkpoint `step` (default: the latest) as a Hugging Face folder at `out`

@@ -189,6 +189,7 @@ class RunCoordinator:
         summary.update(reward_metrics.reward_summary(self.task, self.earlier_rows + self.log.rows, self.counters.trainer_wall_seconds))
         summary["retirement"] = self.prompts.sampler.retirement()  # No-Positive-Resampling's retired share (report.retirement_line)
         summary["policy"] = self.policy  # the exported final policy (runs/export.py), or None
+        self.log.tag_health(self.earlier_rows + self.log.rows, self.cfg)
         self.log.finish(summary, self.status)
         if workers is not None:
             workers.shutdown()
@@ -304,6 +305,7 @@ class RunCoordinator:
                 while loop.eval_refs and ray.wait([ref := next(iter(loop.eval_refs))], timeout=0)[0]:
                     step, stamp = loop.eval_refs.pop(ref)
                     self.log.log({**ray.get(ref), **stamp}, step)
+                    self.log.tag_health(self.earlier_rows + self.log.rows, self.cfg)  # health/<rule> tags as flags appear
         if head and any(r in head for r in ready):
             try:
                 ray.get([r for r in ready if r in head])

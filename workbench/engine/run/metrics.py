@@ -30,6 +30,7 @@ from workbench.config import RunConfig
 from workbench.engine.failures import ERROR_LOG
 from workbench.engine.run import accounting
 from workbench.runs.folder import PARAMS_SUMMARY_KEY
+from workbench.runs.health import check_health
 from workbench.tracking.sink import JsonlSink, MetricSink, rewindable
 
 
@@ -74,6 +75,13 @@ class RunLog:
         for s in self.sinks:
             if hasattr(s, "set_tags"):
                 s.set_tags({key: value})
+
+    def tag_health(self, rows: list[dict[str, Any]], cfg: RunConfig) -> list[dict[str, Any]]:
+        """The run-health rules (runs/health.py) over `rows`, each flag a tag `health/<rule>` = its message."""
+        flags = check_health(rows, cfg.health)
+        for f in flags:
+            self.tag(f"health/{f['rule']}", f["message"])
+        return flags
 
     def finish(self, summary: dict[str, Any], status: str) -> None:
         """Write summary.json and close the sinks (FINISHED, FAILED, or KILLED for a stopped run)."""
@@ -122,7 +130,7 @@ def run_summary(
 ) -> dict[str, Any]:  # fmt: skip
     """summary.json: how the run ended (a failed run: `error`, one line; its traceback is in
     error.log), first and last validation, throughput, utilisation, restarts; `extra` adds keys
-    (the not-learning watch's "learning" and "training")."""
+    (the not-learning watch's "learning" and "training"); `health`: the run-health flags (runs/health.py)."""
     evals = [r for r in rows if "val/pass_rate" in r]
     c = counters
     return {
@@ -145,6 +153,7 @@ def run_summary(
         "trainer_restarts": restarts,
         "staleness_max": max((r.get("train/staleness_max", 0.0) for r in rows), default=0.0),
         "events": list(events),
+        "health": check_health(rows, cfg.health),
         "generation": {"backend": cfg.generation.backend, **(generation or {})},
         PARAMS_SUMMARY_KEY: n_params,
         **accounting.compute_metrics(c, n_params),

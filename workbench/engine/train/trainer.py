@@ -63,6 +63,7 @@ from workbench.engine.train.micro import add_partial, is_extreme, merge_ranks, m
 from workbench.engine.train.reference import ReferencePolicy
 from workbench.engine.train.optim import build_optimizer, build_scheduler
 from workbench.rl.losses import policy_loss
+from workbench.rl.mismatch import mismatch_metrics, mismatch_partial
 from workbench.runs.checkpoint import TRAINER_DCP
 from workbench.rl.recipe import RecipeConfig
 from workbench.rl.step import StepRows, prepare_step
@@ -224,6 +225,7 @@ class Trainer:
         if self.sharded:
             part = merge_ranks(fsdp.gather_objects(part))
         loss_total, sums, ent_sum, tok_sum = part["loss"], part["sums"], part["ent"], part["tok"]
+        stats.update(mismatch_metrics(sums))  # per measured token, not per trained token: out of the loop below
         norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.train_cfg.grad_clip)
         grad_norm = float(fsdp.to_local(norm)) if self.sharded else float(norm)
         stats["train/loss"] = loss_total
@@ -297,6 +299,9 @@ class Trainer:
                 rows.weights[pick, : width - 1], old_logp=old, ref_logp=ref,
                 entropy=ent if recipe.loss.entropy_coef else None,
             )  # fmt: skip
+            if rows.versions is not None:  # the pre-update log-probs against the generator's (rl/mismatch.py)
+                add_partial(sums, mismatch_partial(logp, rows.gen_logp[pick, : width - 1], mask,
+                                                   rows.versions[pick, : width - 1], self.version, self.train_cfg.mismatch_bound))
             # FSDP averages over ranks; the weights already sum to the whole batch: undo the mean
             (loss * self.world_size if self.sharded else loss).backward()
             loss_total += float(loss.detach())

@@ -1,0 +1,135 @@
+"""Run health (workbench/runs/health.py): each rule on synthetic metric series fires at the step
+where the metric turns and not before, a noisy healthy run raises no flag, and the flags reach the
+report, the forecast's verdict and the config's thresholds."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from workbench.config import HealthConfig, load_run_config
+from workbench.configtools import ConfigError
+from workbench.runs.health import VERDICT_PREFIX, check_health, verdict_note
+from workbench.runs.report import print_report, write_report
+
+STEPS = 60
+TURN = 30
+
+
+def healthy(seed: int = 0, steps: int = STEPS) -> list[dict]:
+    """A healthy run's rows: noisy, slowly improving training metrics; an evaluation every 10 steps."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for s in range(1, steps + 1):
+        rows.append({
+            "step": s,
+            "train/entropy": 2.0 * (1 - 0.004 * s) * rng.normal(1, 0.05),
+            "train/response_len": 30 + 0.1 * s + rng.normal(0, 3),
+            "train/truncation_rate": float(np.clip(rng.normal(0.05, 0.03), 0, 1)),
+            "train/grad_norm": float(rng.lognormal(0, 0.4)),
+            "train/zero_variance_frac": float(np.clip(rng.normal(0.3, 0.1), 0, 1)),
+            "train/mismatch_kl": float(abs(rng.normal(1e-4, 5e-5))),
+            "train/pass_rate": float(np.clip(0.2 + 0.005 * s + rng.normal(0, 0.05), 0, 1)),
+            "compute/device_hours": 0.01 * s,
+        })  # fmt: skip
+        if s % 10 == 0:
+            rows.append({"step": s, "val/pass_rate": 0.2 + 0.004 * s + rng.normal(0, 0.01), "compute/device_hours": 0.01 * s})
+    rows.insert(0, {"step": 0, "val/pass_rate": 0.2, "compute/device_hours": 0.0})
+    return rows
+
+
+def turned(key: str, value, rows: list[dict] | None = None) -> list[dict]:
+    """A healthy run whose `key` takes `value(step, old)` from step TURN on."""
+    rows = [dict(r) for r in (rows or healthy())]
+    for r in rows:
+        if key in r and r["step"] >= TURN:
+            r[key] = value(r["step"], r[key])
+    return rows
+
+
+def only(flags: list[dict], rule: str) -> dict:
+    assert [f["rule"] for f in flags] == [rule], flags
+    return flags[0]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_noisy_healthy_run_raises_no_flag(seed):
+    assert check_health(healthy(seed)) == []
+
+
+CASES = {
+    "entropy": ("train/entropy", lambda s, v: 0.1 * v),
+    "length": ("train/response_len", lambda s, v: 5 * v),
+    "truncation": ("train/truncation_rate", lambda s, v: 0.8),
+    "grad_spike": ("train/grad_norm", lambda s, v: 50.0 if s == TURN else v),
+    "zero_variance": ("train/zero_variance_frac", lambda s, v: 0.97),
+    "mismatch": ("train/mismatch_kl", lambda s, v: 0.05),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_each_rule_fires_at_the_step_the_metric_turns_and_not_before(rule):
+    key, value = CASES[rule]
+    rows = turned(key, value)
+    flag = only(check_health(rows), rule)
+    assert flag["step"] == TURN and flag["metric"] == key
+    assert f"workbench samples RUN --step {TURN}" in flag["message"]
+    assert check_health([r for r in rows if r["step"] < TURN + 2]) == [] or rule == "grad_spike"  # a window's median: not yet
+    assert check_health([r for r in rows if r["step"] < TURN]) == []  # before the turn: nothing
+
+
+def test_training_pass_rate_rising_while_validation_falls_is_flagged_at_the_falling_evaluation():
+    rows = turned("train/pass_rate", lambda s, v: min(1.0, v + 0.01 * (s - TURN)))
+    best = max(r["val/pass_rate"] for r in rows if "val/pass_rate" in r and r["step"] < TURN)
+    for r in rows:
+        if "val/pass_rate" in r and r["step"] >= TURN + 10:
+            r["val/pass_rate"] = best - 0.1
+    flag = only(check_health(rows), "divergence")
+    assert flag["step"] == TURN + 10 and flag["metric"] == "val/pass_rate"
+    assert check_health([r for r in rows if r["step"] < TURN + 10]) == []
+    # validation falling while training does not rise is not this rule (nor any other)
+    flat = [{**r, "train/pass_rate": 0.3} if "train/pass_rate" in r else r for r in rows]
+    assert check_health(flat) == []
+
+
+def test_thresholds_come_from_the_health_config():
+    rows = turned("train/entropy", lambda s, v: 0.5 * v)  # a 50% fall: under the default 80%
+    assert check_health(rows) == []
+    flag = only(check_health(rows, HealthConfig(entropy_drop=0.4)), "entropy")
+    assert flag["step"] == TURN and "entropy fell 5" in flag["message"]
+    cfg = load_run_config(None, ["health.entropy_drop=0.4", "health.window=3"])
+    assert cfg.health.entropy_drop == 0.4 and cfg.health.window == 3
+    with pytest.raises(ConfigError, match="health.entropy_drop"):
+        load_run_config(None, ["health.entropy_drop=1.5"])
+    with pytest.raises(ConfigError, match="train.mismatch_bound"):
+        load_run_config(None, ["train.mismatch_bound=[2.0, 3.0]"])
+
+
+def test_the_verdict_names_the_first_active_flag():
+    flags = check_health(turned("train/entropy", lambda s, v: 0.1 * v))
+    note = verdict_note(flags)
+    assert note.startswith(f"{VERDICT_PREFIX}; from step {TURN}, entropy fell 9")
+    assert verdict_note([]) == ""
+
+
+def test_the_report_prints_the_flags_and_its_verdict_carries_the_caveat(tmp_path):
+    rows = turned("train/entropy", lambda s, v: 0.1 * v)
+    for r in rows:  # a curve that bends, so the report can fit it
+        if "val/pass_rate" in r:
+            r["val/pass_rate"] = 0.2 + 0.5 * (1 - np.exp(-r["step"] / 15))
+    rows += [{"step": s, "val/pass_rate": 0.2 + 0.5 * (1 - np.exp(-s / 15)), "compute/device_hours": 0.01 * s}
+             for s in range(5, STEPS, 10)]
+    rows.sort(key=lambda r: r["step"])
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rep = write_report(tmp_path, charts=False)
+    assert [f["rule"] for f in rep["health"]] == ["entropy"]
+    assert f"{VERDICT_PREFIX}; from step {TURN}, entropy fell" in rep["verdict_10x"]
+    text = print_report(rep)
+    assert f"run health: entropy from step {TURN} (train/entropy)" in text
+    healthy_rows = healthy()
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in healthy_rows))
+    rep = write_report(tmp_path, charts=False)
+    assert rep["health"] == [] and VERDICT_PREFIX not in (rep["verdict_10x"] or "")
+    assert "run health: no flag" in print_report(rep)

@@ -1,0 +1,182 @@
+"""Run health: rules over a run's metric rows that flag it going wrong before its curve says so.
+
+    flags = check_health(rows, cfg.health)     # [{rule, step, metric, message}], [] for a healthy run
+    note = verdict_note(flags)                 # "the forecast assumes the run stays healthy; from step N, ..."
+
+Pure: metric rows in (metrics.jsonl's, `{"step": N, key: value}`), flags out; no Ray, no files.
+The engine puts the flags in summary.json (`health`) and on the MLflow run as tags
+(`health/<rule>` = message) at each evaluation and at the end; the run report prints them and
+the forecast's verdict names the first (workbench/runs/report.py). Thresholds are `health:` in
+the run config (workbench/config.py HealthConfig; the defaults below when none is given).
+
+The rules (each reports its first occurrence only):
+
+- `mismatch`: train/mismatch_kl growing: its running median above `mismatch_growth` x its early
+  level and above the floor `mismatch_kl`.
+- `entropy`: train/entropy's running median below (1 - `entropy_drop`) x its early level.
+- `length`: train/response_len's running median above `length_growth` x its early level.
+- `truncation`: train/truncation_rate's running median above `truncation_rate`.
+- `grad_spike`: one train/grad_norm above `grad_spike` x the median of the `window` steps before.
+- `zero_variance`: train/zero_variance_frac's running median at or above `zero_variance`.
+- `divergence`: val/pass_rate fell more than `divergence` below its best evaluation while
+  train/pass_rate's running median rose more than `divergence` since then (a reward hack or
+  overfitting).
+
+A running median is over the last `window` values (one noisy step never flags); a metric's early
+level is the median of its first `window` values. The step a flag names is where the metric
+turned: the first step, in the window whose median crossed, whose own value is past the
+threshold (grad_spike: the spike; divergence: the first evaluation found past the fall).
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import median
+from typing import Any, Callable, Optional, Sequence
+
+Row = dict[str, Any]
+Flag = dict[str, Any]
+
+# The thresholds when no config is given: HealthConfig's defaults (workbench/config.py owns them).
+DEFAULTS: dict[str, float] = {
+    "window": 5, "mismatch_growth": 4.0, "mismatch_kl": 0.01, "entropy_drop": 0.8, "length_growth": 3.0,
+    "truncation_rate": 0.5, "grad_spike": 10.0, "zero_variance": 0.9, "divergence": 0.05,
+}  # fmt: skip
+VERDICT_PREFIX = "the forecast assumes the run stays healthy"
+
+
+def _series(rows: Sequence[Row], key: str) -> list[tuple[int, float]]:
+    """(step, value) of `key` in step order, without missing or non-finite values (a skipped step)."""
+    out = []
+    for r in rows:
+        v = r.get(key)
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            out.append((int(r["step"]), float(v)))
+    return sorted(out)
+
+
+def _look(step: int, what: str) -> str:
+    return f"Look at {what} and at the completions: `workbench samples RUN --step {step}`"
+
+
+def _crossing(series: list[tuple[int, float]], w: int, start: int,
+              past: Callable[[float], bool]) -> Optional[tuple[int, float]]:
+    """(the step where the metric turned, the running median there) at the first index >= `start`
+    whose running median is `past` the threshold; None when it never is."""
+    vals = [v for _, v in series]
+    for i in range(max(start, w - 1), len(series)):
+        level = median(vals[i - w + 1 : i + 1])
+        if past(level):
+            turn = next(j for j in range(i - w + 1, i + 1) if past(vals[j]))
+            return series[turn][0], level
+    return None
+
+
+def _relative(rows: Sequence[Row], key: str, w: int, past: Callable[[float, float], bool]) -> Optional[tuple[int, float, float]]:
+    """(step, early level, running median) where `key` first moves `past` its early level."""
+    s = _series(rows, key)
+    if len(s) <= w:
+        return None
+    early = median(v for _, v in s[:w])
+    hit = _crossing(s, w, w, lambda v: past(v, early))
+    return None if hit is None else (hit[0], early, hit[1])
+
+
+def _grad_spike(rows: Sequence[Row], w: int, k: float) -> Optional[Flag]:
+    s = _series(rows, "train/grad_norm")
+    for i in range(w, len(s)):
+        base = median(v for _, v in s[i - w : i])
+        if base > 0 and s[i][1] > k * base:
+            step = s[i][0]
+            n = sum(1 for j in range(i, len(s)) if s[j][1] > k * median(v for _, v in s[j - w : j]))
+            return _flag("grad_spike", step, "train/grad_norm",
+                         f"gradient norm spiked to {s[i][1]:.3g}, {s[i][1] / base:.0f}x its recent median {base:.3g} "
+                         f"({n} such step{'s' if n != 1 else ''} in the run). "
+                         + _look(step, "train/loss, train/ratio_max and the learning rate"))
+    return None
+
+
+def _divergence(rows: Sequence[Row], w: int, d: float) -> Optional[Flag]:
+    val = _series(rows, "val/pass_rate")
+    train = _series(rows, "train/pass_rate")
+    if len(val) < 2 or len(train) < w:
+        return None
+
+    def level(step: int) -> Optional[float]:
+        before = [v for s, v in train if s <= step][-w:]
+        return median(before) if len(before) == w else None
+
+    best_step, best = val[0]
+    for step, v in val[1:]:
+        if v > best:
+            best_step, best = step, v
+            continue
+        t0, t1 = level(best_step), level(step)
+        if t0 is None:  # too few training steps before the best evaluation: take the first window's
+            t0 = median(v for _, v in train[:w])
+        if best - v > d and t1 is not None and t1 - t0 > d:
+            return _flag("divergence", step, "val/pass_rate",
+                         f"validation pass rate fell from {best:.3f} (step {best_step}) to {v:.3f} while the training "
+                         f"pass rate rose from {t0:.3f} to {t1:.3f} (a reward hack or overfitting). "
+                         + _look(step, "what passes in training but fails in validation"))
+    return None
+
+
+def _flag(rule: str, step: int, metric: str, message: str) -> Flag:
+    return {"rule": rule, "step": int(step), "metric": metric, "message": message}
+
+
+def check_health(rows: Sequence[Row], cfg: Any = None) -> list[Flag]:
+    """Every rule over `rows` (one run's metric rows); `cfg` a HealthConfig (None: `DEFAULTS`).
+    The flags come in step order, at most one per rule."""
+    h = {k: float(getattr(cfg, k, v)) if cfg is not None else v for k, v in DEFAULTS.items()}
+    w = max(1, int(h["window"]))
+    flags: list[Flag] = []
+    if hit := _relative(rows, "train/mismatch_kl", w, lambda v, e: v > max(h["mismatch_kl"], h["mismatch_growth"] * e)):
+        step, early, now = hit
+        flags.append(_flag("mismatch", step, "train/mismatch_kl",
+                           f"the generator/trainer mismatch grew, mismatch KL from {early:.2g} to {now:.2g}. "
+                           + _look(step, "train/mismatch_ratio_max, the dtypes and the FP32 head on both sides")))
+    if hit := _relative(rows, "train/entropy", w, lambda v, e: e > 0 and v < (1 - h["entropy_drop"]) * e):
+        step, early, now = hit
+        flags.append(_flag("entropy", step, "train/entropy",
+                           f"entropy fell {1 - now / early:.0%} (from {early:.3g} to {now:.3g}). "
+                           + _look(step, "repeated completions (collapse onto one answer)")))
+    if hit := _relative(rows, "train/response_len", w, lambda v, e: e > 0 and v > h["length_growth"] * e):
+        step, early, now = hit
+        flags.append(_flag("length", step, "train/response_len",
+                           f"completion length ran away, from {early:.0f} to {now:.0f} tokens ({now / early:.1f}x). "
+                           + _look(step, "train/truncation_rate and repetition")))
+    s = _series(rows, "train/truncation_rate")
+    if hit := _crossing(s, w, 0, lambda v: v > h["truncation_rate"]):
+        flags.append(_flag("truncation", hit[0], "train/truncation_rate",
+                           f"truncation ran away, {hit[1]:.0%} of completions cut at the token limit. "
+                           + _look(hit[0], "completions cut off (generation.max_new_tokens)")))
+    if flag := _grad_spike(rows, w, h["grad_spike"]):
+        flags.append(flag)
+    s = _series(rows, "train/zero_variance_frac")
+    if hit := _crossing(s, w, 0, lambda v: v >= h["zero_variance"]):
+        flags.append(_flag("zero_variance", hit[0], "train/zero_variance_frac",
+                           f"nothing left to learn from, {hit[1]:.0%} of groups have zero reward variance. "
+                           + _look(hit[0], "whether every prompt is all-pass (too easy) or all-fail (too hard)")))
+    if flag := _divergence(rows, w, h["divergence"]):
+        flags.append(flag)
+    return sorted(flags, key=lambda f: f["step"])
+
+
+def verdict_note(flags: Sequence[Flag]) -> str:
+    """The forecast's caveat for the first active flag ("" for a healthy run):
+    "the forecast assumes the run stays healthy; from step N, entropy fell 85% (...)"."""
+    if not flags:
+        return ""
+    f = flags[0]
+    head = f["message"].split(". ")[0]
+    more = f" (and {len(flags) - 1} more flag{'s' if len(flags) > 2 else ''})" if len(flags) > 1 else ""
+    return f"{VERDICT_PREFIX}; from step {f['step']}, {head}{more}"
+
+
+def health_lines(flags: Sequence[Flag]) -> list[str]:
+    """The run report's lines: one per flag, or that the run looks healthy."""
+    if not flags:
+        return ["run health: no flag (healthy by the health: rules)"]
+    return [f"run health: {f['rule']} from step {f['step']} ({f['metric']}): {f['message']}" for f in flags]
