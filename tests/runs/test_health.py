@@ -133,3 +133,22 @@ def test_the_report_prints_the_flags_and_its_verdict_carries_the_caveat(tmp_path
     rep = write_report(tmp_path, charts=False)
     assert rep["health"] == [] and VERDICT_PREFIX not in (rep["verdict_10x"] or "")
     assert "run health: no flag" in print_report(rep)
+
+
+def test_the_run_views_forecast_verdict_names_an_active_flag_with_the_runs_thresholds(tmp_path):
+    from workbench.runs.view import RunView
+
+    rows = turned("train/entropy", lambda s, v: 0.4 * v)  # a 60% fall
+    for r in rows:
+        if "val/pass_rate" in r:
+            r["val/pass_rate"] = 0.2 + 0.5 * (1 - np.exp(-r["step"] / 15))
+    rows += [{"step": s, "val/pass_rate": 0.2 + 0.5 * (1 - np.exp(-s / 15)), "compute/device_hours": 0.01 * s}
+             for s in range(5, STEPS, 10)]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["step"])))
+    (run / "config.json").write_text(json.dumps({"name": "run", "train": {"max_steps": STEPS}}))
+    assert VERDICT_PREFIX not in RunView.open(run).forecast(5.0)["verdict"]  # 60% is under the default 80%
+    (run / "config.json").write_text(json.dumps({"name": "run", "train": {"max_steps": STEPS}, "health": {"entropy_drop": 0.5}}))
+    verdict = RunView.open(run).forecast(5.0)["verdict"]
+    assert f"{VERDICT_PREFIX}; from step {TURN}, entropy fell 6" in verdict

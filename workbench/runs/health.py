@@ -126,8 +126,9 @@ def _flag(rule: str, step: int, metric: str, message: str) -> Flag:
     return {"rule": rule, "step": int(step), "metric": metric, "message": message}
 
 
-def check_health(rows: Sequence[Row], cfg: Any = None) -> list[Flag]:
-    """Every rule over `rows` (one run's metric rows); `cfg` a HealthConfig (None: `DEFAULTS`).
+def check_health(rows: Sequence[Row], cfg: Any = None, run: Optional[str] = None) -> list[Flag]:
+    """Every rule over `rows` (one run's metric rows); `cfg` a HealthConfig (None: `DEFAULTS`);
+    `run` the run folder the messages' `workbench samples` line names (None: RUN).
     The flags come in step order, at most one per rule."""
     h = {k: float(getattr(cfg, k, v)) if cfg is not None else v for k, v in DEFAULTS.items()}
     w = max(1, int(h["window"]))
@@ -161,6 +162,9 @@ def check_health(rows: Sequence[Row], cfg: Any = None) -> list[Flag]:
                            + _look(hit[0], "whether every prompt is all-pass (too easy) or all-fail (too hard)")))
     if flag := _divergence(rows, w, h["divergence"]):
         flags.append(flag)
+    if run:
+        for f in flags:
+            f["message"] = f["message"].replace("`workbench samples RUN ", f"`workbench samples {run} ")
     return sorted(flags, key=lambda f: f["step"])
 
 

@@ -207,7 +207,7 @@ def write_report(
     out = Path(out_dir)
     rows = read_jsonl(out / "metrics.jsonl") if rows is None else rows
     report, prefix = _curve_report(rows, x, SCORE_KEY, backtest_fraction)
-    report["health"] = check_health(rows, health)  # `health`: a HealthConfig (None: the defaults)
+    report["health"] = check_health(rows, health, run=str(out))  # `health`: a HealthConfig (None: the defaults)
     if (note := verdict_note(report["health"])) and report.get("verdict_10x"):
         report["verdict_10x"] = f"{report['verdict_10x']}; {note}"  # a forecast fitted to a drifting run says so
     fit, bt = report["fit"], report["backtest"]

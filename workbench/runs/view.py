@@ -214,7 +214,7 @@ class RunView:
         from workbench.runs.health import check_health, verdict_note
 
         out = forecast_from_fit(self.fit(x, fit_from), budget, x=x or self.x, level=level, min_gain=min_gain)
-        if out.get("verdict") and (note := verdict_note(check_health(self.rows))):  # the default health: thresholds
+        if out.get("verdict") and (note := verdict_note(check_health(self.rows, getattr(self._cfg, "health", None), run=str(self.out_dir)))):  # the run's health: thresholds
             out["verdict"] = f"{out['verdict']}; {note}"
         return out
 

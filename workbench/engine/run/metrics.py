@@ -78,7 +78,7 @@ class RunLog:
 
     def tag_health(self, rows: list[dict[str, Any]], cfg: RunConfig) -> list[dict[str, Any]]:
         """The run-health rules (runs/health.py) over `rows`, each flag a tag `health/<rule>` = its message."""
-        flags = check_health(rows, cfg.health)
+        flags = check_health(rows, cfg.health, run=str(cfg.output_dir()))
         for f in flags:
             self.tag(f"health/{f['rule']}", f["message"])
         return flags
@@ -153,7 +153,7 @@ def run_summary(
         "trainer_restarts": restarts,
         "staleness_max": max((r.get("train/staleness_max", 0.0) for r in rows), default=0.0),
         "events": list(events),
-        "health": check_health(rows, cfg.health),
+        "health": check_health(rows, cfg.health, run=str(cfg.output_dir())),
         "generation": {"backend": cfg.generation.backend, **(generation or {})},
         PARAMS_SUMMARY_KEY: n_params,
         **accounting.compute_metrics(c, n_params),
