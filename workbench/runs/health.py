@@ -20,7 +20,8 @@ The rules (each reports its first occurrence only):
 - `zero_variance`: train/zero_variance_frac's running median at or above `zero_variance`.
 - `divergence`: val/pass_rate fell more than `divergence` below its best evaluation while
   train/pass_rate's running median rose more than `divergence` since then (a reward hack or
-  overfitting).
+  overfitting); both moves must also pass twice their noise (val/pass_rate_se; the spread of the
+  training pass rates), so a small evaluation's noise does not flag.
 
 A running median is over the last `window` values (one noisy step never flags); a metric's early
 level is the median of its first `window` values. The step a flag names is where the metric
@@ -31,7 +32,7 @@ threshold (grad_spike: the spike; divergence: the first evaluation found past th
 from __future__ import annotations
 
 import math
-from statistics import median
+from statistics import median, pstdev
 from typing import Any, Callable, Optional, Sequence
 
 Row = dict[str, Any]
@@ -97,24 +98,29 @@ def _grad_spike(rows: Sequence[Row], w: int, k: float) -> Optional[Flag]:
 
 
 def _divergence(rows: Sequence[Row], w: int, d: float) -> Optional[Flag]:
+    """Both moves must pass `d` and their noise: the validation fall twice the standard error of
+    the difference (val/pass_rate_se), the training rise twice that of two window medians' difference
+    (from the spread of the training pass rates in the two windows)."""
     val = _series(rows, "val/pass_rate")
+    se = dict(_series(rows, "val/pass_rate_se"))
     train = _series(rows, "train/pass_rate")
     if len(val) < 2 or len(train) < w:
         return None
 
-    def level(step: int) -> Optional[float]:
+    def window(step: int) -> list[float]:
         before = [v for s, v in train if s <= step][-w:]
-        return median(before) if len(before) == w else None
+        return before if len(before) == w else [v for _, v in train[:w]]  # too few before: the first window's
 
     best_step, best = val[0]
     for step, v in val[1:]:
         if v > best:
             best_step, best = step, v
             continue
-        t0, t1 = level(best_step), level(step)
-        if t0 is None:  # too few training steps before the best evaluation: take the first window's
-            t0 = median(v for _, v in train[:w])
-        if best - v > d and t1 is not None and t1 - t0 > d:
+        w0, w1 = window(best_step), window(step)
+        t0, t1 = median(w0), median(w1)
+        fall_noise = 2 * math.hypot(se.get(best_step, 0.0), se.get(step, 0.0))
+        rise_noise = 2 * pstdev(w0 + w1) * math.sqrt(2 / w)
+        if best - v > max(d, fall_noise) and t1 - t0 > max(d, rise_noise) and len([s for s, _ in train if s <= step]) >= w:
             return _flag("divergence", step, "val/pass_rate",
                          f"validation pass rate fell from {best:.3f} (step {best_step}) to {v:.3f} while the training "
                          f"pass rate rose from {t0:.3f} to {t1:.3f} (a reward hack or overfitting). "
