@@ -30,8 +30,8 @@ file exists and that a traced step enters no package file this map leaves out.
   9. rl/step.py                    prepare_step: every filter, the penalties (rl/reward.py), advantages
                                    (rl/advantages.py), aggregation weights (rl/aggregation.py, rl/_checks.py)
  10. rl/losses.py                  per micro-batch (engine/train/micro.py) on engine/model/policy.py's
-                                   log-probs; then clip, AdamW (engine/train/optim.py), the weights out
-                                   (engine/weights.py)
+                                   log-probs, beside the mismatch against the generator's (rl/mismatch.py);
+                                   then clip, AdamW (engine/train/optim.py), the weights out (engine/weights.py)
  11. engine/run/weight_sync.py     WeightSync.trained: the version, the push to worker.set_weights
  12. engine/run/metrics.py         step_row: the step's row in metrics.jsonl
 """
