@@ -14,6 +14,7 @@
     workbench export runs/quickstart --out policies/quickstart
     workbench findings --experiment scalerl-loo [--export examples/loo --provenance TEXT]
     workbench model import SmolLM2-135M-Instruct.Q4_1.gguf --out models/smollm2
+    workbench samples runs/quickstart [--step N] [--failed] [--diff STEP_A STEP_B]
 
 Each sub-command lives in the module that owns its concern and is imported here by name: a
 module that is missing or fails to import fails `workbench` itself (no command drops out
@@ -29,7 +30,7 @@ import sys
 from types import ModuleType
 
 from workbench import kernel, sweep
-from workbench.commands import check, compare, config, export, findings, predict, ui
+from workbench.commands import check, compare, config, export, findings, predict, samples, ui
 from workbench.engine.cluster import cluster_command
 from workbench.engine.model import model_command
 from workbench.engine.plan import plan_command
@@ -53,6 +54,7 @@ COMMANDS: dict[str, ModuleType] = {
     "export": export,
     "findings": findings,
     "model": model_command,
+    "samples": samples,
 }
 
 

@@ -26,7 +26,7 @@ from workbench.configtools import (
     set_dotted,
     to_dict,
 )
-from workbench.config_checks import validate_gpu_shares, validate_health, validate_mix
+from workbench.config_checks import SamplesConfig, validate_gpu_shares, validate_health, validate_mix, validate_samples
 from workbench.rl.recipe import RecipeConfig, recipe_from_value, swap_recipe
 
 
@@ -315,6 +315,8 @@ class RunConfig:
     """Checkpoints (resume, fault recovery)."""
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     """MLflow tracking (and Weights & Biases, `tracking.wandb`)."""
+    samples: SamplesConfig = field(default_factory=SamplesConfig)
+    """Completions kept in <run>/samples/ (and MLflow): `workbench samples`, `Session.samples`."""
     health: HealthConfig = field(default_factory=HealthConfig)
     """Run health: the rules that flag a run going wrong (summary.json's `health`, the report, MLflow tags)."""
 
@@ -402,6 +404,7 @@ def validate(cfg: RunConfig) -> None:
     if g.vllm_tensor_parallel_size < 1:
         raise ConfigError("generation.vllm_tensor_parallel_size must be >= 1")
     validate_gpu_shares(cfg)
+    validate_samples(cfg.samples)
     validate_health(cfg)
     r = cfg.resources
     if r.trainer_workers < 1:

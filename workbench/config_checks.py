@@ -1,5 +1,6 @@
 """Cross-field checks of the run configuration that concern one part of it: `task.mix`'s
-sources, and the GPU shares of the roles (with vLLM's margin under a fractional share).
+sources, the GPU shares of the roles (with vLLM's margin under a fractional share), and
+the `samples:` section (`SamplesConfig`, defined here beside its check to keep config.py short).
 
 `workbench.config.validate` calls them when a config is loaded; `workbench plan` reads
 `VLLM_SHARE_MARGIN` from here. They take the config's dataclasses and raise `ConfigError` (one
@@ -9,6 +10,7 @@ line saying what to change); nothing here starts or imports an engine.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from workbench.configtools import ConfigError
@@ -105,3 +107,22 @@ def validate_health(cfg: RunConfig) -> None:
     b = cfg.train.mismatch_bound
     if len(b) != 2 or not 0 < b[0] <= 1 <= b[1]:
         raise ConfigError(f"train.mismatch_bound must be [lo, hi] with 0 < lo <= 1 <= hi, got {list(b)}")
+
+
+@dataclass
+class SamplesConfig:
+    """The run config's `samples:` section (here, beside its check, to keep config.py short)."""
+
+    groups_per_step: int = 2
+    """Training groups kept per step in <run>/samples/: one passing and one failing where the step has both (0: none)."""
+    val_cap: int = 256
+    """Validation completions kept per evaluation (the first ones; 0: none)."""
+    max_mb: float = 50.0
+    """The samples folder's bound in MB: past it older steps are thinned (every 2nd, then 4th...); 0: keep no samples."""
+
+
+def validate_samples(s: SamplesConfig) -> None:
+    """`samples:` counts and the bound are not negative."""
+    for key in ("groups_per_step", "val_cap", "max_mb"):
+        if getattr(s, key) < 0:
+            raise ConfigError(f"samples.{key} must be >= 0 (0 keeps none), got {getattr(s, key):g}")

@@ -9,6 +9,7 @@
     s.wait()                        # blocks (refreshing dashboards); raises RunFailed on failure
     s.curve, s.fit(), s.forecast(budget=1.0), s.chart()      # the run's RunView (workbench.runs.view): read-only
     s.export("policies/mine")       # a checkpoint's policy as a Hugging Face folder (the run leaves <run>/policy)
+    s.samples(step=10, passed=False, domain="code", contains="def ")   # kept completions, a DataFrame
     s.pause(); s.resume(); s.stop() # stop() waits for the final checkpoint
     s = Session.attach("my-run")    # by name or run folder: a Session's run after a kernel restart, or a `workbench run`
     s = Session.resume_from("runs/my-run", max_steps=400)    # continue a stopped run from its checkpoint
@@ -240,7 +241,7 @@ class Session:
     # ------------------------------------------------------------------ the view (read-only)
     rows, curve, history = _polled("rows"), _polled("curve"), _polled("history")
     status, fit, forecast, chart = _polled("status"), _polled("fit"), _polled("forecast"), _polled("chart")
-    export = _polled("export")
+    export, samples = _polled("export"), _polled("samples")
 
     def dashboard(self, budget: float | None = None, *, poll: float = 2.0, fit_from: float | None = None):
         """A live ipywidgets panel (see workbench.widgets.dashboard.Dashboard)."""

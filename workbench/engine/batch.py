@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 import torch
@@ -27,6 +28,7 @@ class Group:
     correct: list[bool]
     rewards: list[float]
     split: str = "train"
+    note: Optional[dict] = None  # texts and verdicts as decoded (runs/samples.group_note): for the kept samples
 
 
 def _offsets(lengths: np.ndarray) -> np.ndarray:
@@ -231,6 +233,7 @@ class Chunk:
     verdicts: dict = field(default_factory=dict)  # verdict -> count over the chunk's checks
     reward_wait: float = 0.0  # seconds between the end of decoding and the last verdict
     dropped_groups: int = 0  # groups left out because a check of theirs hit a sandbox error
+    notes: list = field(default_factory=list)  # per group (in `packed` order): its Group.note, for the kept samples
 
     @property
     def packed(self) -> PackedGroups:

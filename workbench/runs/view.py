@@ -6,6 +6,7 @@
     v.domains; v.fit(domain="code")          # a task mixture: one curve (and fit) per domain
     v.forecast(budget=1.0)                   # pass rate, 95% band and scaling-gain verdict at that compute
     v.chart(); v.status(); v.history
+    v.samples(passed=False, contains="def ")  # the kept completions (<run>/samples/, workbench.runs.samples)
 
 What sweeps, `compare`, the dashboard and the notebooks read. `workbench.Session` (live-run
 control: start, pause, stop, attach, resume) owns one view and feeds it the rows it polls from
@@ -147,6 +148,15 @@ class RunView:
         """Train-step rows (train/*, time/*, compute/*, ...) as a DataFrame indexed by step."""
         train = [r for r in self._rows if EVAL_KEY not in r]
         return pd.DataFrame(train).set_index("step") if train else pd.DataFrame()
+
+    def samples(self, step: Optional[int] = None, passed: Optional[bool] = None, domain: Optional[str] = None,
+                contains: Optional[str] = None, kind: Optional[str] = None) -> pd.DataFrame:  # fmt: skip
+        """The completions the run kept (<run>/samples/: step, kind, prompt, completion, passed,
+        reward, version, ...; see workbench.runs.samples), filtered by step, verdict, a task mix's
+        domain, text in the prompt or completion, kind ("train" or "val")."""
+        from workbench.runs.samples import read_samples
+
+        return read_samples(self.out_dir, step=step, passed=passed, domain=domain, contains=contains, kind=kind)
 
     def status(self) -> dict[str, Any]:
         """The last known status (status, step, max_steps, error, out_dir, compute/...) and the evaluations so far."""

@@ -216,12 +216,13 @@ class PendingChecks:
         scores = score_batch(self._task.reward_functions, prompts, completions, columns, [ex.id for ex in exs],
                              completion_ids=self._completion_ids, global_step=self._global_step)  # fmt: skip
         out = []
-        for v, reward, ok in zip(verdicts, scores.rewards, scores.passed):
+        for i, (v, reward, ok) in enumerate(zip(verdicts, scores.rewards, scores.passed)):
             if v.verdict == "sandbox_error":
                 out.append(v)
             else:  # a task verdict that was not a pass keeps its name (timeout, error) when the function fails it too
                 name = "pass" if ok else ("fail" if v.passed else v.verdict)
-                out.append(Verdict(name, seconds=v.seconds, detail=v.detail, reward=reward))
+                values = {spec: vs[i] for spec, vs in scores.values.items()}
+                out.append(Verdict(name, seconds=v.seconds, detail=v.detail, reward=reward, values=values))
         return out
 
 

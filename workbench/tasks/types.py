@@ -32,6 +32,8 @@ class Verdict:
     # The sample's reward when `reward.functions` scored it (their weighted sum); None: the
     # verdict's own +1 / -1 (workbench.rl.reward.reward_for).
     reward: Optional[float] = None
+    # Each reward function's own value for the sample, by spec (with `reward.functions`; kept samples show them).
+    values: Optional[dict] = None
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:

@@ -34,7 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 class MetricSink(Protocol):
     def log_config(self, config: dict[str, Any]) -> None: ...
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
-    def log_artifact(self, path: str | Path) -> None: ...
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None: ...
     def close(self, status: str = "FINISHED") -> None: ...
 
 
@@ -69,7 +69,7 @@ class JsonlSink:
         row = {"step": int(step), **{k: _clean(v) for k, v in metrics.items()}}
         self._fh.write(json.dumps(row, default=float) + "\n")
 
-    def log_artifact(self, path: str | Path) -> None:
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         pass  # artifacts already live in the run directory
 
     def commit(self, step: int) -> None:
@@ -109,8 +109,8 @@ class CommitGatedSink:
         else:
             self._held.append((int(step), dict(metrics)))
 
-    def log_artifact(self, path: str | Path) -> None:
-        self.inner.log_artifact(path)
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self.inner.log_artifact(path, artifact_path)
 
     def set_tags(self, tags: dict[str, Any]) -> None:
         if hasattr(self.inner, "set_tags"):

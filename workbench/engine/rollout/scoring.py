@@ -21,18 +21,22 @@ sqrt(sum of the domains' SE^2) / number of domains.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from workbench.engine.batch import Group
+from workbench.runs.samples import group_note
 from workbench.rl.reward import reward_for
 from workbench.tasks.base import refuse_broken_sandbox, verdict_counts
 from workbench.tasks.types import VERDICTS, Example, Verdict
 
 
 def verdict_groups(
-    chunk_id: int, prompt_ids: list[int], n: int, outs: list, verdicts: list[Verdict]
+    chunk_id: int, prompt_ids: list[int], n: int, outs: list, verdicts: list[Verdict], texts: Optional[list[str]] = None
 ) -> tuple[list[Group], int]:
-    """(groups, number of groups dropped for a sandbox error) from prompt-major completions."""
+    """(groups, number of groups dropped for a sandbox error) from prompt-major completions;
+    `texts` (the decoded completions) go into each group's note (runs/samples.group_note)."""
     refuse_broken_sandbox(verdicts, f"chunk {chunk_id}")
     groups, dropped = [], 0
     for gi, pid in enumerate(prompt_ids):
@@ -42,7 +46,8 @@ def verdict_groups(
             continue
         correct = [v.passed for v in vs]
         rewards = [reward_for(v.passed) if v.reward is None else v.reward for v in vs]
-        groups.append(Group(pid, chunk_id, outs[gi * n : (gi + 1) * n], correct, rewards))
+        note = group_note(texts[gi * n : (gi + 1) * n], vs) if texts is not None else None
+        groups.append(Group(pid, chunk_id, outs[gi * n : (gi + 1) * n], correct, rewards, note=note))
     return groups, dropped
 
 

@@ -208,19 +208,19 @@ class RolloutWorker:
         examples = self._examples(split)
         return sorted(prompt_ids, key=lambda p: not part_for(self.task, examples[p]).sandboxed)
 
-    def _submit_checks(self, split: str, prompt_ids: list[int], n: int, outs: list[Completion]):
-        """Start checking prompt-major completions (`n` per prompt); `.get()` gives the verdicts.
-        Code checks go to the reward pool at once and run while this worker decodes on."""
+    def _submit_checks(self, split: str, prompt_ids: list[int], n: int, outs: list[Completion], texts: list[str]):
+        """Start checking prompt-major completions (`n` per prompt; `texts`: them decoded); `.get()`
+        gives the verdicts. Code checks go to the reward pool at once and run while this worker decodes on."""
         from workbench.tasks.base import submit_checks
 
         examples = self._examples(split)
-        texts, ids = [], []
-        for c in outs:
-            tokens = c.tokens[:-1] if c.tokens and c.tokens[-1] == self.eos_id else c.tokens
-            texts.append(self.tokenizer.decode(tokens, skip_special_tokens=True))
-            ids.append(list(c.tokens))
         return submit_checks(self.task, texts, [examples[p] for p in prompt_ids for _ in range(n)], self._sandbox(),
-                             completion_ids=ids, global_step=self.version)  # fmt: skip
+                             completion_ids=[list(c.tokens) for c in outs], global_step=self.version)  # fmt: skip
+
+    def _texts(self, outs: list[Completion]) -> list[str]:
+        """The completions decoded once: what the checks score and the kept samples show."""
+        return [self.tokenizer.decode(c.tokens[:-1] if c.tokens and c.tokens[-1] == self.eos_id else c.tokens,
+                                      skip_special_tokens=True) for c in outs]  # fmt: skip
 
     def _sample(self, split: str, prompt_ids: list[int], n: int, seed: int, in_flight: bool) -> list[Completion]:
         """`n` completions per prompt (prompt-major); interruption budgets on training prompts only."""
@@ -245,7 +245,7 @@ class RolloutWorker:
         """
         prompt_ids = self._code_first("train", prompt_ids)
         outs: list[Completion] = []
-        pending = []
+        pending, texts = [], []
         with self._decode_lock:
             t0 = time.perf_counter()
             swaps0 = self._swaps
@@ -254,22 +254,24 @@ class RolloutWorker:
             for s in range(0, len(prompt_ids), step):
                 part = prompt_ids[s : s + step]
                 done = self._sample("train", part, n_per_prompt, seed + s, in_flight=in_flight)
-                pending.append(self._submit_checks("train", part, n_per_prompt, done))  # checked while we decode on
+                part_texts = self._texts(done)
+                pending.append(self._submit_checks("train", part, n_per_prompt, done, part_texts))  # checked while we decode on
+                texts += part_texts
                 outs += done
             swaps = self._swaps - swaps0
         t_wait = time.perf_counter()  # the next chunk may decode from here on
         verdicts = [v for p in pending for v in p.get()]
         wait = time.perf_counter() - t_wait
-        return self._make_chunk(chunk_id, prompt_ids, n_per_prompt, outs, verdicts, t0, swaps, wait, self._describe())
+        return self._make_chunk(chunk_id, prompt_ids, n_per_prompt, outs, verdicts, t0, swaps, wait, self._describe(), texts)
 
     def _make_chunk(
         self, chunk_id: int, prompt_ids: list[int], n_per_prompt: int, outs: list, verdicts: list, t0: float,
-        swaps: int, reward_wait: float, meta: Optional[dict] = None,
+        swaps: int, reward_wait: float, meta: Optional[dict] = None, texts: Optional[list[str]] = None,
     ) -> Chunk:  # fmt: skip
-        """Groups from the completions (prompt-major order) and their verdicts."""
+        """Groups from the completions (prompt-major order), their verdicts and texts (the kept samples')."""
         from workbench.tasks.base import verdict_counts
 
-        groups, dropped = verdict_groups(chunk_id, prompt_ids, n_per_prompt, outs, verdicts)
+        groups, dropped = verdict_groups(chunk_id, prompt_ids, n_per_prompt, outs, verdicts, texts)
         return Chunk(
             chunk_id=chunk_id,
             groups=groups,
@@ -282,17 +284,21 @@ class RolloutWorker:
             verdicts=verdict_counts(verdicts),
             reward_wait=reward_wait,
             dropped_groups=dropped,
+            notes=[g.note for g in groups],
         )
 
     @compute_group
-    def evaluate(self, weights: Optional[Weights], version: int, num_prompts: int, k: int, seed: int) -> dict[str, float]:
+    def evaluate(self, weights: Optional[Weights], version: int, num_prompts: int, k: int, seed: int,
+                 keep_samples: int = 0) -> dict[str, Any]:  # fmt: skip
         """Sampled mean pass rate over `k` generations per held-out prompt (weights loaded first):
         the first `num_prompts` of the validation set, or of each domain's for a task mix
-        (metric names and the overall rate: engine/rollout/scoring.py)."""
+        (metric names and the overall rate: engine/rollout/scoring.py). `keep_samples`: the first
+        that many completions also come back, as records under SAMPLES_KEY (runs/samples.py)."""
+        from workbench.runs.samples import SAMPLES_KEY, val_records
         from workbench.tasks.mixture import indices_by_domain
 
         ids = self._code_first("val", [i for idx in indices_by_domain(self.task.val).values() for i in idx[:num_prompts]])
-        pending = []
+        pending, texts, kept = [], [], []
         tokens = 0
         with self._decode_lock:
             t0 = time.perf_counter()
@@ -304,9 +310,14 @@ class RolloutWorker:
                 batch = ids[s : s + step]
                 outs = self._sample("val", batch, k, seed + s, in_flight=False)
                 tokens += sum(len(c.tokens) for c in outs)
-                pending.append(self._submit_checks("val", batch, k, outs))
+                part_texts = self._texts(outs)
+                pending.append(self._submit_checks("val", batch, k, outs, part_texts))
+                texts += part_texts
+                kept += outs[: max(0, keep_samples - len(kept))]
         verdicts = [v for p in pending for v in p.get()]
+        samples = val_records(self.task.val, ids, k, texts, kept, verdicts, version, keep_samples)
         return {
+            **({SAMPLES_KEY: samples} if samples else {}),
             # with val/pass_rate_se: the standard error over prompts, the noise a curve fit should expect
             **validation_metrics(self.task.val, ids, k, verdicts),
             "val/samples_per_prompt": float(k),

@@ -117,11 +117,12 @@ class Workers:
     def train(self, groups: PackedGroups, step: int) -> TrainCall:
         return self.trainer.train(groups, step)
 
-    def evaluate(self, seed: int, *, initial: bool = False):
-        """Validate the newest weights (`initial`: the weights the run starts from)."""
+    def evaluate(self, seed: int, *, initial: bool = False, keep_samples: int = 0):
+        """Validate the newest weights (`initial`: the weights the run starts from); the first
+        `keep_samples` completions come back too (runs/samples.py)."""
         e = self.evaluation
         weights, version = (None, 0) if initial else (self.sync.latest, self.sync.version)
-        return self.evaluator.evaluate.remote(weights, version, e.num_prompts, e.samples_per_prompt, seed)
+        return self.evaluator.evaluate.remote(weights, version, e.num_prompts, e.samples_per_prompt, seed, keep_samples)
 
     def save_trainer(self, path: str) -> None:
         self.trainer.save(str(path))

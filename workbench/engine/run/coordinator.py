@@ -50,6 +50,7 @@ from workbench.engine.train.trainer import StepResult
 from workbench.runs.export import export_final
 from workbench.runs.folder import PARAMS_KEY
 from workbench.runs.liveness import Heartbeat
+from workbench.runs.samples import SAMPLES_KEY, group_keys, step_samples
 from workbench.tracking.sink import MetricSink
 from workbench.tracking.wandb_sink import wandb_sinks
 
@@ -69,6 +70,7 @@ class LoopState:
     train_q: collections.deque = field(default_factory=collections.deque)  # (TrainCall, meta)
     trainer_clock: accounting.TrainerClock = field(default_factory=accounting.TrainerClock)  # trainer wall and wait time
     gen_stats: dict = field(default_factory=_fresh_gen_stats)
+    notes: dict = field(default_factory=dict)  # (chunk id, prompt id) -> a buffered group's texts (runs/samples.py)
 
 
 class RunCoordinator:
@@ -97,9 +99,11 @@ class RunCoordinator:
             logged = read_jsonl(self.out / "metrics.jsonl")
             accounting.discarded_from_rows(self.counters, [r for r in logged if r.get("step", 0) > self.step])
             self.earlier_rows = [r for r in logged if r.get("step", 0) <= self.step]
-        self.log = RunLog(self.out, [*(sinks or []), *wandb_sinks(cfg)])  # tracking.wandb: W&B beside MLflow
+        self.log = RunLog(self.out, [*(sinks or []), *wandb_sinks(cfg)], samples=cfg.samples)  # tracking.wandb: W&B beside MLflow
         if state is not None:
             self.log.back_to(self.step)  # steps logged after the checkpoint are redone: logged once
+        else:
+            self.log.samples.back_to(-1)  # a fresh run in an old folder keeps none of the old samples
         if self.prompts.resampling_off:
             self.log.event(self.prompts.resampling_off)  # told live by `workbench run`, kept in summary.json and the dashboard
         self._stop = threading.Event()
@@ -202,7 +206,7 @@ class RunCoordinator:
         whatever finished. A dead trainer worker restarts the group from the last checkpoint."""
         self.loop = LoopState(last_ckpt=self.step)
         if self.step == 0 and self.cfg.eval.at_start:
-            self.loop.eval_refs[workers.evaluate(self.cfg.seed, initial=True)] = (0, self._snapshot())
+            self.loop.eval_refs[workers.evaluate(self.cfg.seed, initial=True, keep_samples=self.cfg.samples.val_cap)] = (0, self._snapshot())
         self.clock.start()
         while True:
             stopping = self._stop.is_set() or time.monotonic() > deadline
@@ -281,9 +285,11 @@ class RunCoordinator:
             and (not loop.train_q or (len(loop.train_q) < 2 and (self.step + 1) % self.cfg.checkpoint.every_steps != 0))
         ):
             batch = loop.groups.take(per_step)
+            kept = step_samples(batch, [loop.notes.pop(key, None) for key in group_keys(batch)], self.task.train,
+                                self.cfg.samples.groups_per_step, self.cfg.recipe.advantage_norm)  # fmt: skip
             waited = loop.trainer_clock.step_sent(self.counters, queue_was_empty=not loop.train_q)
             reward_row = reward_metrics.step_reward_row(self.task, batch, loop.gen_stats["rewards"], waited)
-            loop.train_q.append((workers.train(batch, self.step + len(loop.train_q)), {"gen": dict(loop.gen_stats), "rewards": reward_row}))
+            loop.train_q.append((workers.train(batch, self.step + len(loop.train_q)), {"gen": dict(loop.gen_stats), "rewards": reward_row, "samples": kept}))
             loop.gen_stats = _fresh_gen_stats()
 
     def _collect(self, workers, deadline: float) -> None:
@@ -304,7 +310,9 @@ class RunCoordinator:
             elif ref in loop.eval_refs:
                 while loop.eval_refs and ray.wait([ref := next(iter(loop.eval_refs))], timeout=0)[0]:
                     step, stamp = loop.eval_refs.pop(ref)
-                    self.log.log({**ray.get(ref), **stamp}, step)
+                    result = ray.get(ref)
+                    self.log.keep_samples(step, "val", result.pop(SAMPLES_KEY, []))
+                    self.log.log({**result, **stamp}, step)
                     self.log.tag_health(self.earlier_rows + self.log.rows, self.cfg)  # health/<rule> tags as flags appear
         if head and any(r in head for r in ready):
             try:
@@ -331,6 +339,8 @@ class RunCoordinator:
         self.prompts.saw(chunk.packed)
         self.prompts.warn_if_draining(self.step, self.cfg.train.prompts_per_step, self.log.event)
         loop.groups.add(chunk.packed)
+        if self.cfg.samples.groups_per_step and chunk.notes:
+            loop.notes.update(zip(group_keys(chunk.packed), chunk.notes))
         accounting.add_generated(self.counters, chunk.tokens_generated, self.n_params)
         self.learning.saw(chunk.packed)
         self.counters.gen_seconds += chunk.gen_seconds
@@ -350,7 +360,7 @@ class RunCoordinator:
         # stopping: evaluate once, after the last queued step (not after each step still in the queue)
         last = self.step >= self.max_steps or ((self._stop.is_set() or time.monotonic() > deadline) and not loop.train_q)
         if self.step % cfg.eval.every_steps == 0 or last:
-            loop.eval_refs[workers.evaluate(cfg.seed + self.step)] = (self.step, stamp)
+            loop.eval_refs[workers.evaluate(cfg.seed + self.step, keep_samples=cfg.samples.val_cap)] = (self.step, stamp)
         if not loop.train_q and (self.step % cfg.checkpoint.every_steps == 0 or last):
             self._checkpoint(workers, loop.groups.prompt_ids(), loop.gen_refs)
             loop.last_ckpt = self.step
@@ -401,6 +411,7 @@ class RunCoordinator:
                        num_generators=workers.num_generators, sampler=self.prompts.sampler.stats())  # fmt: skip
         row.update(meta.get("rewards", {}))
         self.log.log(row, self.step)
+        self.log.keep_samples(self.step, "train", meta.get("samples", []), result.version - (0 if result.skipped else 1))
         self.learning.after_step(self.step, stats, self.log, self._stop)
 
     def _checkpoint(self, workers, buffered: list[int], gen_refs) -> None:

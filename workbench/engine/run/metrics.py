@@ -30,6 +30,7 @@ from workbench.config import RunConfig
 from workbench.engine.failures import ERROR_LOG
 from workbench.engine.run import accounting
 from workbench.runs.folder import PARAMS_SUMMARY_KEY
+from workbench.runs.samples import SAMPLES_DIR, SampleWriter
 from workbench.runs.health import check_health
 from workbench.tracking.sink import JsonlSink, MetricSink, rewindable
 
@@ -37,11 +38,13 @@ from workbench.tracking.sink import JsonlSink, MetricSink, rewindable
 class RunLog:
     """The run's rows (metrics.jsonl and the sinks), its events (events.log) and the summary file."""
 
-    def __init__(self, out: Path, sinks: Optional[list[MetricSink]] = None):
+    def __init__(self, out: Path, sinks: Optional[list[MetricSink]] = None, samples: Any = None):
         self.out = Path(out)
         self.sinks = [JsonlSink(self.out / "metrics.jsonl")] + [rewindable(s) for s in sinks or []]
         self.rows: list[dict[str, Any]] = []
         self.events: list[str] = []
+        # the kept samples (<run>/samples/, runs/samples.py) under the run's `samples:` section; None: none kept
+        self.samples = SampleWriter(self.out, samples) if samples is not None else None
 
     def log_config(self, config: dict[str, Any]) -> None:
         for s in self.sinks:
@@ -64,6 +67,13 @@ class RunLog:
         self.rows = [r for r in self.rows if r["step"] <= step]
         for s in self.sinks:
             s.rollback(step)
+        if self.samples is not None:
+            self.samples.back_to(step)
+
+    def keep_samples(self, step: int, kind: str, records: list[dict[str, Any]], trained_version: Optional[int] = None) -> None:
+        """A step's kept samples (train: its picked groups; val: an evaluation's) into <run>/samples/."""
+        if self.samples is not None:
+            self.samples.write(step, kind, records, trained_version=trained_version)
 
     def event(self, text: str) -> None:
         self.events.append(text)
@@ -89,8 +99,11 @@ class RunLog:
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(summary, indent=2, default=float))
         os.replace(tmp, path)  # atomic: a reader polling for the file never sees half of it
+        samples = self.out / SAMPLES_DIR
         for s in self.sinks:
             s.log_artifact(path)
+            if samples.is_dir():  # the kept samples' Parquet files, under samples/ in MLflow (and W&B)
+                s.log_artifact(samples, SAMPLES_DIR)
             s.close({"finished": "FINISHED", "failed": "FAILED"}.get(status, "KILLED"))
 
 

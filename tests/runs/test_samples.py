@@ -1,0 +1,180 @@
+"""Kept samples (workbench/runs/samples.py): a real generator's texts into Parquet files, the
+groups a step keeps, the disk bound (older steps thinned, not dropped), the readers' filters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.config_checks import SamplesConfig
+from workbench.engine.batch import PackedGroups
+from workbench.engine.rollout.torch_backend import Evaluator, Generator
+from workbench.engine.run.actors import generator_parts
+from workbench.errors import UserError
+from workbench.runs.samples import (
+    COLUMNS, SAMPLES_KEY, SampleWriter, folder_bytes, group_keys, pick_groups, read_samples, step_files, step_samples,
+)  # fmt: skip
+from workbench.runs.view import RunView
+
+
+@pytest.fixture(scope="module")
+def chunk_and_parts(tmp_path_factory, model_cache):
+    from workbench.config import run_config_from_dict
+    from workbench.engine.run.actors import actor_config
+    from workbench.tasks.base import load_task
+
+    cfg = run_config_from_dict({
+        "out_dir": str(tmp_path_factory.mktemp("run")),
+        "model": {"path": "builtin:tiny", "sft_steps": 150, "n_embd": 32, "n_layer": 1, "n_head": 2, "cache_dir": str(model_cache)},
+        "task": {"name": "addition", "difficulty": 1, "num_train": 80, "num_val": 20},
+        "generation": {"max_new_tokens": 6, "max_batch_sequences": 64}, "eval": {"num_prompts": 10},
+        "recipe": {"base": "scalerl", "length_control": {"type": "none"}},
+    })  # fmt: skip
+    cfg = actor_config(cfg, load_task(cfg.task))
+    gen = Generator(**generator_parts(cfg))
+    return cfg, gen, gen.generate(chunk_id=3, prompt_ids=list(range(8)), n_per_prompt=4, seed=0)
+
+
+def test_a_chunk_carries_each_groups_texts_as_the_generator_decoded_them(chunk_and_parts):
+    cfg, gen, chunk = chunk_and_parts
+    packed = chunk.packed
+    assert len(chunk.notes) == len(packed) == 8
+    off = np.concatenate([[0], np.cumsum(packed.t_len)])
+    for g, note in enumerate(chunk.notes):
+        assert len(note["texts"]) == len(note["verdicts"]) == 4
+        i = 4 * g  # the group's first completion: its text is the decoded tokens (EOS left out)
+        toks = packed.tokens[off[i] : off[i + 1]].tolist()
+        toks = toks[:-1] if toks and toks[-1] == gen.eos_id else toks
+        assert note["texts"][0] == gen.tokenizer.decode(toks, skip_special_tokens=True)
+        assert [v == "pass" for v in note["verdicts"]] == packed.correct[i : i + 4].tolist()
+
+
+def test_a_step_keeps_its_groups_with_every_column(chunk_and_parts, tmp_path):
+    cfg, gen, chunk = chunk_and_parts
+    packed = chunk.packed
+    notes = dict(zip(group_keys(packed), chunk.notes))
+    recs = step_samples(packed, [notes.get(k) for k in group_keys(packed)], gen.task.train, 2, "prompt")
+    assert len(recs) == 8  # two groups of 4
+    SampleWriter(tmp_path, SamplesConfig()).write(5, "train", recs, trained_version=4)
+    df = read_samples(tmp_path)
+    assert set(COLUMNS) <= set(df.columns) and (df["step"] == 5).all() and (df["kind"] == "train").all()
+    assert set(df["prompt"]) <= {gen.task.train[p].prompt for p in range(8)}
+    assert (df["staleness"] == 4 - df["version"]).all() and (df["length"] > 0).all()
+    assert df["truncated"].tolist() == [not f for f in _finished(packed, df)]
+    for _, g in df.groupby("group"):  # GRPO's prompt norm: centred in the group
+        assert abs(g["advantage"].sum()) < 1e-4
+
+
+def _finished(packed: PackedGroups, df: pd.DataFrame) -> list[bool]:
+    out = []
+    for g in sorted(set(df["group"])):
+        s = int(np.sum(packed.size[:g]))
+        out += packed.finished[s : s + int(packed.size[g])].tolist()
+    return out
+
+
+def test_pick_groups_takes_one_passing_and_one_failing_group_where_there_are_both():
+    assert pick_groups([[False, False], [True, True], [True, False]], 2) == [0, 1]
+    assert pick_groups([[False, True], [False, False], [True, True], [True, False]], 2) == [1, 2]
+    assert pick_groups([[False, False], [False, False], [False, False]], 2) == [0, 1]  # no passing group: two still kept
+    assert pick_groups([[True], [False], [True]], 1) == [0]
+    assert pick_groups([[True], [False]], 0) == [] and pick_groups([], 2) == []
+
+
+def test_the_evaluator_returns_its_first_completions_up_to_the_cap(tiny_config):
+    ev = Evaluator(**generator_parts(tiny_config(for_actors=True), evaluator=True), rank=-1)
+    res = ev.evaluate(None, 3, num_prompts=10, k=2, seed=0, keep_samples=5)
+    recs = res[SAMPLES_KEY]
+    assert len(recs) == 5 and [r["prompt_id"] for r in recs] == [0, 0, 1, 1, 2]
+    assert all(r["version"] == 3 and isinstance(r["completion"], str) for r in recs)
+    assert SAMPLES_KEY not in ev.evaluate(None, 3, num_prompts=10, k=2, seed=0)  # no cap: nothing extra travels
+
+
+def _records(n: int, *, text: str = "x", passed: bool = False, domain: str = "") -> list[dict]:
+    return [{"group": i // 2, "prompt_id": i // 2, "domain": domain, "prompt": f"p{i // 2}", "completion": f"{text} {i}",
+             "passed": passed, "verdict": "pass" if passed else "fail", "reward": 1.0 if passed else -1.0,
+             "advantage": float("nan"), "version": 0, "version_last": 0, "staleness": 0, "length": 3,
+             "truncated": False, "interrupted": False} for i in range(n)]  # fmt: skip
+
+
+def test_the_folder_stays_under_its_bound_with_older_steps_thinned(tmp_path):
+    rng = np.random.default_rng(0)
+    w = SampleWriter(tmp_path, SamplesConfig(max_mb=0.15))
+    for step in range(1, 201):
+        noise = "".join(rng.choice(list("abcdefghij"), 300))  # incompressible enough to fill the bound
+        w.write(step, "train", _records(4, text=noise))
+        assert folder_bytes(tmp_path) <= 0.15 * 1024 * 1024
+    steps = list(step_files(tmp_path))
+    assert steps[0] == 1 and steps[-1] == 200  # the first and the newest kept
+    assert 10 < len(steps) < 200
+    gaps = np.diff(steps)
+    assert gaps[: len(gaps) // 3].mean() > gaps[-len(gaps) // 3 :].mean()  # sparser early, denser late
+    assert gaps[-1] == 1  # the newest steps whole
+
+
+def test_filters_and_an_unknown_step(tmp_path, tiny_config):
+    w = SampleWriter(tmp_path, SamplesConfig())
+    w.write(0, "val", _records(4, text="zero", passed=True, domain="math"))
+    w.write(2, "train", _records(4, text="Two", domain="code"))
+    view = RunView(tiny_config({"out_dir": str(tmp_path)}))
+    assert view.samples(passed=True, kind="val")[["step", "prompt", "completion", "passed", "reward", "version"]].shape == (4, 6)
+    assert len(read_samples(tmp_path)) == 8
+    assert read_samples(tmp_path, passed=False)["step"].unique().tolist() == [2]
+    assert read_samples(tmp_path, domain="math")["completion"].str.startswith("zero").all()
+    assert len(read_samples(tmp_path, contains="two")) == 4  # case-insensitive, in the completion
+    assert len(read_samples(tmp_path, contains="P1")) == 4  # in the prompt
+    assert read_samples(tmp_path, kind="val")["kind"].unique().tolist() == ["val"]
+    with pytest.raises(UserError, match=r"no samples at step 1 .*steps kept: 0, 2"):
+        read_samples(tmp_path, step=1)
+    assert list(read_samples(tmp_path / "nothing").columns) == COLUMNS  # none kept: an empty frame
+
+
+def test_a_restart_takes_back_the_steps_after_its_checkpoint_and_zero_mb_keeps_none(tmp_path):
+    w = SampleWriter(tmp_path, SamplesConfig())
+    for s in (1, 2, 3):
+        w.write(s, "train", _records(2))
+    w.back_to(1)
+    assert list(step_files(tmp_path)) == [1]
+    off = SampleWriter(tmp_path / "off", SamplesConfig(max_mb=0))
+    assert off.write(1, "train", _records(2)) is None and not (tmp_path / "off").exists()
+
+
+def test_samples_config_refuses_a_negative_bound():
+    from workbench.config import run_config_from_dict
+    from workbench.configtools import ConfigError
+
+    with pytest.raises(ConfigError, match="samples.max_mb must be >= 0"):
+        run_config_from_dict({"samples": {"max_mb": -1}})
+
+
+def test_each_reward_functions_value_is_a_column(tmp_path, monkeypatch):
+    """With reward.functions, a kept sample shows each function's own value beside the weighted sum."""
+    import json
+    from pathlib import Path
+
+    from tests.tasks.test_reward_scoring import FUNCTIONS, HELPERS
+    from workbench.config import TaskConfig
+    from workbench.engine.model.sampling import Completion
+    from workbench.engine.rollout.scoring import verdict_groups
+    from workbench.rl.rewards import load_reward_functions
+    from workbench.tasks.base import check_batch, load_task
+
+    monkeypatch.syspath_prepend(str(HELPERS))
+    rows = [{"prompt": [{"role": "user", "content": f"What is {i} + {i}?"}], "answer": 2 * i} for i in range(12)]
+    Path(tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    task = load_task(TaskConfig(name="jsonl", path=str(tmp_path / "d.jsonl"), num_val=4, chat_template=True, answer_format="boxed"))
+    task.reward_functions = load_reward_functions(FUNCTIONS)
+    ex = task.train[1]
+    texts = [f"\\boxed{{{ex.answer}}}", ex.answer, "\\boxed{999}", "no"]
+    verdicts = check_batch(task, texts, [ex] * 4)
+    outs = [Completion(prompt_tokens=[1], tokens=[2, 3], versions=[0, 0], finished=True) for _ in texts]
+    groups, _ = verdict_groups(0, [1], 4, outs, verdicts, texts)
+    packed = PackedGroups.from_groups(groups)
+    recs = step_samples(packed, [groups[0].note], task.train, 1, "none")
+    SampleWriter(tmp_path, SamplesConfig()).write(1, "train", recs, trained_version=0)
+    df = read_samples(tmp_path)
+    assert df["completion"].tolist() == texts and df["reward"].tolist() == [1.5, 1.0, 0.5, 0.0]
+    assert df["reward/trl_rewards:correct_number"].tolist() == [1.0, 1.0, 0.0, 0.0]
+    assert df["reward/workbench.rl.rewards:format_reward"].tolist() == [1.0, 0.0, 1.0, 0.0]
+    assert df["advantage"].tolist() == pytest.approx([0.75, 0.25, -0.25, -0.75])  # norm "none": centred only
