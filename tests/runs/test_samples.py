@@ -13,7 +13,8 @@ from workbench.engine.rollout.torch_backend import Evaluator, Generator
 from workbench.engine.run.actors import generator_parts
 from workbench.errors import UserError
 from workbench.runs.samples import (
-    COLUMNS, SAMPLES_KEY, SampleWriter, folder_bytes, group_keys, pick_groups, read_samples, step_files, step_samples,
+    COLUMNS, SAMPLES_KEY, SampleWriter, file_notes, folder_bytes, pick_groups, read_samples, step_files, step_samples,
+    take_notes,
 )  # fmt: skip
 from workbench.runs.view import RunView
 
@@ -53,8 +54,16 @@ def test_a_chunk_carries_each_groups_texts_as_the_generator_decoded_them(chunk_a
 def test_a_step_keeps_its_groups_with_every_column(chunk_and_parts, tmp_path):
     cfg, gen, chunk = chunk_and_parts
     packed = chunk.packed
-    notes = dict(zip(group_keys(packed), chunk.notes))
-    recs = step_samples(packed, [notes.get(k) for k in group_keys(packed)], gen.task.train, 2, "prompt")
+    store: dict = {}
+    file_notes(store, packed, chunk.notes)
+    assert take_notes(store, packed.select(slice(0, 3))) == chunk.notes[:3] and len(store) == 5  # a step may take part of a chunk
+    file_notes(store, packed.select(slice(0, 3)), chunk.notes[:3])
+    twice = PackedGroups.concat([packed.select(slice(0, 1))] * 2)  # a prompt drawn twice in a chunk: two notes, in order
+    file_notes(store, twice, [{"texts": ["a"]}, {"texts": ["b"]}])
+    assert take_notes(store, twice) == [chunk.notes[0], {"texts": ["a"]}]
+    store[(3, int(packed.prompt_id[0]))].insert(0, chunk.notes[0])
+    recs = step_samples(packed, take_notes(store, packed), gen.task.train, 2, "prompt")
+    assert store == {(3, int(packed.prompt_id[0])): [{"texts": ["b"]}]}
     assert len(recs) == 8  # two groups of 4
     SampleWriter(tmp_path, SamplesConfig()).write(5, "train", recs, trained_version=4)
     df = read_samples(tmp_path)

@@ -69,9 +69,22 @@ def pick_groups(correct: Sequence[Sequence[bool]], n: int) -> list[int]:
     return sorted(picked)
 
 
-def group_keys(groups: Any) -> list[tuple[int, int]]:
-    """(chunk id, prompt id) of each group of packed groups: what a group's note is filed under."""
-    return list(zip(groups.chunk_id.tolist(), groups.prompt_id.tolist()))
+def file_notes(store: dict, groups: Any, notes: list[Optional[dict]]) -> None:
+    """File each of packed `groups`' notes in `store` under (chunk id, prompt id), in order (a
+    prompt drawn twice in one chunk gets two), until `take_notes` takes them with their groups."""
+    for key, note in zip(zip(groups.chunk_id.tolist(), groups.prompt_id.tolist()), notes):
+        store.setdefault(key, []).append(note)
+
+
+def take_notes(store: dict, groups: Any) -> list[Optional[dict]]:
+    """The notes of packed `groups` (taken from the buffer in the order they came), out of `store`."""
+    out = []
+    for key in zip(groups.chunk_id.tolist(), groups.prompt_id.tolist()):
+        filed = store.get(key)
+        out.append(filed.pop(0) if filed else None)
+        if filed == []:
+            del store[key]
+    return out
 
 
 def step_samples(batch: Any, notes: list[Optional[dict]], examples: list[Any], n: int, advantage_norm: str) -> list[dict[str, Any]]:

@@ -50,7 +50,7 @@ from workbench.engine.train.trainer import StepResult
 from workbench.runs.export import export_final
 from workbench.runs.folder import PARAMS_KEY
 from workbench.runs.liveness import Heartbeat
-from workbench.runs.samples import SAMPLES_KEY, group_keys, step_samples
+from workbench.runs.samples import SAMPLES_KEY, file_notes, step_samples, take_notes
 from workbench.tracking.sink import MetricSink
 from workbench.tracking.wandb_sink import wandb_sinks
 
@@ -70,7 +70,7 @@ class LoopState:
     train_q: collections.deque = field(default_factory=collections.deque)  # (TrainCall, meta)
     trainer_clock: accounting.TrainerClock = field(default_factory=accounting.TrainerClock)  # trainer wall and wait time
     gen_stats: dict = field(default_factory=_fresh_gen_stats)
-    notes: dict = field(default_factory=dict)  # (chunk id, prompt id) -> a buffered group's texts (runs/samples.py)
+    notes: dict = field(default_factory=dict)  # (chunk id, prompt id) -> buffered groups' texts (runs/samples.py)
 
 
 class RunCoordinator:
@@ -285,8 +285,8 @@ class RunCoordinator:
             and (not loop.train_q or (len(loop.train_q) < 2 and (self.step + 1) % self.cfg.checkpoint.every_steps != 0))
         ):
             batch = loop.groups.take(per_step)
-            kept = step_samples(batch, [loop.notes.pop(key, None) for key in group_keys(batch)], self.task.train,
-                                self.cfg.samples.groups_per_step, self.cfg.recipe.advantage_norm)  # fmt: skip
+            kept = step_samples(batch, take_notes(loop.notes, batch), self.task.train, self.cfg.samples.groups_per_step,
+                                self.cfg.recipe.advantage_norm)  # fmt: skip
             waited = loop.trainer_clock.step_sent(self.counters, queue_was_empty=not loop.train_q)
             reward_row = reward_metrics.step_reward_row(self.task, batch, loop.gen_stats["rewards"], waited)
             loop.train_q.append((workers.train(batch, self.step + len(loop.train_q)), {"gen": dict(loop.gen_stats), "rewards": reward_row, "samples": kept}))
@@ -339,8 +339,8 @@ class RunCoordinator:
         self.prompts.saw(chunk.packed)
         self.prompts.warn_if_draining(self.step, self.cfg.train.prompts_per_step, self.log.event)
         loop.groups.add(chunk.packed)
-        if self.cfg.samples.groups_per_step and chunk.notes:
-            loop.notes.update(zip(group_keys(chunk.packed), chunk.notes))
+        if self.cfg.samples.groups_per_step and self.cfg.samples.max_mb and chunk.notes:
+            file_notes(loop.notes, chunk.packed, chunk.notes)
         accounting.add_generated(self.counters, chunk.tokens_generated, self.n_params)
         self.learning.saw(chunk.packed)
         self.counters.gen_seconds += chunk.gen_seconds
