@@ -1,6 +1,7 @@
 """Cross-field checks of the run configuration that concern one part of it: `task.mix`'s
-sources, the GPU shares of the roles (with vLLM's margin under a fractional share), and
-the `samples:` section (`SamplesConfig`, defined here beside its check to keep config.py short).
+sources, the GPU shares of the roles (with vLLM's margin under a fractional share), the
+`samples:` section (`SamplesConfig`, defined here beside its check to keep config.py short), and
+the `health:` thresholds with `train.mismatch_bound`.
 
 `workbench.config.validate` calls them when a config is loaded; `workbench plan` reads
 `VLLM_SHARE_MARGIN` from here. They take the config's dataclasses and raise `ConfigError` (one
