@@ -18,13 +18,15 @@ file exists and that a traced step enters no package file this map leaves out.
   1. engine/run/coordinator.py     the loop: _dispatch_generation, _on_generated, _queue_train_steps,
                                    _on_trained, _finish_step
   2. engine/run/actors.py          Workers.generate / Workers.train: the Ray calls
-  3. engine/rollout/worker.py      generate: prompts (engine/model/hf_dir.py), sampling, checks, the
-                                   chunk; set_weights and the PendingUpdate taken between decode steps
+  3. engine/rollout/worker.py      generate: prompts (engine/model/hf_dir.py; tasks/chat.py: the system
+                                   prompt, a conversation), sampling, checks, the chunk; set_weights and
+                                   the PendingUpdate taken between decode steps
   4. engine/model/sampling.py      sample_batch, the decode loop (engine/rollout/torch_backend.py,
                                    engine/model/forward.py, rl/head.py; vLLM: engine/rollout/vllm/backend.py)
   5. tasks/base.py                 submit_checks: each example's task (tasks/mixture.py), its checker
                                    (tasks/types.py; code in engine/sandbox_pool/pool.py)
   6. engine/rollout/scoring.py     verdict_groups: groups scored by rl/reward.py, packed by engine/batch.py
+                                   (the texts kept as samples: runs/samples.py)
   7. engine/train/group.py         TrainerGroup.train: the batch to every trainer worker
   8. engine/train/trainer.py       train_step -> prepare (engine/batch.py build_batch; engine/model/devices.py)
   9. rl/step.py                    prepare_step: every filter, the penalties (rl/reward.py), advantages
