@@ -39,11 +39,3 @@ def test_a_run_that_already_ended_is_not_an_error(tmp_path, monkeypatch):
 
     watch = StopWatch()
     assert watch.check("r", gone) and watch.reason == ""
-
-
-def test_the_old_path_still_names_the_same_protocol():
-    import workbench.runs.stop_request as moved
-    import workbench.sweep.stop as old
-
-    for name in ("STOP_REQUEST_ENV", "StopWatch", "request_stop", "stop_env", "stop_requested"):
-        assert getattr(old, name) is getattr(moved, name), name
