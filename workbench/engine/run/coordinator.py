@@ -52,7 +52,6 @@ from workbench.runs.folder import PARAMS_KEY
 from workbench.runs.liveness import Heartbeat
 from workbench.runs.samples import SAMPLES_KEY, file_notes, step_samples, take_notes
 from workbench.tracking.sink import MetricSink
-from workbench.tracking.wandb_sink import wandb_sinks
 
 
 def _fresh_gen_stats() -> dict[str, float]:
@@ -99,7 +98,7 @@ class RunCoordinator:
             logged = read_jsonl(self.out / "metrics.jsonl")
             accounting.discarded_from_rows(self.counters, [r for r in logged if r.get("step", 0) > self.step])
             self.earlier_rows = [r for r in logged if r.get("step", 0) <= self.step]
-        self.log = RunLog(self.out, [*(sinks or []), *wandb_sinks(cfg)], samples=cfg.samples)  # tracking.wandb: W&B beside MLflow
+        self.log = RunLog(self.out, sinks, samples=cfg.samples)
         if state is not None:
             self.log.back_to(self.step)  # steps logged after the checkpoint are redone: logged once
         else:

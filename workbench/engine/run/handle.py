@@ -25,6 +25,7 @@ from workbench.engine.cluster import NAMESPACE, kill_actors
 from workbench.engine.failures import RunFailed, describe_error, held_errors, record_failure
 from workbench.engine.run.coordinator import RunCoordinator
 from workbench.errors import UserError
+from workbench.tracking.wandb_sink import wandb_sinks
 
 
 class Coordinator:
@@ -37,6 +38,7 @@ class Coordinator:
             from workbench.tracking.store import default_tracking_uri
 
             sinks.append(MlflowSink(cfg.tracking.run_id, cfg.tracking.tracking_uri or default_tracking_uri()))
+        sinks += wandb_sinks(cfg)  # tracking.wandb: W&B beside MLflow
         self.core = RunCoordinator(cfg, resume=resume, sinks=sinks)
 
     def run(self, max_minutes: Optional[float]) -> dict[str, Any]:
