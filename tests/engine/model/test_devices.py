@@ -138,10 +138,12 @@ def test_move_to_moves_tensors_and_dataclass_fields():
     from workbench.rl.step import StepRows
 
     t = torch.ones(2, 3)
-    rows = StepRows(t, t.long(), t, t, t[:, 0], t, num_tokens=6)
+    rows = StepRows(t, t.long(), t, t, t[:, 0], t, num_tokens=6, versions=t.long())
     moved = move_to(rows, "meta")
-    tensors = [getattr(moved, f) for f in rows.__dataclass_fields__ if f not in ("num_tokens", "lengths", "prompt_lengths", "groups")]
+    tensors = [v for v in vars(moved).values() if isinstance(v, torch.Tensor)]
+    assert len(tensors) == 7  # every tensor field, the optional versions included
     assert {x.device.type for x in tensors} == {"meta"} and moved.num_tokens == 6
+    assert move_to(StepRows(t, t.long(), t, t, t[:, 0], t), "meta").versions is None  # an unset optional stays unset
     with pytest.raises(TypeError, match="cannot move a list"):
         move_to([t], "meta")
 
