@@ -53,3 +53,18 @@ def test_the_config_offers_exactly_these_formats_and_a_written_answer_reads_back
     assert typing.get_args(literal) == ANSWER_FORMATS
     for fmt in ANSWER_FORMATS:
         assert find_answer("work... " + written_answer("36", fmt), fmt) == "36"
+
+
+@pytest.mark.parametrize("fmt", ANSWER_FORMATS)
+def test_a_degenerate_run_of_thousands_of_digits_is_read_not_raised(fmt):
+    # a policy collapsing into "1111..." writes numbers past Python's 4300-digit int-to-str limit;
+    # reading its answer must not raise (a raising checker stops the run)
+    digits = "1" * 5000
+    text = "so " + written_answer(digits, fmt)
+    assert find_answer(text, fmt) == digits
+    assert find_answer(f"so {digits}.50", "last_number") == digits + ".5"  # exact: no rounding to 28 digits
+
+
+@pytest.mark.parametrize("text, answer", [("-0.0", "0"), ("it is .5", "0.5"), ("it is -.50", "-0.5"), ("007", "7")])
+def test_plain_numbers_read_canonically(text, answer):
+    assert find_answer(text, "last_number") == answer

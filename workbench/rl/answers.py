@@ -32,7 +32,7 @@ INSTRUCTIONS = {
 }
 
 _NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|-?\.\d+")
-_PLAIN_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?\.?")
+_PLAIN_NUMBER = re.compile(r"-?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?\.?|\.\d+)")  # ".5" too: _NUMBER finds it
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _HASH = re.compile(r"####[ \t]*([^\n]*)")
 
@@ -47,9 +47,11 @@ def canonical_number(text: str) -> Optional[str]:
         d = Decimal(t.rstrip(".").replace(",", ""))
     except InvalidOperation:
         return None
+    # Decimal formatting throughout: str(int(d)) raises past 4300 digits (a degenerate "1111..."
+    # completion would stop the run) and normalize() rounds to 28 digits
     if d == d.to_integral_value():
-        return str(int(d))
-    return format(d.normalize(), "f")
+        return "0" if d == 0 else format(d.to_integral_value(), "f")
+    return format(d, "f").rstrip("0")
 
 
 def _last_boxed(text: str) -> Optional[str]:
