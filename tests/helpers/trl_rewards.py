@@ -63,3 +63,9 @@ NOT_CALLABLE = 3
 
 def always_raises(completions, **kwargs):
     raise RuntimeError("the scoring service is down")
+
+
+def only_sevens(completions, answer, **kwargs):
+    """TRL's multi-task convention: None for a sample the function does not apply to (answers
+    other than 7), else 2.0 for a completion that ends with 7 and -2.0 otherwise."""
+    return [None if str(a) != "7" else (2.0 if _text(c).endswith("7") else -2.0) for c, a in zip(completions, answer)]

@@ -111,3 +111,21 @@ def test_shipped_functions_read_the_format_and_the_tasks_verdict():
     cfg = run_config_from_dict({"reward": {"functions": [{"fn": "workbench.rl.rewards:correct", "pass": True},
                                                          {"fn": "workbench.rl.rewards:format_reward", "weight": 0.2}]}})  # fmt: skip
     assert [f.spec for f in load_reward_functions(cfg.reward.functions)] == ["workbench.rl.rewards:correct", "workbench.rl.rewards:format_reward"]
+
+
+def test_none_for_a_sample_means_not_applicable_as_in_trl():
+    # TRL turns a None value into NaN and sums the weighted values with nansum: the function adds
+    # nothing to that sample's reward (multi-task reward functions rely on it)
+    s = _score([PASS, {"fn": "trl_rewards:only_sevens", "weight": 0.5}], ["it is 1", "c 7", "c 8"], ["1", "7", "7"])
+    assert s.rewards == pytest.approx([1.0, 1.0 + 0.5 * 2.0, 0.5 * -2.0])
+    assert s.passed == [True, True, False]
+    assert s.values["trl_rewards:only_sevens"][0] != s.values["trl_rewards:only_sevens"][0]  # NaN: not applicable
+    assert s.values["trl_rewards:only_sevens"][1:] == [2.0, -2.0]
+
+
+def test_the_pass_function_must_score_every_sample():
+    with pytest.raises(RewardFunctionError) as e:
+        _score([{"fn": "trl_rewards:only_sevens", "weight": 1.0, "pass": True}], ["it is 1", "c 7"], ["1", "7"])
+    msg = str(e.value)
+    assert "\n" not in msg and "reward function trl_rewards:only_sevens returned None for example 100" in msg
+    assert "the pass function decides every sample's verdict" in msg and "the batch is not trained on" in msg

@@ -23,8 +23,10 @@ The step's reward of a sample is sum(weight * value). Exactly one function has `
 a sample passes when its value is > 0, and that verdict alone feeds `val/pass_rate` (the curve
 the sigmoid is fitted to), so a format bonus never inflates the forecast.
 
-A function that raises, returns something that is not a list of that many finite numbers, is one
-`RewardFunctionError` line naming the function and the example; the whole batch is refused, so no
+As in TRL, a function may give None for a sample it does not apply to (a multi-task reward): it
+adds nothing to that sample's reward (its value is kept as NaN); the pass function must score
+every sample. A function that raises, returns something that is not a list of that many finite
+numbers (or None), is one `RewardFunctionError` line naming the function and the example; the whole batch is refused, so no
 step trains on a partial batch (the run stops with that line). Functions run in the generator's
 process: they are the user's own trusted code and receive model text only as data (code answers
 are still run only in the sandbox, by the task's checker).
@@ -68,7 +70,7 @@ class RewardState:
 class BatchScores:
     rewards: list[float]  # the weighted sum per sample
     passed: list[bool]  # the pass function's value > 0
-    values: dict[str, list[float]]  # each function's own values, by spec
+    values: dict[str, list[float]]  # each function's own values, by spec (NaN: None, not applicable)
 
 
 def check_reward_functions(functions: Sequence[Any]) -> None:
@@ -130,8 +132,8 @@ def _bad_value(v: Any) -> Optional[str]:
     return None
 
 
-def _call(f: RewardFunction, kwargs: dict[str, Any], n: int, example_ids: Sequence[Any]) -> list[float]:
-    """One function's values on the batch, checked (see the module docstring)."""
+def _call(f: RewardFunction, kwargs: dict[str, Any], n: int, example_ids: Sequence[Any]) -> list[Optional[float]]:
+    """One function's values on the batch, checked (see the module docstring); None: not applicable."""
     try:
         out = f.fn(**kwargs)
     except Exception as e:  # noqa: BLE001 - a user's function: any failure is one line
@@ -148,11 +150,15 @@ def _call(f: RewardFunction, kwargs: dict[str, Any], n: int, example_ids: Sequen
         raise RewardFunctionError(f"reward function {f.spec} returned {len(out)} values for {n} completions "
                                   f"(examples {example_ids[0]}..{example_ids[-1]}); the batch is not trained on")  # fmt: skip
     for i, v in enumerate(out):
-        why = _bad_value(v)
+        if v is None and f.decides_pass:
+            raise RewardFunctionError(f"reward function {f.spec} returned None for example {example_ids[i]} (completion {i} "
+                                      "of the batch): the pass function decides every sample's verdict, so it must score "
+                                      "each one; the batch is not trained on")  # fmt: skip
+        why = None if v is None else _bad_value(v)  # None: not applicable to this sample (TRL's convention)
         if why is not None:
             raise RewardFunctionError(f"reward function {f.spec} returned {why} for example {example_ids[i]} "
                                       f"(completion {i} of the batch), not a finite number; the batch is not trained on")  # fmt: skip
-    return [float(v) for v in out]
+    return [None if v is None else float(v) for v in out]
 
 
 def _first_raising(f: RewardFunction, kwargs: dict[str, Any], n: int, example_ids: Sequence[Any]) -> str:
@@ -174,9 +180,11 @@ def score_batch(
     n = len(completions)
     kwargs = {**columns, "prompts": prompts, "completions": completions,
               "completion_ids": completion_ids, "trainer_state": RewardState(global_step)}  # fmt: skip
-    values = {f.spec: _call(f, kwargs, n, example_ids) for f in functions}
-    rewards = [sum(f.weight * values[f.spec][i] for f in functions) for i in range(n)]
+    got = {f.spec: _call(f, kwargs, n, example_ids) for f in functions}
+    # TRL's nansum: a function that gave None for a sample adds nothing to its reward
+    rewards = [sum(f.weight * v for f in functions if (v := got[f.spec][i]) is not None) for i in range(n)]
     decider = next(f for f in functions if f.decides_pass)
+    values = {spec: [math.nan if v is None else v for v in vs] for spec, vs in got.items()}
     return BatchScores(rewards, [v > 0 for v in values[decider.spec]], values)
 
 
