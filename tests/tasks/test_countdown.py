@@ -92,3 +92,16 @@ def test_an_answer_outside_the_tag_or_a_number_format_is_refused():
         load_task(TaskConfig(name="countdown", difficulty=3, num_train=10, num_val=5, answer_format="last_number"))
     with pytest.raises(UserError, match=r"task.difficulty must be in 2..6 for 'countdown'"):
         load_task(TaskConfig(name="countdown", difficulty=9, num_train=10, num_val=5))
+
+
+def test_no_validation_problem_is_a_training_problem_with_its_numbers_reordered():
+    # "[3, 7] -> 10" and "[7, 3] -> 10" are different prompts but the same problem: one in train
+    # and one in val would score memorisation as generalisation (about 9% of val at difficulty 2)
+    task = load_task(TaskConfig(name="countdown", difficulty=2, num_train=2000, num_val=200, seed=0))
+
+    def problem(ex):
+        spec = json.loads(ex.answer)
+        return tuple(sorted(spec["numbers"])), spec["target"]
+
+    train = {problem(ex) for ex in task.train}
+    assert len(train) == len(task.train) and not [ex.prompt for ex in task.val if problem(ex) in train]

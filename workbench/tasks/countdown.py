@@ -84,6 +84,13 @@ def check_countdown(equation: str, answer: str) -> bool:
     return value is not None and sorted(used) == sorted(spec["numbers"]) and value == spec["target"]
 
 
+def same_problem(ex: Example) -> tuple[tuple[int, ...], int]:
+    """What makes two problems the same: the numbers in any order and the target (the prompts of
+    [3, 7] -> 10 and [7, 3] -> 10 differ, but one must not be in train and the other in val)."""
+    spec = json.loads(ex.answer)
+    return tuple(sorted(spec["numbers"])), int(spec["target"])
+
+
 def _random_equation(numbers: list[int], rng: random.Random) -> tuple[str, Fraction]:
     """A random fully parenthesised equation over all `numbers` (in a random order) and its value."""
     terms = [(str(n), Fraction(n)) for n in numbers]
@@ -123,4 +130,4 @@ def make_countdown_task(difficulty: int, *, num_train: int, num_val: int, seed: 
                        reference=written_answer(solution, answer_format), columns={"target": target, "nums": numbers})  # fmt: skip
 
     return drawn_task("countdown", draw, num_train=num_train, num_val=num_val, checker=check_countdown, checker_name="countdown",
-                      difficulty=difficulty, seed=seed, answer_format=answer_format)  # fmt: skip
+                      difficulty=difficulty, seed=seed, answer_format=answer_format, problem=same_problem)  # fmt: skip

@@ -22,7 +22,7 @@ import dataclasses
 import random
 import string
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Hashable, Optional
 
 from workbench.errors import UserError
 from workbench.tasks.types import Checker, Example, TaskData, exact_checker
@@ -96,11 +96,12 @@ def _distinct_indices(space: int, n: int, rng: random.Random) -> list[int]:
 
 def drawn_task(
     name: str, draw: Callable[[], Example], *, num_train: int, num_val: int, checker: Checker, checker_name: str,
-    difficulty: int, seed: int, answer_format: str,
+    difficulty: int, seed: int, answer_format: str, problem: Optional[Callable[[Example], Hashable]] = None,
 ) -> TaskData:  # fmt: skip
     """A task of `num_train` + `num_val` examples with distinct prompts from `draw()` (the chat
-    families: countdown, word_problems), ids in draw order; a UserError when the draws keep repeating."""
-    examples = _distinct(num_train + num_val, draw, f"task {name!r} at difficulty {difficulty}")
+    families: countdown, word_problems), ids in draw order; a UserError when the draws keep repeating.
+    `problem`: what makes two examples the same problem when their prompts differ (None: the prompt)."""
+    examples = _distinct(num_train + num_val, draw, f"task {name!r} at difficulty {difficulty}", problem)
     return TaskData(
         name=name, train=examples[:num_train], val=examples[num_train:], checker=checker, stop=None,
         alphabet="".join(sorted({c for ex in examples for c in ex.prompt + ex.reference})),
@@ -109,15 +110,16 @@ def drawn_task(
     )  # fmt: skip
 
 
-def _distinct(n: int, draw: Callable[[], Example], what: str) -> list[Example]:
+def _distinct(n: int, draw: Callable[[], Example], what: str, problem: Optional[Callable[[Example], Hashable]] = None) -> list[Example]:
     out: list[Example] = []
-    seen: set[str] = set()
+    seen: set[Hashable] = set()
     for _ in range(20 * n + 1000):
         if len(out) == n:
             return out
         ex = draw()
-        if ex.prompt not in seen:
-            seen.add(ex.prompt)
+        key = problem(ex) if problem is not None else ex.prompt
+        if key not in seen:
+            seen.add(key)
             out.append(dataclasses.replace(ex, id=len(out)))
     if len(out) < n:
         raise UserError(f"{what}: could not draw {n} distinct problems; lower task.num_train / task.num_val")
