@@ -83,6 +83,19 @@ def test_an_architecture_transformers_cannot_load_from_gguf_is_one_line_and_leav
     assert [p.name for p in (cache / "gguf").iterdir() if p.name != ".locks"] == []  # no half folder
 
 
+def test_a_cut_off_gguf_file_is_one_line_and_leaves_no_folder(tmp_path):
+    pytest.importorskip("gguf")
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + b"half a header")  # a download that stopped early
+    cache = tmp_path / "cache"
+    with pytest.raises(UserError) as e:
+        gguf_folder(path, cache_dir=cache)
+    line = str(e.value)
+    assert "\n" not in line and line.startswith("model.path: transformers cannot load cut.gguf from GGUF: "), line
+    assert "is the file complete? it has 21 bytes" in line
+    assert [p.name for p in (cache / "gguf").iterdir() if p.name != ".locks"] == []
+
+
 def test_without_the_gguf_package_a_gguf_path_is_one_line(tmp_path):
     path = tmp_path / "m.gguf"
     path.write_bytes(b"GGUF" + bytes(60))

@@ -20,6 +20,7 @@ import importlib.util
 import json
 import os
 import shutil
+import struct
 import sys
 import tempfile
 from pathlib import Path
@@ -163,8 +164,11 @@ def load_gguf(src: Path, dtype: str) -> tuple[Any, Any]:
             tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name, local_files_only=True)
             model = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, local_files_only=True,
                                                          dtype=getattr(torch, dtype))  # fmt: skip
-    except (ValueError, KeyError, OSError, ImportError, NotImplementedError) as e:
+    except (ValueError, KeyError, OSError, ImportError, NotImplementedError, struct.error, IndexError, EOFError) as e:
+        # struct.error / IndexError / EOFError: the gguf reader on a cut-off file (a download that stopped early)
         said = " ".join(str(e).split()) or type(e).__name__
+        if isinstance(e, (struct.error, IndexError, EOFError)):
+            said += f" (is the file complete? it has {src.stat().st_size:,} bytes)"
         raise UserError(f"model.path: transformers cannot load {src.name} from GGUF: {said}") from None
     return plain_model(model, getattr(torch, dtype)), tokenizer
 
