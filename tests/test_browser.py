@@ -1,6 +1,9 @@
 """The quickstart notebook in a real JupyterLab, driven by Debian's Chromium through Playwright:
 run all cells, wait for the dashboard chart, check it has points and a band, save a screenshot
-to test-artifacts/dashboard.png. Everything stays on 127.0.0.1; no browser is downloaded."""
+to test-artifacts/dashboard.png. Then, in the same JupyterLab, a finished run folder's dashboard:
+its health banner, the Samples tab filtered to failures, a group view and two evaluations side by
+side, each saved as a screenshot (test-artifacts/dashboard-*.png, the manual's pictures). Everything
+stays on 127.0.0.1; no browser is downloaded."""
 
 from __future__ import annotations
 
@@ -35,9 +38,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def lab(tmp_path):
-    """JupyterLab on 127.0.0.1 serving a temp folder that holds a parameterized quickstart copy."""
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab on 127.0.0.1 serving a temp folder that holds a parameterized quickstart copy
+    (one server for the module's tests: each opens its own notebook in it)."""
     import nbformat
     import papermill.parameterize as pmp
     from papermill.iorw import load_notebook_node
@@ -46,6 +50,7 @@ def lab(tmp_path):
 
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (`make browser` or `apt-get install -y chromium`)")
+    tmp_path = tmp_path_factory.mktemp("browser")
     root = tmp_path / "lab"
     root.mkdir()
     nb = load_notebook_node(str(ROOT / "notebooks" / "quickstart.ipynb"))
@@ -92,25 +97,31 @@ def lab(tmp_path):
         log.close()
 
 
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def run_all(page, url: str) -> None:
+    """Open a notebook, wait for its kernel to be idle, then Run > Run All Cells."""
+    page.goto(url)
+    page.wait_for_function("() => window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=120_000)
+    page.wait_for_function(
+        "() => { const w = window.jupyterapp.shell.currentWidget;"
+        " return w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel"
+        " && w.sessionContext.session.kernel.status === 'idle'; }", timeout=120_000)
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+
+
 def test_dashboard_renders_in_jupyterlab(lab):
     from playwright.sync_api import sync_playwright
 
     base, token, tmp = lab
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "dashboard.png"
-    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=args)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1400})
-            page.goto(f"{base}/lab/tree/quickstart.ipynb?token={token}")
-            page.wait_for_function("() => window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=120_000)
-            # kernel ready (the status toolbar says Idle), then Run > Run All Cells
-            page.wait_for_function(
-                "() => { const w = window.jupyterapp.shell.currentWidget;"
-                " return w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel"
-                " && w.sessionContext.session.kernel.status === 'idle'; }", timeout=120_000)
-            page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            run_all(page, f"{base}/lab/tree/quickstart.ipynb?token={token}")
             dash = page.locator(".workbench-dashboard")
             dash.wait_for(timeout=RUN_TIMEOUT_MS)
             # the fitted chart: the band (an area mark) appears once 4 evaluations exist
@@ -135,3 +146,70 @@ def test_dashboard_renders_in_jupyterlab(lab):
     assert not any("Traceback" in e for e in errors), errors
     assert shot.stat().st_size > 10_000
     shutil.copy(shot, tmp / "dashboard.png")
+
+
+def test_samples_tab_group_view_side_by_side_and_health_banner_in_jupyterlab(lab):
+    """A finished run folder with kept samples and an entropy flag (tests/helpers/samples_folder.py),
+    its dashboard in the same JupyterLab: the banner names the flag and its button opens the samples
+    at its step; the verdict filter leaves only failures; the group view shows one prompt's
+    completions with their advantages (a long one folded, opened by a click); the side by side
+    shows two evaluations. Screenshots of each go to test-artifacts/ (copied into docs/)."""
+    import nbformat
+    from playwright.sync_api import sync_playwright
+
+    from tests.helpers.samples_folder import COLLAPSE, write_samples_run
+
+    base, token, tmp = lab
+    run = write_samples_run(tmp / "samples-run")
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "workbench", "display_name": "workbench", "language": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell("from workbench.runs.view import RunView\nfrom workbench.widgets.dashboard import Dashboard\n"
+                                          f"Dashboard(RunView.open({str(run)!r}))")]  # fmt: skip
+    nbformat.write(nb, tmp / "lab" / "viewer.ipynb")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            run_all(page, f"{base}/lab/tree/viewer.ipynb?token={token}")
+            page.add_style_tag(content=".Toastify { display: none !important; }")  # JupyterLab's news toast, out of the pictures
+            dash = page.locator(".workbench-dashboard")
+            banner = page.locator(".workbench-health")
+            banner.wait_for(timeout=120_000)
+            banner_text = banner.inner_text()
+            banner.screenshot(path=str(ARTIFACTS / "dashboard-health.png"))
+            banner.locator("button.wb-flag-open").click()  # "samples at step 40"
+            samples = page.locator(".workbench-samples")
+            page.wait_for_selector(f".workbench-samples tr.wb-sample[data-step='{COLLAPSE}']", timeout=30_000)
+            all_rows = samples.locator("tr.wb-sample").count()
+            samples.locator(".widget-dropdown", has_text="verdict").locator("select").select_option(label="failed")
+            page.wait_for_function("() => document.querySelectorAll(\".workbench-samples tr.wb-sample[data-passed='true']\").length === 0"
+                                   " && document.querySelectorAll('.workbench-samples tr.wb-sample').length > 0", timeout=30_000)
+            failed_rows = samples.locator("tr.wb-sample").count()
+            steps_shown = set(samples.locator("tr.wb-sample").evaluate_all("rs => rs.map(r => r.dataset.step)"))
+            dash.screenshot(path=str(ARTIFACTS / "dashboard-samples.png"))
+            samples.locator("button", has_text="Group view").click()
+            group = page.locator(".workbench-samples .wb-group")
+            group.wait_for(timeout=30_000)
+            cards = group.locator(".wb-completion").count()
+            folded_text = group.inner_text()
+            dash.screenshot(path=str(ARTIFACTS / "dashboard-group.png"))
+            group.locator("details.wb-fold summary").first.click()  # the long, truncated completion: opened whole
+            page.wait_for_function("() => document.querySelector('.workbench-samples .wb-group details[open]')", timeout=10_000)
+            group_text = group.inner_text()
+            samples.locator("button", has_text="Side by side").click()
+            page.wait_for_selector(".workbench-samples .wb-pair", timeout=30_000)
+            pairs = samples.locator(".wb-pair").count()
+            side_text = samples.locator(".wb-samples-out").inner_text()
+            dash.screenshot(path=str(ARTIFACTS / "dashboard-side-by-side.png"))
+            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
+        finally:
+            browser.close()
+    assert "run health: 1 flag" in banner_text and f"entropy from step {COLLAPSE}" in banner_text
+    assert "train/entropy" in banner_text and "entropy fell 94%" in banner_text
+    assert all_rows == 16 and failed_rows == 5 and steps_shown == {str(COLLAPSE)}  # step 40: 3 train + 2 validation failures
+    assert cards == 4 and "adv +1.50" in group_text and "adv -0.50" in group_text
+    assert "ANSWER 41" not in folded_text and "ANSWER 41" in group_text and "truncated" in group_text
+    assert pairs == 4 and "step 0 → step 70: 4 prompts in both; 3 pass more often" in side_text
+    assert not any("Traceback" in e for e in errors), errors
+    for name in ("health", "samples", "group", "side-by-side"):
+        assert (ARTIFACTS / f"dashboard-{name}.png").stat().st_size > 5_000

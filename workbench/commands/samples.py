@@ -125,18 +125,17 @@ def samples_text(df: pd.DataFrame, *, limit: int, fold: int | None) -> str:
 def diff_text(run_dir: Path, a: int, b: int, *, limit: int, fold: int | None) -> str:
     """The validation completions of the prompts both evaluations kept, side by side in time:
     prompts whose pass count changed first (the biggest change first)."""
-    from workbench.runs.samples import read_samples, steps_text
+    from workbench.runs.samples import prompt_changes, read_samples, steps_text
 
     val_steps = sorted(set(read_samples(run_dir, kind="val")["step"].tolist()))
     for s in (a, b):
         if s not in val_steps:
             raise UserError(f"no validation samples at step {s} in {run_dir / 'samples'}; evaluations kept: {steps_text(val_steps)}")
     da, db = (read_samples(run_dir, step=s, kind="val") for s in (a, b))
-    common = [p for p in dict.fromkeys(da["prompt_id"].tolist()) if p in set(db["prompt_id"].tolist())]
-    if not common:
+    change = prompt_changes(da, db)
+    if not change:
         raise UserError(f"the evaluations at steps {a} and {b} kept no prompt in common (samples.val_cap too small?)")
-    change = {p: int(db[db.prompt_id == p]["passed"].sum()) - int(da[da.prompt_id == p]["passed"].sum()) for p in common}
-    order = sorted(common, key=lambda p: -abs(change[p]))
+    common = order = list(change)
     gained, lost = sum(v > 0 for v in change.values()), sum(v < 0 for v in change.values())
     out = [f"validation, step {a} -> step {b}: {len(common)} prompts in both; {gained} pass more often, {lost} less, "
            f"{len(common) - gained - lost} unchanged"]  # fmt: skip

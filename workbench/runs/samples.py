@@ -204,15 +204,16 @@ def folder_bytes(run_dir: str | Path) -> int:
 def thin(run_dir: str | Path, max_bytes: int) -> list[int]:
     """While the samples take more than `max_bytes`, drop one step: the one whose neighbours are
     closest for its age (gap / age smallest), so the steps kept grow sparser the older they are
-    (every 2nd, then every 4th...) and the recent ones stay whole; the first and the newest step
-    always stay. Returns the steps dropped."""
+    (every 2nd, then every 4th...) and the recent ones stay whole; the first step goes only when
+    it and the newest alone pass the bound, and the newest always stays (alone, a step larger than
+    the bound is kept). Returns the steps dropped."""
     dropped: list[int] = []
     files = step_files(run_dir)
     total = sum(p.stat().st_size for ps in files.values() for p in ps)
-    while total > max_bytes and len(files) > 2:
+    while total > max_bytes and len(files) > 1:
         steps = list(files)
         newest = steps[-1]
-        i = min(range(1, len(steps) - 1), key=lambda i: (steps[i + 1] - steps[i - 1]) / (newest - steps[i] + 1))
+        i = 0 if len(steps) == 2 else min(range(1, len(steps) - 1), key=lambda i: (steps[i + 1] - steps[i - 1]) / (newest - steps[i] + 1))
         for p in files.pop(steps[i]):
             total -= p.stat().st_size
             p.unlink()
@@ -236,6 +237,18 @@ def read_samples(run_dir: str | Path, *, step: Optional[int] = None, passed: Opt
     if not paths:
         return pd.DataFrame(columns=COLUMNS)
     df = pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)
+    return filter_frame(df, passed=passed, domain=domain, contains=contains)
+
+
+def filter_frame(df: pd.DataFrame, *, steps: Optional[tuple[int, int]] = None, passed: Optional[bool] = None,
+                 domain: Optional[str] = None, contains: Optional[str] = None,
+                 kind: Optional[str] = None) -> pd.DataFrame:  # fmt: skip
+    """`read_samples`' filters on a frame already read (the dashboard reads once, filters often):
+    `steps` an inclusive (first, last) range, and the others as read_samples'."""
+    if steps is not None:
+        df = df[(df["step"] >= steps[0]) & (df["step"] <= steps[1])]
+    if kind is not None:
+        df = df[df["kind"] == kind]
     if passed is not None:
         df = df[df["passed"] == bool(passed)]
     if domain is not None:
@@ -244,6 +257,15 @@ def read_samples(run_dir: str | Path, *, step: Optional[int] = None, passed: Opt
         hit = df["prompt"].str.contains(contains, case=False, regex=False)
         df = df[hit | df["completion"].str.contains(contains, case=False, regex=False)]
     return df.reset_index(drop=True)
+
+
+def prompt_changes(da: pd.DataFrame, db: pd.DataFrame) -> dict[int, int]:
+    """{prompt_id: passes in `db` minus passes in `da`} for the prompts both evaluations kept, the
+    biggest change first (ties in `da`'s order): what `--diff` and the dashboard's side by side show."""
+    ids_b = set(db["prompt_id"].tolist())
+    common = [p for p in dict.fromkeys(da["prompt_id"].tolist()) if p in ids_b]
+    change = {p: int(db[db.prompt_id == p]["passed"].sum()) - int(da[da.prompt_id == p]["passed"].sum()) for p in common}
+    return {p: change[p] for p in sorted(common, key=lambda p: -abs(change[p]))}
 
 
 def steps_text(steps: list[int]) -> str:

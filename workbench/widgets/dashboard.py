@@ -9,7 +9,11 @@ The panel shows the run's status, a step progress bar, the chart of validation p
 compute (observed points, the sigmoid refitted at every new evaluation, its 95% band drawn out
 to `budget` (default 10x the latest compute), the asymptote A and C_mid markers, the greyed
 region before `fit_from`, and the forecast at the budget), the fitted parameters, and the
-latest train metrics (reward, pass rate, staleness, truncation, entropy).
+latest train metrics (reward, pass rate, staleness, truncation, entropy). Beside the curve, the
+Samples tab (workbench/widgets/samples_view.py) shows the completions the run kept, filtered, one
+prompt's group, or two evaluations side by side; under the chart a selector of its evaluation
+points opens one's samples (the chart is a static SVG, see `_eval_row`), and a banner above names
+each run-health flag with a button to the samples at its step.
 
 Rendering is offline: vl-convert turns the Altair chart into SVG in the kernel and an
 `ipywidgets.HTML` shows it, so no JavaScript library is loaded from a CDN. Updates run as an
@@ -30,6 +34,8 @@ from typing import Any, Optional
 import ipywidgets as widgets
 
 from workbench.errors import UserError
+from workbench.widgets.samples_data import eval_points, health_flags
+from workbench.widgets.samples_view import HealthBanner, SamplesTab
 
 WAITING = "Waiting for the first evaluation"
 # (metric key, label) of the train metrics shown; missing ones are left out
@@ -90,8 +96,16 @@ class Dashboard(widgets.VBox):
         self._chart = widgets.HTML(layout=widgets.Layout(min_height=f"{height + 80}px"))
         self._fit_text = widgets.HTML()
         self._train = widgets.HTML()
+        self._banner = HealthBanner(self.open_samples)
+        self.samples = SamplesTab(self.view)
+        self._evals = widgets.Dropdown(description="evaluation", layout=widgets.Layout(width="460px"))
+        self._evals_open = widgets.Button(description="open its samples", layout=widgets.Layout(width="auto"))
+        self._evals_open.on_click(lambda _: self._evals.value is not None and self.open_samples(self._evals.value, "val"))
+        self._evals_open.add_class("wb-eval-open")
+        curve = widgets.VBox([self._chart, self._eval_row(), self._fit_text, self._train])
+        self._tabs = widgets.Tab(children=[curve, self.samples], titles=("Curve", "Samples"))
         super().__init__(
-            [self._header, widgets.HBox([self._progress, self._progress_text]), self._chart, self._fit_text, self._train],
+            [self._header, self._banner, widgets.HBox([self._progress, self._progress_text]), self._tabs],
             layout=widgets.Layout(border="1px solid #ddd", padding="6px", width=f"{width + 200}px"),
         )
         self.add_class("workbench-dashboard")
@@ -133,10 +147,35 @@ class Dashboard(widgets.VBox):
             self._draw_status()
             self._draw_train()
             self._draw_chart()
+            self.samples.refresh()
+            self._draw_evals()
+            self._banner.show(health_flags(self.view))
             self.error = None
         except Exception as e:  # noqa: BLE001 - a dashboard must keep going; say what broke
             self.error = f"{type(e).__name__}: {e}"
             self._header.value = self._header_html() + f"<div style='color:#c00'>dashboard error: {html.escape(self.error)}</div>"
+
+    def open_samples(self, step: int, kind: str | None = None) -> None:
+        """Switch to the Samples tab at `step` (what a flag's button and the evaluation selector do)."""
+        self.samples.show_step(step, kind)
+        self._tabs.selected_index = 1
+
+    def _eval_row(self) -> widgets.HBox:
+        """The curve's evaluation points as a selector with a button to their samples. Not a click on
+        the point itself: the chart is a static SVG (vl-convert, in the kernel) inside an
+        ipywidgets.HTML, which sends no browser event back to the kernel and runs no script, and a
+        clickable Vega view would need vega-embed loaded in the page, which the offline dashboard avoids."""
+        return widgets.HBox([self._evals, self._evals_open])
+
+    def _draw_evals(self) -> None:
+        points = eval_points(self.view, self.samples.frame.df)
+        options = tuple((p.label, p.step) for p in reversed(points))  # newest first
+        if options == tuple(self._evals.options):
+            return  # unchanged: leave an open selector alone
+        keep = self._evals.value
+        self._evals.options = options
+        steps = [p.step for p in points]
+        self._evals.value = keep if keep in steps else (steps[-1] if steps else None)
 
     # ------------------------------------------------------------------ pieces
     def _header_html(self) -> str:

@@ -1,0 +1,71 @@
+"""A finished run folder with kept samples (written by workbench.runs.samples' own SampleWriter) and a
+real health flag (entropy collapses from step 40: workbench.runs.health.check_health over its rows,
+in summary.json as the engine writes it), for the dashboard's Samples tab and banner, without Ray.
+
+Its samples, by construction:
+- train steps 5, 10, ..., 70: two groups of 4 completions; group 0 (prompt 2*step) all pass,
+  group 1 (prompt 2*step+1) one pass; group 1's last completion is long (folded) and truncated;
+  advantages are each group's rewards minus their mean; a `reward/format` column.
+- evaluations at steps 0, 10, ..., 70: validation prompts 0..3 (domains "add" for even ids, "count"
+  for odd), 2 completions each; prompt p's completions pass from step 20*p on (0 passes
+  from the start, 3 from step 60), so steps 0 -> 70 gains prompts 1, 2, 3.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.helpers.run_folder import write_run
+from workbench.config_checks import SamplesConfig
+from workbench.runs.health import check_health
+from workbench.runs.samples import SampleWriter
+
+LAST = 70
+COLLAPSE = 40  # train/entropy falls from this step on
+LONG = "\n".join(f"step {i}: keep counting the digits again" for i in range(30)) + "\nANSWER 41"
+
+
+def _rec(group: int, pid: int, domain: str, text: str, passed: bool, reward: float, adv: float, version: int, **kw) -> dict:
+    return {"group": group, "prompt_id": pid, "domain": domain, "prompt": f"Question {pid}: what is {pid} + {pid}?",
+            "completion": text, "passed": passed, "verdict": "pass" if passed else "fail", "reward": reward,
+            "reward/format": 0.5 if passed else 0.0, "advantage": adv, "version": version, "version_last": version,
+            "length": len(text.split()), "truncated": kw.get("truncated", False), "interrupted": False}  # fmt: skip
+
+
+def train_records(step: int) -> list[dict]:
+    out = []
+    for g, passes in ((0, [True] * 4), (1, [True, False, False, False])):
+        rewards = [1.0 if p else -1.0 for p in passes]
+        mean = sum(rewards) / len(rewards)
+        for j, (p, r) in enumerate(zip(passes, rewards)):
+            long = g == 1 and j == 3
+            text = LONG if long else (f"{2 * step + g} * 2 = {4 * step + 2 * g}" if p else "I think it is 7")
+            out.append(_rec(g, 2 * step + g, "add", text, p, r, r - mean, step - 1, truncated=long))
+    return out
+
+
+def val_records(step: int) -> list[dict]:
+    return [_rec(p, p, "add" if p % 2 == 0 else "count", f"{2 * p}" if step >= 20 * p else f"wrong {p}",
+                 step >= 20 * p, 1.0 if step >= 20 * p else -1.0, float("nan"), step)
+            for p in range(4) for _ in range(2)]  # fmt: skip
+
+
+def write_samples_run(folder: Path) -> Path:
+    """The run folder described above; returns it."""
+    write_run(folder, LAST // 10 + 1, every=10)
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    for r in rows:
+        if "train/entropy" in r and r["step"] >= COLLAPSE:
+            r["train/entropy"] = 0.05
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    w = SampleWriter(folder, SamplesConfig())
+    for step in range(0, LAST + 1, 5):
+        if step % 10 == 0:
+            w.write(step, "val", val_records(step))
+        if step:
+            w.write(step, "train", train_records(step), trained_version=step)
+    flags = check_health(rows, None, run=str(folder))
+    assert [f["rule"] for f in flags] == ["entropy"], flags
+    (folder / "summary.json").write_text(json.dumps({"status": "finished", "steps": LAST, "health": flags}))
+    return folder
