@@ -122,6 +122,18 @@ def test_the_folder_stays_under_its_bound_with_older_steps_thinned(tmp_path):
     assert gaps[-1] == 1  # the newest steps whole
 
 
+def test_the_bound_holds_even_when_the_first_and_newest_steps_exceed_it(tmp_path):
+    rng = np.random.default_rng(1)
+    noise = ["".join(rng.choice(list("abcdefghij"), 300)) for _ in range(3)]
+    one = SampleWriter(tmp_path / "probe", SamplesConfig()).write(0, "val", _records(8, text=noise[0])).stat().st_size
+    bound_mb = 1.5 * one / (1024 * 1024)  # one step fits, two do not
+    w = SampleWriter(tmp_path, SamplesConfig(max_mb=bound_mb))
+    for step, text in enumerate(noise):
+        w.write(step, "val", _records(8, text=text))
+        assert folder_bytes(tmp_path) <= bound_mb * 1024 * 1024
+    assert list(step_files(tmp_path)) == [2]  # the newest stays; the first gives way when the bound needs it
+
+
 def test_filters_and_an_unknown_step(tmp_path, tiny_config):
     w = SampleWriter(tmp_path, SamplesConfig())
     w.write(0, "val", _records(4, text="zero", passed=True, domain="math"))

@@ -8,9 +8,9 @@
 Files: `<run>/samples/<kind>-<step>.parquet` (pyarrow), one per step and kind, written once
 (atomically) and never appended to, so a crash loses at most the step being written. When the
 folder grows past `samples.max_mb`, older steps are thinned (`thin`): the steps kept grow sparser
-with age (every 2nd, then every 4th... step) while the recent ones stay whole; the first and the
-newest step are always kept, none is dropped wholesale by age alone. A trainer restart
-redoes steps: `back_to(step)` removes the files after the checkpoint so each step is kept once.
+with age (every 2nd, then every 4th... step) while the recent ones stay whole; the first step
+is kept while the bound allows it and the newest always, none is dropped wholesale by age alone.
+A trainer restart redoes steps: `back_to(step)` removes the files after the checkpoint so each step is kept once.
 
 One record per completion (`COLUMNS`): step, kind (train / val), group (its index in the step),
 prompt_id, domain, prompt, completion, passed, verdict, reward (the weighted sum of
