@@ -149,3 +149,21 @@ def test_a_healthy_run_without_samples_shows_no_banner_and_says_none_were_kept(r
 
 def tab_note(d: Dashboard) -> str:
     return d.samples.note
+
+
+def test_a_step_written_while_the_dashboard_is_open_appears_at_the_next_refresh(run):
+    from tests.helpers.samples_folder import train_records
+    from workbench.config_checks import SamplesConfig
+    from workbench.runs.samples import SampleWriter
+
+    d = Dashboard(RunView.open(run))
+    tab = d.samples
+    assert tab.steps.value == (0, LAST)
+    SampleWriter(run, SamplesConfig()).write(LAST + 5, "train", train_records(LAST + 5), trained_version=LAST + 5)
+    d.refresh()
+    assert tab.steps.max == LAST + 5 and tab.steps.value == (0, LAST + 5)  # the whole range stays the whole range
+    tab.steps.value = (10, 20)
+    SampleWriter(run, SamplesConfig()).write(LAST + 10, "train", train_records(LAST + 10), trained_version=LAST + 10)
+    d.refresh()
+    assert tab.steps.value == (10, 20) and tab.steps.max == LAST + 10  # a narrowed range is kept
+    assert "data-step='80'" not in tab.out.value

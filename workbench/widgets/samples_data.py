@@ -150,8 +150,12 @@ class SampleFrame:
         return cls(read_samples(view.out_dir), cls.files_key(view.out_dir))
 
     def fresh(self, view: Any) -> "SampleFrame":
-        """This frame, or a new one when a step was written or thinned since."""
-        return self if self.files_key(view.out_dir) == self.key else SampleFrame.read(view)
+        """This frame, or a new one when a step was written or thinned since (this one still, when
+        a file went away while being read: the run thinned its folder; the next poll reads it)."""
+        try:
+            return self if self.files_key(view.out_dir) == self.key else SampleFrame.read(view)
+        except FileNotFoundError:
+            return self
 
 
 def filter_samples(df: pd.DataFrame, q: SampleQuery) -> pd.DataFrame:
