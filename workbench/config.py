@@ -204,7 +204,7 @@ class HealthConfig:
     zero_variance: float = 0.9
     """Flag nothing left to learn from: train/zero_variance_frac's running median at or above this."""
     divergence: float = 0.05
-    """Flag a reward hack or overfitting: since the best evaluation, val/pass_rate fell by more than this while train/pass_rate's running median rose by more than this."""
+    """Flag a reward hack or overfitting: since the best evaluation, val/pass_rate fell by more than this (at two evaluations in a row) while train/pass_rate's running median rose by more than this."""
 
 
 @dataclass

@@ -18,15 +18,16 @@ The rules (each reports its first occurrence only):
 - `truncation`: train/truncation_rate's running median above `truncation_rate`.
 - `grad_spike`: one train/grad_norm above `grad_spike` x the median of the `window` steps before.
 - `zero_variance`: train/zero_variance_frac's running median at or above `zero_variance`.
-- `divergence`: val/pass_rate fell more than `divergence` below its best evaluation while
-  train/pass_rate's running median rose more than `divergence` since then (a reward hack or
-  overfitting); both moves must also pass twice their noise (val/pass_rate_se; the spread of the
-  training pass rates), so a small evaluation's noise does not flag.
+- `divergence`: val/pass_rate fell more than `divergence` below its best evaluation, at two
+  evaluations in a row, while train/pass_rate's running median rose more than `divergence` since
+  then (a reward hack or overfitting); both moves must also pass twice their noise
+  (val/pass_rate_se; the spread of the training pass rates), so a small evaluation's noise, or one
+  unlucky evaluation after a lucky best, does not flag.
 
 A running median is over the last `window` values (one noisy step never flags); a metric's early
 level is the median of its first `window` values. The step a flag names is where the metric
 turned: the first step, in the window whose median crossed, whose own value is past the
-threshold (grad_spike: the spike; divergence: the first evaluation found past the fall).
+threshold (grad_spike: the spike; divergence: the first of the two evaluations past the fall).
 """
 
 from __future__ import annotations
@@ -100,7 +101,9 @@ def _grad_spike(rows: Sequence[Row], w: int, k: float) -> Optional[Flag]:
 def _divergence(rows: Sequence[Row], w: int, d: float) -> Optional[Flag]:
     """Both moves must pass `d` and their noise: the validation fall twice the standard error of
     the difference (val/pass_rate_se), the training rise twice that of two window medians' difference
-    (from the spread of the training pass rates in the two windows)."""
+    (from the spread of the training pass rates in the two windows). The best evaluation is the
+    highest of many noisy ones, so one evaluation far under it is common on a healthy run: the fall
+    must hold at the next evaluation too, and the flag names the first of the two."""
     val = _series(rows, "val/pass_rate")
     se = dict(_series(rows, "val/pass_rate_se"))
     train = _series(rows, "train/pass_rate")
@@ -111,20 +114,30 @@ def _divergence(rows: Sequence[Row], w: int, d: float) -> Optional[Flag]:
         before = [v for s, v in train if s <= step][-w:]
         return before if len(before) == w else [v for _, v in train[:w]]  # too few before: the first window's
 
+    def rose(since: int, step: int) -> Optional[tuple[float, float]]:
+        """(the training window medians at `since` and `step`) when training rose past `d` and its noise."""
+        w0, w1 = window(since), window(step)
+        t0, t1 = median(w0), median(w1)
+        enough = len([s for s, _ in train if s <= step]) >= w
+        return (t0, t1) if enough and t1 - t0 > max(d, 2 * pstdev(w0 + w1) * math.sqrt(2 / w)) else None
+
     best_step, best = val[0]
+    first: Optional[tuple[int, float]] = None  # the evaluation where the fall was first seen
     for step, v in val[1:]:
         if v > best:
-            best_step, best = step, v
+            best_step, best, first = step, v, None
             continue
-        w0, w1 = window(best_step), window(step)
-        t0, t1 = median(w0), median(w1)
-        fall_noise = 2 * math.hypot(se.get(best_step, 0.0), se.get(step, 0.0))
-        rise_noise = 2 * pstdev(w0 + w1) * math.sqrt(2 / w)
-        if best - v > max(d, fall_noise) and t1 - t0 > max(d, rise_noise) and len([s for s, _ in train if s <= step]) >= w:
-            return _flag("divergence", step, "val/pass_rate",
-                         f"validation pass rate fell from {best:.3f} (step {best_step}) to {v:.3f} while the training "
-                         f"pass rate rose from {t0:.3f} to {t1:.3f} (a reward hack or overfitting). "
-                         + _look(step, "what passes in training but fails in validation"))
+        if not best - v > max(d, 2 * math.hypot(se.get(best_step, 0.0), se.get(step, 0.0))):
+            first = None
+            continue
+        if first is None:
+            first = (step, v)
+            continue
+        if moved := rose(best_step, step) or rose(best_step, first[0]):
+            return _flag("divergence", first[0], "val/pass_rate",
+                         f"validation pass rate fell from {best:.3f} (step {best_step}) to {first[1]:.3f} and {v:.3f} "
+                         f"(step {step}) while the training pass rate rose from {moved[0]:.3f} to {moved[1]:.3f} "
+                         "(a reward hack or overfitting). " + _look(first[0], "what passes in training but fails in validation"))
     return None
 
 
