@@ -69,3 +69,8 @@ def only_sevens(completions, answer, **kwargs):
     """TRL's multi-task convention: None for a sample the function does not apply to (answers
     other than 7), else 2.0 for a completion that ends with 7 and -2.0 otherwise."""
     return [None if str(a) != "7" else (2.0 if _text(c).endswith("7") else -2.0) for c, a in zip(completions, answer)]
+
+
+def says_seven(completions, **kwargs):
+    """Booleans, as TRL accepts them (it builds a float tensor from the list): True where a 7 is written."""
+    return [("7" in _text(c)) for c in completions]

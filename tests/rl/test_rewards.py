@@ -129,3 +129,10 @@ def test_the_pass_function_must_score_every_sample():
     msg = str(e.value)
     assert "\n" not in msg and "reward function trl_rewards:only_sevens returned None for example 100" in msg
     assert "the pass function decides every sample's verdict" in msg and "the batch is not trained on" in msg
+
+
+def test_booleans_count_as_one_and_zero_as_in_trl():
+    s = _score([PASS, {"fn": "trl_rewards:says_seven", "weight": 0.5}], ["it is 1", "c 7"], ["1", "1"])
+    assert s.rewards == pytest.approx([1.0, 0.5]) and s.values["trl_rewards:says_seven"] == [0.0, 1.0]
+    s = _score([{"fn": "trl_rewards:says_seven", "weight": 1.0, "pass": True}], ["a 7", "b 8"], ["7", "7"])
+    assert s.passed == [True, False]

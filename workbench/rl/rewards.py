@@ -122,8 +122,8 @@ def load_reward_functions(functions: Sequence[dict]) -> list[RewardFunction]:
 
 
 def _bad_value(v: Any) -> Optional[str]:
-    """Why `v` is no reward (None when it is a finite real number)."""
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+    """Why `v` is no reward (None when it is a finite real number; a bool is 1 or 0, as in TRL)."""
+    if not isinstance(v, numbers.Real):
         if hasattr(v, "item") and getattr(v, "shape", None) == ():  # a numpy / torch scalar
             return _bad_value(v.item())
         return f"a {type(v).__name__} ({v!r:.40})"
