@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 
 from workbench.errors import UserError
-from workbench.tasks.synthetic import _distinct_indices
+from workbench.tasks.synthetic import distinct_indices
 from workbench.tasks.types import Example, TaskData
 
 OPS = ("+", "-", "*")
@@ -82,7 +82,7 @@ def make_code_task(name: str, difficulty: int, *, num_train: int, num_val: int, 
             f"task.num_train + task.num_val = {n}; raise task.difficulty or lower the counts"
         )
     rng = random.Random(f"{name}:{difficulty}:{seed}")
-    examples = [_example(i, idx, difficulty, rng) for i, idx in enumerate(_distinct_indices(space, n, rng))]
+    examples = [_example(i, idx, difficulty, rng) for i, idx in enumerate(distinct_indices(space, n, rng))]
     return TaskData(
         name=name,
         train=examples[:num_train],

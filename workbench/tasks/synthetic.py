@@ -79,7 +79,7 @@ TASKS: dict[str, Family] = {
 }
 
 
-def _distinct_indices(space: int, n: int, rng: random.Random) -> list[int]:
+def distinct_indices(space: int, n: int, rng: random.Random) -> list[int]:
     """n distinct problem indices drawn uniformly from range(space), in draw order."""
     if space <= 4 * n:
         return rng.sample(range(space), n)
@@ -143,7 +143,7 @@ def make_task(name: str, difficulty: int, *, num_train: int, num_val: int, seed:
     # The seed and the task identity both pick the sample, so tasks differ even at one seed.
     rng = random.Random(f"{name}:{difficulty}:{seed}")
     examples = []
-    for i, idx in enumerate(_distinct_indices(space, n, rng)):
+    for i, idx in enumerate(distinct_indices(space, n, rng)):
         prompt, answer = fam.problem(idx, difficulty)
         examples.append(Example(id=i, prompt=prompt, answer=answer))
     return TaskData(
