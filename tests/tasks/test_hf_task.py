@@ -61,6 +61,17 @@ def test_a_parquet_folder_gives_its_splits_and_answer_regex_takes_the_answer(gsm
     assert len(held.val) == 5 and len(held.train) == 25 and not {e.prompt for e in held.val} & {e.prompt for e in held.train}
 
 
+def test_reward_functions_get_the_answer_that_answer_regex_took(gsm_folder):
+    # TRL's GSM8K recipes map the dataset so `answer` is "7", not the worked solution ending "#### 7";
+    # with answer_regex doing that mapping here, a reward function written for them must see "7"
+    from workbench.tasks.chat import reward_inputs
+
+    task = load_task(task_cfg(gsm_folder, split="train", val_split="test"))
+    ex = next(ex for ex in task.train if ex.prompt == "Tom has 3 apples and buys 4. How many?")
+    _, _, columns = reward_inputs([task], [ex], ["The answer is 7"])
+    assert columns["answer"] == ["7"]
+
+
 def test_readme_configurations_a_jsonl_file_and_a_saved_datasetdict(tmp_path, offline):
     import datasets
 

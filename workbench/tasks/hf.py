@@ -22,6 +22,8 @@ pin `task.revision` on a multi-node cluster so every node reads the same revisio
 Without `answer_regex` the answer column is the answer: MATH-style solutions with `\\boxed{}`
 go to math-verify as they are, which finds the boxed answer. With it, rows whose answer text it
 does not match are skipped (a warning says how many); a regex that matches no row is refused.
+Reward functions then get the answer it took in the answer column ("72", as TRL's GSM8K recipes
+map it), not the whole solution.
 Bad input is one UserError line: an unknown dataset or configuration, a missing split or
 column, a bad regex.
 """
@@ -125,8 +127,8 @@ def _rows(ds: Any, cfg: Any, split: str, pattern: Optional[re.Pattern], offset: 
     for i, row in enumerate(ds):
         r = record(row, f"{where}: row {i}", cfg.prompt_key, cfg.answer_key, offset + i)
         answer = extract_answer(pattern, r.answer)
-        if answer:
-            rows.append(r._replace(answer=answer))
+        if answer:  # reward functions see the answer taken, as TRL's GSM8K recipes map their `answer` column
+            rows.append(r._replace(answer=answer, columns={**r.columns, cfg.answer_key: answer}))
         else:
             missed += 1
     if missed and not rows:
