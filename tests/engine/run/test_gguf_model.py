@@ -96,6 +96,24 @@ def test_a_cut_off_gguf_file_is_one_line_and_leaves_no_folder(tmp_path):
     assert [p.name for p in (cache / "gguf").iterdir() if p.name != ".locks"] == []
 
 
+def test_a_conversion_killed_midway_leaves_nothing_the_next_one_keeps(tmp_path):
+    # a process killed while converting (no `finally`) leaves its hidden temporary folder (a
+    # float32 copy of the model); the next conversion of that file, holding the lock, removes it
+    from workbench.engine.model.gguf import file_sha256
+
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + b"half a header")
+    root = tmp_path / "cache" / "gguf"
+    stray = root / f".{file_sha256(path)}-float32-k1lled"
+    (stray / "sub").mkdir(parents=True)
+    (stray / "model.safetensors").write_bytes(b"half a model")
+    other = root / ".0123abcd-float32-busy"  # another file's conversion, maybe running now: not ours to touch
+    other.mkdir()
+    with pytest.raises(UserError):
+        gguf_folder(path, cache_dir=tmp_path / "cache")
+    assert not stray.exists() and other.is_dir()
+
+
 def test_without_the_gguf_package_a_gguf_path_is_one_line(tmp_path):
     path = tmp_path / "m.gguf"
     path.write_bytes(b"GGUF" + bytes(60))

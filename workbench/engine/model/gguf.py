@@ -8,8 +8,9 @@ The conversion is transformers' own GGUF loader (`from_pretrained(..., gguf_file
 the `gguf` and `accelerate` packages): the weights are dequantized to the run's dtype (float32 for
 `auto`: the trainer's masters are float32, and a Q4/Q8 value is exact in it), and the tokenizer
 with its chat template is read from the same file. The folder is written beside its final name
-and renamed into place, so a crash never leaves half a model; a file lock makes a second process
-wait for the first one's folder instead of converting again. Bad input is one line (UserError):
+and renamed into place, so a crash never leaves half a model where a run looks (a killed one's
+hidden temporary folder is removed by the next conversion of that file); a file lock makes a
+second process wait for the first one's folder instead of converting again. Bad input is one line (UserError):
 a file that is not GGUF, an architecture transformers cannot load from GGUF, a missing package.
 """
 
@@ -113,6 +114,8 @@ def gguf_folder(path: str | Path, *, dtype: Optional[str] = "auto", cache_dir: s
             if say is not None:
                 say(f"converting {src.name} (GGUF) to a Hugging Face folder in {name}, once: {final}")
             shutil.rmtree(final, ignore_errors=True)  # not ours (we rename whole folders in): os.replace needs it gone
+            for stray in root.glob(f".{final.name}-*"):  # a killed conversion's temporary folder: under the lock, no one writes it
+                shutil.rmtree(stray, ignore_errors=True)
             write_folder(src, final, name)
     return final
 
