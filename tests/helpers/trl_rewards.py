@@ -74,3 +74,8 @@ def only_sevens(completions, answer, **kwargs):
 def says_seven(completions, **kwargs):
     """Booleans, as TRL accepts them (it builds a float tensor from the list): True where a 7 is written."""
     return [("7" in _text(c)) for c in completions]
+
+
+def raises_two_lines(completions, **kwargs):
+    """Raises with a message of several lines, as many libraries' errors are."""
+    raise ValueError("the judge said:\n  status 503\n  try later")

@@ -136,3 +136,10 @@ def test_booleans_count_as_one_and_zero_as_in_trl():
     assert s.rewards == pytest.approx([1.0, 0.5]) and s.values["trl_rewards:says_seven"] == [0.0, 1.0]
     s = _score([{"fn": "trl_rewards:says_seven", "weight": 1.0, "pass": True}], ["a 7", "b 8"], ["7", "7"])
     assert s.passed == [True, False]
+
+
+def test_an_error_message_of_several_lines_is_still_one_line():
+    with pytest.raises(RewardFunctionError) as e:
+        _score([PASS, {"fn": "trl_rewards:raises_two_lines", "weight": 1.0}], ["a 1"], ["1"])
+    msg = str(e.value)
+    assert "\n" not in msg and "raised ValueError: the judge said: status 503 try later on example 100" in msg

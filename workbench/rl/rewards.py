@@ -108,7 +108,8 @@ def import_function(spec: str) -> Callable[..., Any]:
         for part in attr.split("."):
             obj = getattr(obj, part)
     except Exception as e:  # noqa: BLE001 - an import runs user code: any failure is one line
-        raise UserError(f"reward.functions: cannot import {spec!r}: {type(e).__name__}: {e}") from None
+        said = " ".join(str(e).split())  # a module that fails to import may say so over several lines
+        raise UserError(f"reward.functions: cannot import {spec!r}: {type(e).__name__}: {said}") from None
     if not callable(obj):
         raise UserError(f"reward.functions: {spec!r} is not callable")
     return obj
@@ -137,8 +138,9 @@ def _call(f: RewardFunction, kwargs: dict[str, Any], n: int, example_ids: Sequen
     try:
         out = f.fn(**kwargs)
     except Exception as e:  # noqa: BLE001 - a user's function: any failure is one line
+        said = " ".join(str(e).split())  # one line, whatever the library's message looks like
         raise RewardFunctionError(
-            f"reward function {f.spec} raised {type(e).__name__}: {e} on {_first_raising(f, kwargs, n, example_ids)}; "
+            f"reward function {f.spec} raised {type(e).__name__}: {said} on {_first_raising(f, kwargs, n, example_ids)}; "
             "the batch is not trained on"
         ) from None
     if hasattr(out, "tolist") and not isinstance(out, (list, tuple)):
