@@ -145,12 +145,14 @@ def group_note(texts: list[str], verdicts: list[Any]) -> dict[str, Any]:
 def val_records(examples: list[Any], ids: list[int], k: int, texts: list[str], outs: list[Any], verdicts: list[Any],
                 version: int, cap: int) -> list[dict[str, Any]]:  # fmt: skip
     """An evaluation's completions (prompt-major, `k` per prompt `ids`), the first `cap` of them."""
+    from workbench.rl.reward import reward_for  # here: rl/reward imports torch, which `workbench samples` does not need
+
     out = []
     for i, (text, c, v) in enumerate(zip(texts[:cap], outs, verdicts)):
         ex, gi = examples[ids[i // k]], i // k
         rec = {"group": gi, "prompt_id": int(ids[gi]), "domain": ex.domain, "prompt": ex.prompt, "completion": text,
                "passed": bool(v.passed), "verdict": v.verdict,
-               "reward": float(v.reward) if v.reward is not None else (1.0 if v.passed else -1.0),
+               "reward": float(v.reward) if v.reward is not None else reward_for(v.passed),
                "advantage": math.nan, "version": int(version), "version_last": int(version), "staleness": 0,
                "length": len(c.tokens), "truncated": not bool(c.finished), "interrupted": bool(c.interrupted)}  # fmt: skip
         rec.update({f"reward/{name}": float(x) for name, x in (getattr(v, "values", None) or {}).items()})
