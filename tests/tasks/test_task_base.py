@@ -26,6 +26,16 @@ def test_safe_check_wraps_checker_errors_with_example_id():
     assert safe_check(exact_checker, "1", "1", example_id=0) is True
 
 
+def test_a_checker_error_of_several_lines_is_one_line():
+    def verbose(completion: str, answer: str) -> bool:
+        raise ValueError("could not parse:\n  \\frac{1}{\n  ^ here")
+
+    with pytest.raises(CheckerError) as info:
+        safe_check(verbose, "a\nb", "y", example_id=3)
+    msg = str(info.value)
+    assert "\n" not in msg and "ValueError: could not parse: \\frac{1}{ ^ here" in msg and "example 3" in msg
+
+
 def test_checker_choice():
     assert get_checker("auto", default="exact")[0] == "exact"
     assert get_checker("auto", default="math")[0] == "math"

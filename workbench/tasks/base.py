@@ -45,7 +45,7 @@ def safe_check(checker: Checker, completion: str, answer: str, *, example_id: in
         name = getattr(checker, "__name__", type(checker).__name__)
         raise CheckerError(
             f"checker {name!r} failed on {where} (answer {answer[:80]!r}, completion {completion[:80]!r}): "
-            f"{type(e).__name__}: {e}"
+            f"{type(e).__name__}: {' '.join(str(e).split())}"  # one line, whatever the checker's message looks like
         ) from e
 
 
