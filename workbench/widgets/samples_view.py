@@ -228,8 +228,15 @@ class SamplesTab(widgets.VBox):
         self.render()
 
     def render(self) -> None:
+        """Draw the chosen view; an error is shown in place (a widget callback's would go to the kernel's log)."""
         if self._quiet:
             return
+        try:
+            self._render()
+        except Exception as e:  # noqa: BLE001 - the tab must keep going; say what broke
+            self.out.value = f"<div style='color:#c00'>samples view error: {html.escape(f'{type(e).__name__}: {e}')}</div>"
+
+    def _render(self) -> None:
         df = self.frame.df
         if df.empty:
             self.out.value = "<div style='color:#555;padding:1em'>this run kept no samples (samples.max_mb = 0, or not yet)</div>"
