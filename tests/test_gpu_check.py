@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_gpu_check_runs_on_the_cpu_and_reports_the_correctness_figures():
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--cpu", "--steps", "3"],
                           capture_output=True, text=True, timeout=1800, cwd=REPO)  # fmt: skip

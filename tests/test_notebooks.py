@@ -124,6 +124,7 @@ def test_ablation_notebook_declares_what_the_sweeps_pass():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_ablation_notebook_runs_as_a_sweep_point(kernel, tmp_path):
     from workbench.sweep import load_grid, run_sweep
 

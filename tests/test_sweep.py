@@ -383,6 +383,7 @@ def _cluster_addresses(state_dirs) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_stop_early_stops_the_crippled_point_and_leaves_no_ray(tmp_path, workbench_kernel, capsys):
     """The quickstart (its own recipe, lr and batch; 200 steps, an evaluation every 10) against a
     crippled copy (train.lr 1e-6). The crippled point is stopped after its first rung; the healthy

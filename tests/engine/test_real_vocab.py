@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("vllm")
 
 
+@pytest.mark.long  # the GGUF test (tests/engine/run/test_gguf_model.py) is CI's real vocabulary through vLLM
 def test_a_full_vocabulary_model_trains_through_vllm_and_the_bf16_trainer(tmp_path):
     from benchmarks.bench_real_shape import VOCAB, hash_checker, parse_args, run_engine
 

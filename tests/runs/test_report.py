@@ -167,6 +167,7 @@ def test_eval_curve_is_in_step_order_and_keeps_the_last_evaluation_of_a_step():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_demo_config_learns_and_backtests_itself(tmp_path):
     """configs/demo.yaml as `make demo` runs it, cut to half of its steps: the pass rate
     rises, and the report prints the fit and the backtest line and draws the prefix forecast.

@@ -101,6 +101,7 @@ def test_one_trainer_worker_per_node_and_the_run_learns(two_nodes, tmp_path, mod
     assert len(rate) == 60 and sum(rate[-15:]) > sum(rate[:15]), rate
 
 
+@pytest.mark.long  # a second two-node cluster; the learning test above is CI's multi-node run
 def test_an_out_dir_the_other_node_does_not_share_is_refused_in_one_line(tmp_path, model_cache):
     view = tmp_path / "view"  # the second node mounts its own empty tmpfs here
     view.mkdir()
