@@ -28,6 +28,9 @@ Measured (`--json` prints one object; the targets are printed as PASS/FAIL lines
 - `tokens_per_s`: completion tokens / `time/generate` over the run's steps; `vllm_alone_tokens_per_s`:
   `LLM.generate` of the same engine settings, on the same prompts, n and lengths, alone, in the same
   Ray cluster after the run (same CPUs per actor).
+- `mismatch_kl`, `mismatch_ratio_max`, `mismatch_frac`: each step's `train/mismatch_*` (the mean k3
+  KL between vLLM's and the trainer's log-probs on the trained tokens, the largest ratio, the share
+  past the ratio bound; no target).
 Targets: each role's peak within 25% of the plan; tokens_per_s >= 80% of vLLM alone; the push
 >= 0.5 GB/s and < 10% of a step. Exit status 0 when all pass, 1 otherwise.
 """
@@ -239,6 +242,11 @@ class Figures:
     runtime_gb: float
     generator_load_s: float
     trainer_object_store_gb: float  # of trainer_peak_gb: Ray's object store (the pushes) mapped in the trainer
+    # the training/inference mismatch on the trained tokens, per step (rl/mismatch.py): vLLM's
+    # log-probs against the trainer's under the sampling version
+    mismatch_kl: list[float] = dataclasses.field(default_factory=list)
+    mismatch_ratio_max: list[float] = dataclasses.field(default_factory=list)
+    mismatch_frac: list[float] = dataclasses.field(default_factory=list)
 
     def targets(self) -> list[tuple[str, bool]]:
         within = lambda peak, plan: abs(peak - plan) <= 0.25 * plan  # noqa: E731
@@ -345,6 +353,9 @@ def run(a: argparse.Namespace, work: Path) -> Figures:
         tokens_per_s=generated / max(sum(r["time/generate"] for r in rows), 1e-9), vllm_alone_tokens_per_s=alone,
         sequences_trained=[int(r["train/sequences_trained"]) for r in rows], runtime_gb=runtime / GB, generator_load_s=load_s,
         trainer_object_store_gb=e.largest.get("trainer", {}).get("RssShmem", 0) / GB,
+        mismatch_kl=[r.get("train/mismatch_kl", float("nan")) for r in rows],
+        mismatch_ratio_max=[r.get("train/mismatch_ratio_max", float("nan")) for r in rows],
+        mismatch_frac=[r.get("train/mismatch_frac", float("nan")) for r in rows],
     )  # fmt: skip
 
 
@@ -375,7 +386,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     for line, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}: {line}", file=sys.stderr)
     print(f"({time.perf_counter() - t0:.0f} s in all; runtime resident set {f.runtime_gb:.2f} GB left out of the peaks)", file=sys.stderr)
-    out = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in dataclasses.asdict(f).items()}
+    out = {k: ([round(x, 6) for x in v] if k.startswith("mismatch") else round(v, 4) if isinstance(v, float) else v)
+           for k, v in dataclasses.asdict(f).items()}  # fmt: skip
     print(json.dumps(out) if a.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
     return 0 if all(ok for _, ok in checks) else 1
 
