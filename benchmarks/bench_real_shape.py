@@ -2,6 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_real_shape.py --steps 3 --json     # the figures
     PYTHONPATH=. .venv/bin/python benchmarks/bench_real_shape.py --steps 1 --layers 2  # a quick try
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_real_shape.py --smollm2 --json       # the pretrained chat model
 
 The model is built from the shipped `tests/data/model_configs/qwen2.5-0.5b/config.json` (24
 layers, hidden 896, tied embeddings, the full 151,936-token vocabulary; `--layers` changes only
@@ -28,6 +29,11 @@ Measured (`--json` prints one object; the targets are printed as PASS/FAIL lines
 - `tokens_per_s`: completion tokens / `time/generate` over the run's steps; `vllm_alone_tokens_per_s`:
   `LLM.generate` of the same engine settings, on the same prompts, n and lengths, alone, in the same
   Ray cluster after the run (same CPUs per actor).
+- `matmul_peak_tflops`, `trainer_tflops`, `mfu`: this machine's dense matmul rate in the trainer's
+  compute dtype on `--threads` threads (measured before the run), the trainer's 6N-per-trained-token
+  FLOP/s over `time/train` (steps after the first), and their ratio. `step_split_s`: seconds per step
+  of the trainer's step wall, its compute, its push, its wait for rollouts, the reward wait, and the
+  generator's busy time beside them.
 - `mismatch_kl`, `mismatch_ratio_max`, `mismatch_frac`: each step's `train/mismatch_*` (the mean k3
   KL between vLLM's and the trainer's log-probs on the trained tokens, the largest ratio, the share
   past the ratio bound; no target).
@@ -124,7 +130,7 @@ def bench_config(model: Path, task: Path, a: argparse.Namespace, out: Path) -> A
     from workbench.config import run_config_from_dict
 
     return run_config_from_dict({"recipe": {"base": "scalerl", "length_control": {"type": "none"}}}, {
-        "name": "real-shape", "out_dir": str(out), "model.path": str(model), "model.dtype": "bfloat16",
+        "name": "real-shape", "out_dir": str(out), "model.path": str(model), "model.dtype": a.dtype,
         "task.name": "jsonl", "task.path": str(task), "task.num_val": 4, "task.checker": f"{Path(__file__).stem}:hash_checker",
         "generation.backend": "vllm", "generation.max_new_tokens": a.tokens, "generation.max_batch_sequences": a.prompts * a.generations,
         "train.prompts_per_step": a.prompts, "train.generations_per_prompt": a.generations, "train.max_steps": a.steps,
@@ -247,6 +253,13 @@ class Figures:
     mismatch_kl: list[float] = dataclasses.field(default_factory=list)
     mismatch_ratio_max: list[float] = dataclasses.field(default_factory=list)
     mismatch_frac: list[float] = dataclasses.field(default_factory=list)
+    # what the hardware gives: the trainer's FLOP/s (6N per trained token over time/train) against
+    # this machine's matmul peak in the trainer's compute dtype at its thread count (MFU), and where
+    # the trainer's step goes (seconds per step after the first, from the run's own timers)
+    matmul_peak_tflops: float = 0.0
+    trainer_tflops: float = 0.0
+    mfu: float = 0.0
+    step_split_s: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def targets(self) -> list[tuple[str, bool]]:
         within = lambda peak, plan: abs(peak - plan) <= 0.25 * plan  # noqa: E731
@@ -298,10 +311,16 @@ def run_engine(a: argparse.Namespace, work: Path) -> EngineRun:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH")]))
     sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "benchmarks")) if p not in sys.path]
     task, texts = write_task(work, a.prompts)
-    model = build_model(work / f"qwen2.5-0.5b-L{a.layers or 'all'}", texts, layers=a.layers)
-    tok = load_tokenizer(model, chat_template=False)
-    assert len(tok) == VOCAB and all(isinstance(t, str) for t in tok.batch_decode([[i] for i in range(VOCAB)])), \
-        "every id in [0, 151936) decodes"
+    if a.smollm2:  # the pretrained chat model, converted once under --work
+        from workbench.engine.model.gguf import gguf_folder, smollm2_path
+
+        model = gguf_folder(smollm2_path(), cache_dir=work / "models")
+        tok = load_tokenizer(model, chat_template=False)
+    else:
+        model = build_model(work / f"qwen2.5-0.5b-L{a.layers or 'all'}", texts, layers=a.layers)
+        tok = load_tokenizer(model, chat_template=False)
+        assert len(tok) == VOCAB and all(isinstance(t, str) for t in tok.batch_decode([[i] for i in range(VOCAB)])), \
+            "every id in [0, 151936) decodes"
     cfg = bench_config(model, task, a, work / "run")
     handle = launch(cfg, resume=False)
     watch = PeakWatch(cfg.name)
@@ -328,10 +347,16 @@ def run(a: argparse.Namespace, work: Path) -> Figures:
     from workbench.engine.model.hf_dir import prompt_ids
     from workbench.engine.weights import FlatWeights
 
+    from hardware_figures import matmul_peak_tflops, step_split
+
+    from workbench.engine.model.devices import trainer_precision
+
+    peak = matmul_peak_tflops(trainer_precision(a.dtype, "cpu").compute, a.threads)  # before the run: a quiet machine
     e = run_engine(a, work)
     plans = plan_gb(e.cfg)
     runtime = runtime_rss()
     state = {k: v.float() for k, v in load_file(str(e.model / "model.safetensors")).items()}
+    n_params = sum(v.numel() for v in state.values())  # tied: the embedding once
     flat = FlatWeights.from_state_dict(state, dtype=torch.bfloat16, keep=(state["model.embed_tokens.weight"],))
     del state
     ref = ray.put(flat)
@@ -346,6 +371,8 @@ def run(a: argparse.Namespace, work: Path) -> Figures:
     steps_s = [b - a_ for a_, b in zip(walls, walls[1:])] or walls
     push = [r.get("time/weight_gather", 0.0) + r.get("time/weight_sync", 0.0) for r in later]
     generated = sum(r["train/response_len"] * r["train/sequences_trained"] for r in rows)
+    trained = sum(6.0 * n_params * r.get("train/tokens_trained", 0.0) for r in later)
+    trainer_tflops = trained / max(sum(r.get("time/train", 0.0) for r in later), 1e-9) / 1e12
     return Figures(
         generator_peak_gb=(e.peaks.get("generator", 0) - runtime) / GB, generator_plan_gb=plans.get("generator", 0.0),
         trainer_peak_gb=(e.peaks.get("trainer", 0) - runtime) / GB, trainer_plan_gb=plans.get("trainer", 0.0),
@@ -356,6 +383,8 @@ def run(a: argparse.Namespace, work: Path) -> Figures:
         mismatch_kl=[r.get("train/mismatch_kl", float("nan")) for r in rows],
         mismatch_ratio_max=[r.get("train/mismatch_ratio_max", float("nan")) for r in rows],
         mismatch_frac=[r.get("train/mismatch_frac", float("nan")) for r in rows],
+        matmul_peak_tflops=peak, trainer_tflops=trainer_tflops, mfu=trainer_tflops / max(peak, 1e-12),
+        step_split_s=step_split(rows),
     )  # fmt: skip
 
 
@@ -370,6 +399,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="CPUs and torch threads of the generator and of the trainer")
     p.add_argument("--work", help="folder for the model (reused) and the run (default: a temporary one)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--dtype", default="bfloat16", help="model.dtype of the run (the trainer's compute dtype)")
+    p.add_argument("--smollm2", action="store_true",
+                   help="SmolLM2-135M-Instruct (the GGUF make setup installs) instead of the random Qwen2.5-0.5B shape")
     return p.parse_args(argv)
 
 
@@ -386,7 +418,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     for line, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}: {line}", file=sys.stderr)
     print(f"({time.perf_counter() - t0:.0f} s in all; runtime resident set {f.runtime_gb:.2f} GB left out of the peaks)", file=sys.stderr)
-    out = {k: ([round(x, 6) for x in v] if k.startswith("mismatch") else round(v, 4) if isinstance(v, float) else v)
+    out = {k: ([round(x, 6) for x in v] if k.startswith("mismatch") else {n: round(x, 3) for n, x in v.items()}
+               if isinstance(v, dict) else round(v, 4) if isinstance(v, float) else v)
            for k, v in dataclasses.asdict(f).items()}  # fmt: skip
     print(json.dumps(out) if a.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
     return 0 if all(ok for _, ok in checks) else 1
