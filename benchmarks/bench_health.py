@@ -1,0 +1,204 @@
+"""Do the run-health rules fire on real runs made unhealthy on purpose, and stay quiet on healthy ones?
+
+    .venv/bin/python benchmarks/bench_health.py [--steps 300] [--out runs/bench-health] [--only NAME]
+
+Issue 46, item 4. Each run is the quickstart (configs/quickstart.yaml: builtin:tiny, 2-digit
+addition, the ScaleRL recipe, torch generator on the CPU) cut to `--steps` trainer steps with an
+evaluation every 20 steps, run by `workbench run --fresh --no-report` in a subprocess, one at a
+time, with MLflow off. The runs (--only picks one by name):
+
+- healthy-s0, healthy-s1, healthy-s2: the quickstart recipe as shipped, seeds 0-2; no rule should fire.
+- lr-100x: `train.lr` 100x the quickstart's (2e-2); expected: entropy and/or grad_spike.
+- length-reward: a reward that pays 0.25 per character (benchmarks/health_rewards.py
+  `length_bonus`) beside the task's checker as the pass function, `generation.max_new_tokens` 16;
+  expected: length and truncation.
+- format-bonus: the task's checker as the pass function plus a heavy bonus (weight 2) for a
+  completion ending in "0" (`ends_in_zero`): the honest construction with one shared pass verdict
+  (`reward.functions` has one pass function for training and validation alike, so a format trick that
+  fools it moves val/pass_rate too); expected: entropy (collapse onto round numbers) or zero_variance.
+- fooled-checker: a pass function that a completion ending in "0" fools on training prompts only
+  (`fooled_in_training`; validation prompts get the task's true verdict), so the training pass rate
+  climbs while validation falls; expected: divergence.
+
+The bench reads each run's summary.json `health` (what the engine wrote) and metrics.jsonl, and
+prints one progress line per run, then a table: the rules that fired and at which step, and the
+step where the watched metric turned by its own definition (ONSET below), independent of the rules'
+running medians. The wall time is this machine's, under whatever else runs on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from statistics import mean, pstdev
+from typing import Any, Optional
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+QUICKSTART = REPO / "configs" / "quickstart.yaml"
+EVERY = 20  # evaluation interval (steps)
+EARLY, HOLD, SIGMAS = 10, 5, 3.0  # ONSET's parameters
+ONSET = (f"a training metric turns at the first step (after its first {EARLY}) from which at least {HOLD - 1} of "
+         f"{HOLD} consecutive values lie more than {SIGMAS:g} SD of its first {EARLY} values (SD at least 5% of their "
+         f"mean) past their mean, in the unhealthy direction; val/pass_rate turns at the first evaluation more "
+         f"than 2 combined standard errors below the best earlier one")  # fmt: skip
+
+R = "health_rewards"  # benchmarks/health_rewards.py, on the workers' PYTHONPATH
+CORRECT = {"fn": "workbench.rl.rewards:correct", "weight": 1.0, "pass": True}
+# name -> (overrides, expected rules, watched metrics with their unhealthy direction)
+RUNS: dict[str, tuple[dict[str, Any], list[str], dict[str, str]]] = {
+    **{f"healthy-s{s}": ({"seed": s}, [], {}) for s in range(3)},
+    "lr-100x": ({"train.lr": 2.0e-2}, ["entropy", "grad_spike"], {"train/entropy": "down", "train/grad_norm": "up"}),
+    "length-reward": ({"generation.max_new_tokens": 16,
+                       "reward.functions": [CORRECT, {"fn": f"{R}:length_bonus", "weight": 1.0}]},
+                      ["length", "truncation"], {"train/response_len": "up", "train/truncation_rate": "up"}),
+    "format-bonus": ({"reward.functions": [CORRECT, {"fn": f"{R}:ends_in_zero", "weight": 2.0}]},
+                     ["entropy", "zero_variance"], {"train/entropy": "down", "train/zero_variance_frac": "up"}),
+    "fooled-checker": ({"reward.functions": [{"fn": f"{R}:fooled_in_training", "weight": 1.0, "pass": True}]},
+                       ["divergence"], {"train/pass_rate": "up", "val/pass_rate": "down"}),
+}  # fmt: skip
+
+
+def _set(d: dict, dotted: str, value: Any) -> None:
+    *head, last = dotted.split(".")
+    for k in head:
+        d = d.setdefault(k, {})
+    d[last] = value
+
+
+def write_config(name: str, overrides: dict[str, Any], steps: int, folder: Path) -> Path:
+    """The quickstart's YAML with the run's settings, validated by the config loader before Ray starts."""
+    from health_rewards import QUICKSTART_TASK
+
+    from workbench.config import load_run_config
+
+    data = yaml.safe_load(QUICKSTART.read_text())
+    common = {"name": f"health-{name}", "train.max_steps": steps, "eval.every_steps": EVERY,
+              "checkpoint.every_steps": steps, "checkpoint.export_policy": False, "tracking.mlflow": False}  # fmt: skip
+    for k, v in {**common, **overrides}.items():
+        _set(data, k, v)
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    task = load_run_config(path).task
+    if {k: getattr(task, k) for k in QUICKSTART_TASK} != QUICKSTART_TASK:
+        raise SystemExit(f"{QUICKSTART}: the task is no longer health_rewards.QUICKSTART_TASK; update it")
+    return path
+
+
+def run(name: str, steps: int, out: Path) -> dict[str, Any]:
+    """One run through `workbench run`; its flags, metric rows and wall time."""
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = write_config(name, RUNS[name][0], steps, out)
+    folder = out / name
+    cmd = [sys.executable, "-m", "workbench.cli", "run", "--config", str(cfg), "--out", str(folder), "--fresh", "--quiet", "--no-report"]
+    paths = [str(REPO), str(REPO / "benchmarks"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    t0 = time.time()
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    wall = time.time() - t0
+    summary_path = folder / "summary.json"
+    if proc.returncode != 0 or not summary_path.exists():
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise SystemExit(f"{name}: `workbench run` failed (exit {proc.returncode})")
+    summary = json.loads(summary_path.read_text())
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return {"name": name, "flags": summary.get("health", []), "rows": rows, "wall_s": wall, "status": summary.get("status")}
+
+
+def series(rows: list[dict], key: str) -> list[tuple[int, float]]:
+    return sorted((int(r["step"]), float(r[key])) for r in rows if isinstance(r.get(key), (int, float)) and math.isfinite(r[key]))
+
+
+def onset(rows: list[dict], key: str, direction: str) -> Optional[int]:
+    """The step where `key` turned (ONSET); None when it never did."""
+    if key == "val/pass_rate":
+        se = dict(series(rows, "val/pass_rate_se"))
+        best: Optional[tuple[int, float]] = None
+        for step, v in series(rows, key):
+            if best and best[1] - v > 2 * math.hypot(se.get(best[0], 0.0), se.get(step, 0.0)):
+                return step
+            best = (step, v) if best is None or v > best[1] else best
+        return None
+    s = series(rows, key)
+    if len(s) < EARLY + HOLD:
+        return None
+    early = [v for _, v in s[:EARLY]]
+    mu, sd = mean(early), max(pstdev(early), 0.05 * abs(mean(early)), 1e-6)
+    past = [(v - mu if direction == "up" else mu - v) > SIGMAS * sd for _, v in s]
+    for i in range(EARLY, len(s) - HOLD + 1):
+        if past[i] and sum(past[i : i + HOLD]) >= HOLD - 1:
+            return s[i][0]
+    return None
+
+
+def describe(r: dict[str, Any]) -> dict[str, str]:
+    """The table's cells for one run."""
+    _, expected, watched = RUNS[r["name"]]
+    fired = {f["rule"]: f["step"] for f in r["flags"]}
+    turns = {k: onset(r["rows"], k, d) for k, d in watched.items()}
+    val = series(r["rows"], "val/pass_rate")
+    train = [v for _, v in series(r["rows"], "train/pass_rate")]
+    if not expected:
+        verdict = "OK (no flag)" if not fired else "MISFIRE"
+    else:
+        hit = [e for e in expected if e in fired]
+        verdict = f"fired {', '.join(hit)}" if hit else "MISSED"
+    return {
+        "run": r["name"],
+        "fired": ", ".join(f"{k}@{v}" for k, v in fired.items()) or "-",
+        "expected": ", ".join(expected) or "none",
+        "turned": ", ".join(f"{k}@{'-' if t is None else t}" for k, t in turns.items()) or "-",
+        "val": f"{val[0][1]:.3f}->{val[-1][1]:.3f}" if val else "-",
+        "train": f"{mean(train[:10]):.2f}->{mean(train[-10:]):.2f}" if len(train) >= 10 else "-",
+        "verdict": verdict,
+        "wall": f"{r['wall_s']:.0f}",
+    }
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    cols = [("run", "run"), ("fired", "rules fired (rule@step)"), ("expected", "expected"), ("turned", "metric turned (ONSET)"),
+            ("val", "val pass rate"), ("train", "train pass rate (first/last 10 steps)"), ("verdict", "verdict"), ("wall", "wall s")]  # fmt: skip
+    lines = ["| " + " | ".join(h for _, h in cols) + " |", "|" + "---|" * len(cols)]
+    for r in results:
+        cells = describe(r)
+        lines.append("| " + " | ".join(cells[k] for k, _ in cols) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=300, help="trainer steps per run")
+    ap.add_argument("--out", default="runs/bench-health", help="run folders go to OUT/<run> (kept, with their YAML)")
+    ap.add_argument("--only", choices=sorted(RUNS), default=None, help="run this one only")
+    args = ap.parse_args()
+    names = [args.only] if args.only else list(RUNS)
+    out = Path(args.out).resolve()
+    results = []
+    for i, name in enumerate(names, 1):
+        r = run(name, args.steps, out)
+        results.append(r)
+        fired = ", ".join(f"{f['rule']}@{f['step']}" for f in r["flags"]) or "no flag"
+        print(f"[{i}/{len(names)}] {name}: {r['status']} in {r['wall_s']:.0f} s, {fired}", flush=True)
+    print(f"\n{args.steps} steps per run, evaluation every {EVERY}; ONSET: {ONSET}.\n")
+    print(table(results))
+    healthy = [r for r in results if not RUNS[r["name"]][1]]
+    if healthy:
+        flagged = [r["name"] for r in healthy if r["flags"]]
+        print(f"\nhealthy seeds: {len(healthy) - len(flagged)} of {len(healthy)} raised no flag"
+              + (f" (flagged: {', '.join(flagged)})" if flagged else ""))
+    for r in results:
+        for f in r["flags"]:
+            print(f"  {r['name']}: {f['rule']} from step {f['step']} ({f['metric']}): {f['message']}")
+
+
+if __name__ == "__main__":
+    main()
