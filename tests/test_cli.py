@@ -41,3 +41,15 @@ def test_a_missing_command_module_fails_the_import_with_its_name():
     last = proc.stderr.strip().splitlines()[-1]
     assert "ImportError" in last or "ModuleNotFoundError" in last, proc.stderr
     assert "'ui'" in last or "workbench.commands.ui" in last, last
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
+    """`workbench samples RUN | head -3`: no BrokenPipeError traceback, the SIGPIPE status (141)."""
+    from tests.helpers.samples_folder import write_samples_run
+
+    run = write_samples_run(tmp_path / "run")
+    # stdout is a pipe whose reader has already gone (as after `head` exits): every write fails
+    code = ("import os, sys; r, w = os.pipe(); os.close(r); os.dup2(w, 1)\n"
+            f"from workbench.cli import main; sys.exit(main(['samples', {str(run)!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 141 and "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr

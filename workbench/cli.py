@@ -26,6 +26,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from types import ModuleType
 
@@ -75,13 +76,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args._handler(args) or 0)
+        code = int(args._handler(args) or 0)
+        sys.stdout.flush()  # inside the try: a reader gone early shows here, not at the interpreter's exit
+        return code
     except UserError as e:
         print(f"workbench {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"workbench {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `workbench samples RUN | head`: the reader left early, nothing went wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not raise again
+        return 141  # what a process ended by SIGPIPE reports (128 + 13)
 
 
 if __name__ == "__main__":
