@@ -170,7 +170,9 @@ def test_samples_tab_group_view_side_by_side_and_health_banner_in_jupyterlab(lab
         browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1400})
-            run_all(page, f"{base}/lab/tree/viewer.ipynb?token={token}")
+            # a workspace of its own, reset: the default one would restore the first test's quickstart
+            # tab, which could be the current widget that Run All runs (seen after the quickstart test)
+            run_all(page, f"{base}/lab/workspaces/viewer/tree/viewer.ipynb?reset&token={token}")
             page.add_style_tag(content=".Toastify { display: none !important; }")  # JupyterLab's news toast, out of the pictures
             dash = page.locator(".workbench-dashboard")
             banner = page.locator(".workbench-health")
