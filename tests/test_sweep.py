@@ -452,6 +452,7 @@ def test_sigterm_is_an_interrupt_only_while_the_sweep_runs():
 
 
 @pytest.mark.slow
+@pytest.mark.long  # test_sigterm_is_an_interrupt_only_while_the_sweep_runs is CI's check of the signal path
 def test_sigterm_mid_point_stops_its_processes_and_cluster_and_records_it_killed(tmp_path, workbench_kernel):
     """`timeout N workbench sweep ...` sends SIGTERM to the sweep's process group (papermill
     included) while a point trains on its own Ray cluster. The sweep must end as Ctrl-C ends it:

@@ -18,7 +18,10 @@ N = 200
 
 
 @pytest.mark.slow  # 200 fits per family, about 12 s each family
-@pytest.mark.parametrize("family, last", [("sigmoid", 50000.0), ("stretched", 1400.0)])
+@pytest.mark.parametrize("family, last", [
+    pytest.param("sigmoid", 50000.0, marks=pytest.mark.long),  # 24 s; the stretched family is CI's coverage check
+    ("stretched", 1400.0),
+])
 def test_the_10x_bands_cover_90_to_98_percent(family, last):
     hits = np.zeros(2)
     for seed in range(N):

@@ -228,6 +228,7 @@ def test_the_retired_share_is_warned_about_once_and_capped_by_default(tiny_confi
     assert told[RETIRED_SHARE_WARNING] == [], "the default cap keeps the share at the threshold: nothing to warn"
 
 
+@pytest.mark.long  # a killed worker's recovery is CI's in test_two_trainer_workers_run_resume_and_survive_a_killed_worker
 def test_killed_trainer_worker_leaves_a_clean_record_in_mlflow(ray_cluster, tiny_config, tmp_path):
     """Issue 17: a trainer worker killed mid-run with MLflow on. Afterwards MLflow's own metric
     history equals metrics.jsonl (each step once, the surviving timeline's values), the policy

@@ -17,7 +17,10 @@ pytestmark = pytest.mark.slow
 QUICKSTART = Path(__file__).resolve().parents[3] / "configs" / "quickstart.yaml"
 
 
-@pytest.mark.parametrize("setting,value,logged", [("tis_cap", 2.0, "train/tis_weight_mean"), ("kl_coef", 0.05, "train/kl_mean")])
+@pytest.mark.parametrize("setting,value,logged", [
+    ("tis_cap", 2.0, "train/tis_weight_mean"),
+    pytest.param("kl_coef", 0.05, "train/kl_mean", marks=pytest.mark.long),  # the same path with another penalty
+])
 def test_a_quickstart_run_with_the_setting_completes_and_learns(ray_cluster, model_cache, tmp_path, setting, value, logged):
     steps = 120
     cfg = load_run_config(QUICKSTART, {f"recipe.loss.{setting}": value, "out_dir": str(tmp_path / setting),
