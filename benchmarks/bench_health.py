@@ -1,6 +1,6 @@
 """Do the run-health rules fire on real runs made unhealthy on purpose, and stay quiet on healthy ones?
 
-    .venv/bin/python benchmarks/bench_health.py [--steps 300] [--out runs/bench-health] [--only NAME]
+    .venv/bin/python benchmarks/bench_health.py [--steps 400] [--out runs/bench-health] [--only NAME]
 
 Issue 46, item 4. Each run is the quickstart (configs/quickstart.yaml: builtin:tiny, 2-digit
 addition, the ScaleRL recipe, torch generator on the CPU) cut to `--steps` trainer steps with an
@@ -176,7 +176,7 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=300, help="trainer steps per run")
+    ap.add_argument("--steps", type=int, default=400, help="trainer steps per run")
     ap.add_argument("--out", default="runs/bench-health", help="run folders go to OUT/<run> (kept, with their YAML)")
     ap.add_argument("--only", choices=sorted(RUNS), default=None, help="run this one only")
     args = ap.parse_args()
