@@ -371,8 +371,8 @@ def run(a: argparse.Namespace, work: Path) -> Figures:
     steps_s = [b - a_ for a_, b in zip(walls, walls[1:])] or walls
     push = [r.get("time/weight_gather", 0.0) + r.get("time/weight_sync", 0.0) for r in later]
     generated = sum(r["train/response_len"] * r["train/sequences_trained"] for r in rows)
-    trained = sum(6.0 * n_params * r.get("train/tokens_trained", 0.0) for r in later)
-    trainer_tflops = trained / max(sum(r.get("time/train", 0.0) for r in later), 1e-9) / 1e12
+    trained = sum(6.0 * n_params * (r.get("train/tokens_trained") or 0.0) for r in later)
+    trainer_tflops = trained / max(sum(r.get("time/train") or 0.0 for r in later), 1e-9) / 1e12
     return Figures(
         generator_peak_gb=(e.peaks.get("generator", 0) - runtime) / GB, generator_plan_gb=plans.get("generator", 0.0),
         trainer_peak_gb=(e.peaks.get("trainer", 0) - runtime) / GB, trainer_plan_gb=plans.get("trainer", 0.0),
@@ -380,12 +380,17 @@ def run(a: argparse.Namespace, work: Path) -> Figures:
         tokens_per_s=generated / max(sum(r["time/generate"] for r in rows), 1e-9), vllm_alone_tokens_per_s=alone,
         sequences_trained=[int(r["train/sequences_trained"]) for r in rows], runtime_gb=runtime / GB, generator_load_s=load_s,
         trainer_object_store_gb=e.largest.get("trainer", {}).get("RssShmem", 0) / GB,
-        mismatch_kl=[r.get("train/mismatch_kl", float("nan")) for r in rows],
-        mismatch_ratio_max=[r.get("train/mismatch_ratio_max", float("nan")) for r in rows],
-        mismatch_frac=[r.get("train/mismatch_frac", float("nan")) for r in rows],
+        # None (NaN in the row): no token of the step was sampled by the trainer's own version
+        mismatch_kl=[nan_if_none(r.get("train/mismatch_kl")) for r in rows],
+        mismatch_ratio_max=[nan_if_none(r.get("train/mismatch_ratio_max")) for r in rows],
+        mismatch_frac=[nan_if_none(r.get("train/mismatch_frac")) for r in rows],
         matmul_peak_tflops=peak, trainer_tflops=trainer_tflops, mfu=trainer_tflops / max(peak, 1e-12),
         step_split_s=step_split(rows),
     )  # fmt: skip
+
+
+def nan_if_none(x: Optional[float]) -> float:
+    return float("nan") if x is None else float(x)
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:

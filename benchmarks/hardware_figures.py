@@ -43,11 +43,11 @@ def step_split(rows: list[dict[str, Any]]) -> dict[str, float]:
     mean = lambda f: sum(f(prev, r) for prev, r in later) / len(later)  # noqa: E731
     return {
         "step_wall": mean(lambda p, r: r["compute/wall_seconds"] - p["compute/wall_seconds"]),
-        "train": mean(lambda p, r: r.get("time/train", 0.0)),
-        "weight_push": mean(lambda p, r: r.get("time/weight_gather", 0.0) + r.get("time/weight_sync", 0.0)),
-        "wait_for_rollouts": mean(lambda p, r: r.get("time/trainer_wait", 0.0) - p.get("time/trainer_wait", 0.0)),
-        "reward_wait": mean(lambda p, r: r.get("time/reward_wait", 0.0)),
-        "generator_busy": mean(lambda p, r: r.get("time/generate", 0.0)),
+        "train": mean(lambda p, r: (r.get("time/train") or 0.0)),
+        "weight_push": mean(lambda p, r: (r.get("time/weight_gather") or 0.0) + (r.get("time/weight_sync") or 0.0)),
+        "wait_for_rollouts": mean(lambda p, r: (r.get("time/trainer_wait") or 0.0) - (p.get("time/trainer_wait") or 0.0)),
+        "reward_wait": mean(lambda p, r: (r.get("time/reward_wait") or 0.0)),
+        "generator_busy": mean(lambda p, r: (r.get("time/generate") or 0.0)),
     }
 
 
