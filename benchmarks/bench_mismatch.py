@@ -6,7 +6,8 @@ SmolLM2-135M-Instruct (the GGUF `make setup` installs, converted once into `--ca
 `--steps` steps through `workbench run` with each generator backend in turn, one at a time: its
 chat template with a system prompt, `--prompts` x `--generations` completions of up to `--tokens`
 tokens a step, scored by bench_real_shape's seeded hash checker (about half pass, so every group
-trains), a weight push after each step. Printed per backend and step: `train/mismatch_kl` (mean k3
+trains), a weight push after each step. Printed per backend and step (a dash: none of the step's tokens
+was sampled by the trainer's own version, the only ones measured): `train/mismatch_kl` (mean k3
 KL between the generator's and the trainer's log-probs on the trained tokens, rl/mismatch.py),
 `train/mismatch_ratio_max` and `train/mismatch_frac` (the share of tokens whose ratio is outside
 [0.5, 2]), and the tokens measured. The trainer scores each token under the policy version that
@@ -93,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     for backend, rows in results.items():
         for r in rows:
             kl, top, frac, n = (r[k] for k in KEYS)
+            if not n:  # no token of the step was sampled by the trainer's own version (rl/mismatch.py)
+                print(f"{backend:8s} {r['step']:4d} {'-':>12s} {'-':>10s} {'-':>8s} {0:7d}")
+                continue
             print(f"{backend:8s} {r['step']:4d} {kl:12.2e} {top:10.4f} {frac:8.4f} {n:7.0f}")
     return 0
 
