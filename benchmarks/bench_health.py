@@ -68,24 +68,18 @@ RUNS: dict[str, tuple[dict[str, Any], list[str], dict[str, str]]] = {
 }  # fmt: skip
 
 
-def _set(d: dict, dotted: str, value: Any) -> None:
-    *head, last = dotted.split(".")
-    for k in head:
-        d = d.setdefault(k, {})
-    d[last] = value
-
-
 def write_config(name: str, overrides: dict[str, Any], steps: int, folder: Path) -> Path:
     """The quickstart's YAML with the run's settings, validated by the config loader before Ray starts."""
     from health_rewards import QUICKSTART_TASK
 
     from workbench.config import load_run_config
+    from workbench.configtools import set_dotted
 
     data = yaml.safe_load(QUICKSTART.read_text())
     common = {"name": f"health-{name}", "train.max_steps": steps, "eval.every_steps": EVERY,
               "checkpoint.every_steps": steps, "checkpoint.export_policy": False, "tracking.mlflow": False}  # fmt: skip
     for k, v in {**common, **overrides}.items():
-        _set(data, k, v)
+        set_dotted(data, k, v)
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     task = load_run_config(path).task
@@ -96,6 +90,8 @@ def write_config(name: str, overrides: dict[str, Any], steps: int, folder: Path)
 
 def run(name: str, steps: int, out: Path) -> dict[str, Any]:
     """One run through `workbench run`; its flags, metric rows and wall time."""
+    from workbench.tracking.sink import read_jsonl
+
     out.mkdir(parents=True, exist_ok=True)
     cfg = write_config(name, RUNS[name][0], steps, out)
     folder = out / name
@@ -110,7 +106,7 @@ def run(name: str, steps: int, out: Path) -> dict[str, Any]:
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
         raise SystemExit(f"{name}: `workbench run` failed (exit {proc.returncode})")
     summary = json.loads(summary_path.read_text())
-    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_jsonl(folder / "metrics.jsonl")
     return {"name": name, "flags": summary.get("health", []), "rows": rows, "wall_s": wall, "status": summary.get("status")}
 
 

@@ -59,7 +59,9 @@ def run_backend(backend: str, a: argparse.Namespace, work: Path, data: Path, ggu
                            "--fresh", "--quiet"], env=env, capture_output=True, text=True, timeout=1800)  # fmt: skip
     if proc.returncode != 0:
         raise SystemExit(f"{backend} run failed: {proc.stderr.strip().splitlines()[-1:]}")
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    from workbench.tracking.sink import read_jsonl
+
+    rows = read_jsonl(out / "metrics.jsonl")
     return [{"step": int(r["step"]), **{k: r.get(k) for k in KEYS}} for r in rows if "train/sequences_trained" in r]
 
 

@@ -11,6 +11,11 @@ class UserError(ValueError):
     """Bad input the user can fix; the message names the problem."""
 
 
+def one_line(e: BaseException) -> str:
+    """`e`'s message on one line (a library's or a user's function's may span several); may be empty."""
+    return " ".join(str(e).split())
+
+
 def as_number(name: str, value: object, *, integer: bool = False) -> float:
     """`value` as a float (a whole number when `integer`), or a UserError naming the argument: the
     check every public function runs on numeric arguments a notebook user types."""

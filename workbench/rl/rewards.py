@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from workbench.configtools import ConfigError
-from workbench.errors import UserError
+from workbench.errors import UserError, one_line
 from workbench.rl.answers import follows_format
 
 FUNCTION_KEYS = ("fn", "weight", "pass")
@@ -108,8 +108,7 @@ def import_function(spec: str) -> Callable[..., Any]:
         for part in attr.split("."):
             obj = getattr(obj, part)
     except Exception as e:  # noqa: BLE001 - an import runs user code: any failure is one line
-        said = " ".join(str(e).split())  # a module that fails to import may say so over several lines
-        raise UserError(f"reward.functions: cannot import {spec!r}: {type(e).__name__}: {said}") from None
+        raise UserError(f"reward.functions: cannot import {spec!r}: {type(e).__name__}: {one_line(e)}") from None
     if not callable(obj):
         raise UserError(f"reward.functions: {spec!r} is not callable")
     return obj
@@ -138,9 +137,8 @@ def _call(f: RewardFunction, kwargs: dict[str, Any], n: int, example_ids: Sequen
     try:
         out = f.fn(**kwargs)
     except Exception as e:  # noqa: BLE001 - a user's function: any failure is one line
-        said = " ".join(str(e).split())  # one line, whatever the library's message looks like
         raise RewardFunctionError(
-            f"reward function {f.spec} raised {type(e).__name__}: {said} on {_first_raising(f, kwargs, n, example_ids)}; "
+            f"reward function {f.spec} raised {type(e).__name__}: {one_line(e)} on {_first_raising(f, kwargs, n, example_ids)}; "
             "the batch is not trained on"
         ) from None
     if hasattr(out, "tolist") and not isinstance(out, (list, tuple)):

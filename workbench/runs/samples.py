@@ -264,10 +264,10 @@ def filter_frame(df: pd.DataFrame, *, steps: Optional[tuple[int, int]] = None, p
 def prompt_changes(da: pd.DataFrame, db: pd.DataFrame) -> dict[int, int]:
     """{prompt_id: passes in `db` minus passes in `da`} for the prompts both evaluations kept, the
     biggest change first (ties in `da`'s order): what `--diff` and the dashboard's side by side show."""
-    ids_b = set(db["prompt_id"].tolist())
-    common = [p for p in dict.fromkeys(da["prompt_id"].tolist()) if p in ids_b]
-    change = {p: int(db[db.prompt_id == p]["passed"].sum()) - int(da[da.prompt_id == p]["passed"].sum()) for p in common}
-    return {p: change[p] for p in sorted(common, key=lambda p: -abs(change[p]))}
+    pa = da.groupby("prompt_id", sort=False)["passed"].sum()  # sort=False: da's order, for the ties
+    pb = db.groupby("prompt_id", sort=False)["passed"].sum()
+    change = {int(p): int(pb[p]) - int(n) for p, n in pa.items() if p in pb.index}
+    return dict(sorted(change.items(), key=lambda kv: -abs(kv[1])))  # a stable sort
 
 
 def steps_text(steps: list[int]) -> str:

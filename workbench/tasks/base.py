@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from workbench.errors import UserError
+from workbench.errors import UserError, one_line
 from workbench.tasks.types import VERDICTS, Checker, Example, TaskData, Verdict, exact_checker
 
 
@@ -45,7 +45,7 @@ def safe_check(checker: Checker, completion: str, answer: str, *, example_id: in
         name = getattr(checker, "__name__", type(checker).__name__)
         raise CheckerError(
             f"checker {name!r} failed on {where} (answer {answer[:80]!r}, completion {completion[:80]!r}): "
-            f"{type(e).__name__}: {' '.join(str(e).split())}"  # one line, whatever the checker's message looks like
+            f"{type(e).__name__}: {one_line(e)}"
         ) from e
 
 

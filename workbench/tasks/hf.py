@@ -35,7 +35,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from workbench.errors import UserError
+from workbench.errors import UserError, one_line
 from workbench.tasks.files import Row, record, task_from_rows
 from workbench.tasks.types import TaskData
 
@@ -51,10 +51,6 @@ def task_path(path: Optional[str]) -> Optional[str]:
         return path
     p = Path(path).expanduser()
     return str(p.resolve()) if p.exists() or path.startswith(("/", ".", "~")) else path
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
 
 
 def _load(cfg: Any) -> dict[str, Any]:
@@ -76,14 +72,14 @@ def _load(cfg: Any) -> dict[str, Any]:
         else:
             loaded = datasets.load_dataset(cfg.path, name=cfg.config, revision=cfg.revision)
     except (DatasetNotFoundError, DataFilesNotFoundError, FileNotFoundError) as e:
-        raise UserError(f"task.path: {cfg.path!r} is no local folder or file, nor a dataset on the hub ({_one_line(e)})") from None
+        raise UserError(f"task.path: {cfg.path!r} is no local folder or file, nor a dataset on the hub ({one_line(e) or type(e).__name__})") from None
     except ConnectionError as e:  # offline (HF_HUB_OFFLINE) or no network, and not in the datasets cache
         raise UserError(f"task.path: {cfg.path!r} is no local folder or file, and not in the datasets cache while the hub "
-                        f"cannot be reached ({_one_line(e)}): "
+                        f"cannot be reached ({one_line(e) or type(e).__name__}): "
                         "load it once where there is a network with the same HF_HOME, or give a local folder") from None
     except ValueError as e:  # a configuration that is missing or unknown, a bad revision
         key = "task.config" if "onfig" in str(e) else "task.path"
-        raise UserError(f"{key}: {cfg.path!r}: {_one_line(e)}") from None
+        raise UserError(f"{key}: {cfg.path!r}: {one_line(e) or type(e).__name__}") from None
     finally:
         if not quiet:
             enable_progress_bars()

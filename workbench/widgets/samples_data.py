@@ -230,11 +230,11 @@ def side_by_side(df_a: pd.DataFrame, step_a: int, df_b: pd.DataFrame, step_b: in
             raise UserError(f"no validation samples kept at step {step}; evaluations kept: {steps_text(val_steps(df))}")
     da = df_a[(df_a["kind"] == "val") & (df_a["step"] == step_a)]
     db = df_b[(df_b["kind"] == "val") & (df_b["step"] == step_b)]
-    changes = prompt_changes(da, db)
-    pairs = tuple(PromptPair(prompt_id=int(p), prompt=str(da[da.prompt_id == p].iloc[0]["prompt"]),
-                             a=tuple(completion(r) for _, r in da[da.prompt_id == p].iterrows()),
-                             b=tuple(completion(r) for _, r in db[db.prompt_id == p].iterrows()), change=c)
-                  for p, c in changes.items() if only is None or p in only)  # fmt: skip
+    by_a, by_b = dict(list(da.groupby("prompt_id"))), dict(list(db.groupby("prompt_id")))
+    pairs = tuple(PromptPair(prompt_id=p, prompt=str(by_a[p].iloc[0]["prompt"]),
+                             a=tuple(completion(r) for _, r in by_a[p].iterrows()),
+                             b=tuple(completion(r) for _, r in by_b[p].iterrows()), change=c)
+                  for p, c in prompt_changes(da, db).items() if only is None or p in only)  # fmt: skip
     return SideBySide(label_a or f"step {step_a}", label_b or f"step {step_b}", pairs)
 
 

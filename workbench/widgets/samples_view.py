@@ -18,7 +18,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from workbench.widgets.samples_data import (
-    Completion, Group, HealthFlag, SampleFrame, SampleQuery, SideBySide, filter_samples, group_at, groups_matching,
+    Completion, Group, HealthFlag, SampleFrame, SampleQuery, SideBySide, filter_samples, groups_matching,
     side_by_side, val_steps,
 )  # fmt: skip
 
@@ -194,6 +194,7 @@ class SamplesTab(widgets.VBox):
             steps = sorted({int(s) for s in df["step"]}) if not df.empty else [0]
             was = tuple(self.steps.value)
             whole = was == (self.steps.min, self.steps.max)
+            # max first, at least the old min, so that min never passes max on the way (the slider refuses it)
             self.steps.max, self.steps.min = max(steps[-1], self.steps.min), steps[0]
             self.steps.max = steps[-1]
             self.steps.value = (steps[0], steps[-1]) if whole or force else (max(was[0], steps[0]), min(was[1], steps[-1]))
@@ -271,4 +272,4 @@ class SamplesTab(widgets.VBox):
             self._quiet = False
         if self.group.value is None:
             return table_html(rows)
-        return group_html(group_at(self.frame.df, *self.group.value))
+        return group_html(next(g for g in gs if (g.step, g.kind, g.group) == self.group.value))  # built above, whole

@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional
 
 from workbench.config import ModelConfig
 from workbench.engine.model.logs import no_progress_bars
-from workbench.errors import UserError
+from workbench.errors import UserError, one_line
 
 GGUF_MAGIC = b"GGUF"
 SOURCE_FILE = "gguf_source.json"  # in the converted folder: which file, which hash, which dtype
@@ -169,7 +169,7 @@ def load_gguf(src: Path, dtype: str) -> tuple[Any, Any]:
                                                          dtype=getattr(torch, dtype))  # fmt: skip
     except (ValueError, KeyError, OSError, ImportError, NotImplementedError, struct.error, IndexError, EOFError) as e:
         # struct.error / IndexError / EOFError: the gguf reader on a cut-off file (a download that stopped early)
-        said = " ".join(str(e).split()) or type(e).__name__
+        said = one_line(e) or type(e).__name__
         if isinstance(e, (struct.error, IndexError, EOFError)):
             said += f" (is the file complete? it has {src.stat().st_size:,} bytes)"
         raise UserError(f"model.path: transformers cannot load {src.name} from GGUF: {said}") from None
