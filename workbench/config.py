@@ -26,7 +26,8 @@ from workbench.configtools import (
     set_dotted,
     to_dict,
 )
-from workbench.config_checks import SamplesConfig, validate_gpu_shares, validate_health, validate_mix, validate_samples
+from workbench.config_checks import (LoraConfig, SamplesConfig, validate_gpu_shares, validate_health, validate_lora,
+                                     validate_mix, validate_samples)
 from workbench.rl.recipe import RecipeConfig, recipe_from_value, swap_recipe
 
 
@@ -54,6 +55,8 @@ class ModelConfig:
     """builtin:tiny only: examples per supervised warm-up step."""
     cache_dir: str = "~/.cache/workbench/models"
     """Where built-in models are built once and cached (keyed by their settings), and GGUF files converted once (keyed by the file's sha256 and the dtype)."""
+    lora: Optional[LoraConfig] = None
+    """LoRA adapters over the frozen base ({rank, alpha, dropout, target_modules}; `model.lora.rank=8` turns them on with the other defaults); null: full fine-tuning."""
 
 
 @dataclass
@@ -406,6 +409,7 @@ def validate(cfg: RunConfig) -> None:
     validate_gpu_shares(cfg)
     validate_samples(cfg.samples)
     validate_health(cfg)
+    validate_lora(cfg)
     r = cfg.resources
     if r.trainer_workers < 1:
         raise ConfigError(f"resources.trainer_workers must be >= 1 (got {r.trainer_workers})")

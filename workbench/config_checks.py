@@ -1,7 +1,7 @@
 """Cross-field checks of the run configuration that concern one part of it: `task.mix`'s
 sources, the GPU shares of the roles (with vLLM's margin under a fractional share), the
-`samples:` section (`SamplesConfig`, defined here beside its check to keep config.py short), and
-the `health:` thresholds with `train.mismatch_bound`.
+`samples:` section (`SamplesConfig`, defined here beside its check to keep config.py short), the
+`health:` thresholds with `train.mismatch_bound`, and `model.lora` (`LoraConfig`, here likewise).
 
 `workbench.config.validate` calls them when a config is loaded; `workbench plan` reads
 `VLLM_SHARE_MARGIN` from here. They take the config's dataclasses and raise `ConfigError` (one
@@ -127,3 +127,51 @@ def validate_samples(s: SamplesConfig) -> None:
     for key in ("groups_per_step", "val_cap", "max_mb"):
         if getattr(s, key) < 0:
             raise ConfigError(f"samples.{key} must be >= 0 (0 keeps none), got {getattr(s, key):g}")
+
+
+ALL_LINEAR = "all-linear"  # PEFT's name for every linear layer but the output head
+
+
+@dataclass
+class LoraConfig:
+    """`model.lora`: LoRA adapters trained over the frozen base (PEFT); `model.lora: null` is full
+    fine-tuning. Here, beside its check, to keep config.py short; engine/model/lora.py applies it."""
+
+    rank: int = 8
+    """The adapters' rank r: each targeted layer W computes W x + (alpha / r) B A x, A of r x in, B of out x r (B starts at 0)."""
+    alpha: float = 16.0
+    """LoRA's alpha: the adapters' update is scaled by alpha / rank."""
+    dropout: float = 0.0
+    """Dropout on the adapters' input in the trainer's forward (the generators sample without it: above 0 the trainer's log-probs are not the generator's)."""
+    target_modules: list[str] | str = ALL_LINEAR
+    """The layers that get adapters: linear layers' names (a name matches every layer whose dotted path ends with it, e.g. [q_proj, v_proj]) or all-linear (every linear layer but the LM head)."""
+
+    def to_peft(self) -> Any:
+        """This as a `peft.LoraConfig` (PEFT imported here, on use: it is heavy)."""
+        import peft
+
+        targets = self.target_modules if isinstance(self.target_modules, str) else list(self.target_modules)
+        return peft.LoraConfig(r=self.rank, lora_alpha=self.alpha, lora_dropout=self.dropout, target_modules=targets)
+
+
+def validate_lora(cfg: RunConfig) -> None:
+    """`model.lora`: a rank, alpha and dropout LoRA can use, targets named, and the roles that cannot
+    take adapters yet refused (several trainer workers: FSDP2; the vLLM generator)."""
+    lora = cfg.model.lora
+    if lora is None:
+        return
+    if lora.rank < 1:
+        raise ConfigError(f"model.lora.rank must be >= 1, got {lora.rank}")
+    if not lora.alpha > 0:
+        raise ConfigError(f"model.lora.alpha must be > 0, got {lora.alpha:g}")
+    if not 0 <= lora.dropout < 1:
+        raise ConfigError(f"model.lora.dropout must be in [0, 1), got {lora.dropout:g}")
+    t = lora.target_modules
+    if (t != ALL_LINEAR) if isinstance(t, str) else (not t or not all(isinstance(n, str) and n for n in t)):
+        raise ConfigError(f"model.lora.target_modules must be a non-empty list of layer names or {ALL_LINEAR!r}, got {t!r}")
+    if cfg.resources.trainer_workers > 1:
+        raise ConfigError(f"model.lora with resources.trainer_workers={cfg.resources.trainer_workers}: LoRA under FSDP2 "
+                          "is not supported yet; set resources.trainer_workers=1")
+    if cfg.generation.backend == "vllm":
+        raise ConfigError("model.lora with generation.backend=vllm: the vLLM generator does not take adapters yet; "
+                          "set generation.backend=torch")

@@ -84,6 +84,8 @@ def config_keys(cls: type = RunConfig, prefix: str = "", *, own_only: bool = Fal
         hint, key = hints[f.name], prefix + f.name
         nested = hint if dataclasses.is_dataclass(hint) else None
         item = typing.get_args(hint)[0] if typing.get_origin(hint) is list and typing.get_args(hint) else None
+        # Optional[a dataclass] (model.lora): a value of its own (null: off) whose keys follow
+        optional = [a for a in typing.get_args(hint) if dataclasses.is_dataclass(a)] if type(None) in typing.get_args(hint) else []
         default = _default(f)
         shown = None if nested else (dataclasses.asdict(default) if dataclasses.is_dataclass(default) else default)
         keys.append(ConfigKey(key, str(f.type), shown, _meaning(cls, f.name), section=nested is not None))
@@ -91,12 +93,19 @@ def config_keys(cls: type = RunConfig, prefix: str = "", *, own_only: bool = Fal
             keys += config_keys(nested, key + ".")
         elif dataclasses.is_dataclass(item):  # task.mix: the item's own fields (the rest are task's)
             keys += config_keys(item, key + "[].", own_only=True)
+        elif optional:
+            keys += config_keys(optional[0], key + ".")
     return keys
+
+
+_OFF = object()  # a key under an optional section that is null (model.lora.rank with model.lora: null)
 
 
 def _lookup(cfg: Any, key: str) -> Any:
     value = cfg
     for part in key.split("."):
+        if value is None:
+            return _OFF
         value = getattr(value, part)
     return value
 
@@ -108,6 +117,10 @@ def show_lines(cfg: RunConfig, prefix: str = "") -> list[str]:
         if k.section or "[]" in k.key or not (k.key == prefix or k.key.startswith(prefix.rstrip(".") + ".") or not prefix):
             continue
         value = _lookup(cfg, k.key)
+        if value is _OFF:
+            continue
+        if dataclasses.is_dataclass(value):  # an optional section that is on: its keys follow
+            value = dataclasses.asdict(value)
         if isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
             value = [dataclasses.asdict(v) for v in value]
         lines.append(f"{k.key} = {json.dumps(value, default=str)}  # {k.meaning}")

@@ -19,6 +19,7 @@ from typing import Any, Optional
 import torch
 
 from workbench.engine.model.devices import resolve_device, weights_dtype
+from workbench.engine.model.lora import apply_lora, load_adapter
 from workbench.engine.rollout.worker import RolloutWorker
 from workbench.engine.model.sampling import Completion, sample_batch
 
@@ -32,9 +33,14 @@ class Generator(RolloutWorker):
         self.device = resolve_device(gpus)
         dtype = weights_dtype(self.model_cfg.dtype, self.device)
         self.model, self.tokenizer = load_policy(self.model_cfg, self.task, device=self.device, dtype=dtype, progress=False)
+        if self.model_cfg.lora is not None:  # the trainer's wrapping: its pushes are the adapters alone
+            self.model = apply_lora(self.model, self.model_cfg.lora)
         self.model.eval()
 
     def _load_weights(self, state: dict[str, torch.Tensor]) -> None:
+        if self.model_cfg.lora is not None:
+            load_adapter(self.model, state)
+            return
         # load_state_dict copies into the existing parameters: bf16 copies from a GPU trainer are
         # cast to this model's dtype and moved to its device.
         self.model.load_state_dict(state)

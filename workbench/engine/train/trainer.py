@@ -56,6 +56,7 @@ from workbench.engine.failures import answers_when_broken
 from workbench.engine.train import fsdp
 from workbench.engine.model.devices import move_to, resolve_device, trainer_memory_fraction, trainer_precision, within_share
 from workbench.engine.model.forward import PromptShare
+from workbench.engine.model.lora import adapter_state, apply_lora
 from workbench.engine.model.policy import PolicyForward
 from workbench.engine.model.logs import quiet_hf
 from workbench.errors import UserError
@@ -121,13 +122,17 @@ class Trainer:
         self.precision = trainer_precision(model.dtype, self.device)
         # model.path is the model folder the driver resolved (run/actors.actor_config)
         load = load_policy if world_size == 1 else fsdp.load_skeleton  # N > 1: weights from rank 0 at connect
+        # model.lora: the frozen base in the compute dtype, fp32 adapters over it (engine/model/lora.py)
+        base = self.precision.master if model.lora is None else self.precision.compute
         with within_share(self.memory_share):
-            self.model, self.tokenizer = load(model, device=str(self.device), dtype=self.precision.master,
+            self.model, self.tokenizer = load(model, device=str(self.device), dtype=base,
                                              compute=self.precision.compute, progress=False)
         self.model.train()
         if train.gradient_checkpointing:
             # recompute each layer's activations in the backward: memory for compute
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if model.lora is not None:
+            self.model = apply_lora(self.model, model.lora, gradient_checkpointing=train.gradient_checkpointing)
         self.version = 0  # optimizer updates applied so far
         self.nonfinite_in_a_row = 0
         # a group's rows run their shared prompt once (engine/model/forward.py); FSDP and HF's
@@ -161,7 +166,8 @@ class Trainer:
 
     def _build_optimizer(self) -> None:
         # over the policy's parameters as they will train: after FSDP2 sharding when there are several workers
-        self.optimizer = build_optimizer(self.policy.parameters(), self.train_cfg)
+        # the trainable ones only: with model.lora the adapters (no AdamW state for the frozen base)
+        self.optimizer = build_optimizer([p for p in self.policy.parameters() if p.requires_grad], self.train_cfg)
         self.scheduler = build_scheduler(self.optimizer, self.train_cfg)
 
     @property
@@ -179,7 +185,10 @@ class Trainer:
         """The full weights in the compute dtype, the FP32 head in fp32, for the generators
         (None on ranks > 0). Cast per tensor on the device; a tied head is sent once.
 
-        With several workers every rank must call this (it all-gathers the shards one by one)."""
+        With several workers every rank must call this (it all-gathers the shards one by one).
+        With model.lora: the adapters alone, fp32 (the generators hold the same base)."""
+        if self.model_cfg.lora is not None:
+            return FlatWeights.from_state_dict(adapter_state(self.model))
         head = self.model.get_output_embeddings()
         keep = (head.weight, getattr(head, "bias", None)) if self.recipe.fp32_head and head is not None else ()
         flat = FlatWeights.from_state_dict(

@@ -1,0 +1,177 @@
+"""`model.lora` (engine/model/lora.py): the config's checks, the wrapping on the builtin GPT and on a
+Hugging Face Llama folder (only fp32 adapters train, the base frozen in the compute dtype, the FP32
+head and gradient checkpointing still work), the adapter-only push to the torch generator (same
+log-probs as the trainer's, before and after a step; far fewer bytes than the full weights), and
+the checkpoint's resume. In-process Trainer and Generator, no Ray."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.engine.train.helpers import batches
+from workbench.config import run_config_from_dict
+from workbench.configtools import ConfigError
+from workbench.engine.batch import PackedGroups
+from workbench.engine.model.lora import adapter_state, apply_lora
+from workbench.engine.rollout.torch_backend import Generator
+from workbench.engine.run.actors import generator_parts, trainer_parts
+from workbench.engine.train.trainer import Trainer
+from workbench.errors import UserError
+
+LORA = {"model.lora": {"rank": 4, "alpha": 8.0}}
+
+
+@pytest.mark.parametrize("overrides,says", [
+    ({"model.lora.rank": 0}, "model.lora.rank must be >= 1"),
+    ({"model.lora.alpha": 0}, "model.lora.alpha must be > 0"),
+    ({"model.lora.dropout": 1.0}, "model.lora.dropout must be in [0, 1)"),
+    ({"model.lora.target_modules": []}, "non-empty list of layer names or 'all-linear'"),
+    ({"model.lora.target_modules": "attention"}, "non-empty list of layer names or 'all-linear'"),
+    ({"model.lora.rank": 4, "resources.trainer_workers": 2, "resources.trainer_gpus": 1}, "LoRA under FSDP2 is not supported yet"),
+    ({"model.lora.rank": 4, "generation.backend": "vllm"}, "the vLLM generator does not take adapters yet"),
+])  # fmt: skip
+def test_bad_lora_settings_are_refused_at_load_in_one_line(overrides, says):
+    with pytest.raises(ConfigError) as e:
+        run_config_from_dict({}, overrides)
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_lora_is_off_by_default_and_one_key_turns_it_on():
+    assert run_config_from_dict({}).model.lora is None
+    lora = run_config_from_dict({}, {"model.lora.rank": 16}).model.lora
+    assert (lora.rank, lora.alpha, lora.dropout, lora.target_modules) == (16, 16.0, 0.0, "all-linear")
+
+
+def _tiny_llama(tmp_path):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=61, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, tie_word_embeddings=False)  # fmt: skip
+    torch.manual_seed(0)
+    return LlamaForCausalLM(cfg).to(torch.bfloat16)
+
+
+def test_only_fp32_adapters_train_over_the_frozen_base_in_its_own_dtype(tmp_path):
+    from workbench.config_checks import LoraConfig
+
+    model = apply_lora(_tiny_llama(tmp_path), LoraConfig(rank=2, target_modules=["q_proj", "v_proj"]))
+    trainable = adapter_state(model)
+    assert trainable and all(".lora_A." in n or ".lora_B." in n for n in trainable)
+    assert {n.split(".")[-4] for n in trainable} == {"q_proj", "v_proj"}
+    assert all(p.dtype == torch.float32 for p in trainable.values())
+    frozen = [p for n, p in model.named_parameters() if n not in trainable]
+    assert frozen and all(p.dtype == torch.bfloat16 and not p.requires_grad for p in frozen)
+    # the model itself, not PEFT's wrapper: its body and its head are where the engine looks
+    assert type(model.base_model).__name__ == "LlamaModel"
+    assert model.get_output_embeddings() is model.lm_head and not model.lm_head.weight.requires_grad
+
+
+def test_a_target_the_model_lacks_or_its_head_is_refused_naming_its_layers(tmp_path):
+    from workbench.config_checks import LoraConfig
+
+    with pytest.raises(UserError) as e:
+        apply_lora(_tiny_llama(tmp_path), LoraConfig(target_modules=["q_proj", "c_attn"]))
+    msg = str(e.value)
+    assert "'c_attn' names no linear layer" in msg and "q_proj" in msg and "down_proj" in msg and "\n" not in msg
+    assert "lm_head" not in msg.split("named")[1]  # the head is not offered
+    with pytest.raises(UserError, match="is the LM head"):
+        apply_lora(_tiny_llama(tmp_path), LoraConfig(target_modules=["lm_head"]))
+
+
+def _logprobs_at(tr: Trainer, groups) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the trainer's log-probs, the generator's) at the completion tokens of `groups`."""
+    for g in groups:  # both rewards in each group: no group is filtered out
+        g.rewards = [1.0 if c % 2 else -1.0 for c in range(len(g.rewards))]
+    _, rows, reason = tr.prepare(PackedGroups.from_groups(groups))
+    assert rows is not None, reason
+    pos = rows.loss_mask > 0
+    with torch.no_grad():
+        want, _ = tr.policy(rows.input_ids, rows.attention_mask, pos, 1.0, None)
+    return want, rows.gen_logp[pos]
+
+
+def test_the_push_is_the_adapter_alone_and_the_generator_samples_with_the_trainers_policy(tiny_config):
+    cfg = tiny_config({**LORA, "train.lr": 1e-2, "train.grad_clip": 1e9}, for_actors=True)
+    full_cfg = tiny_config({"train.lr": 1e-2}, for_actors=True)
+    steps = batches(cfg, 1)  # sampled by a LoRA generator at version 0 (its adapters start as no change)
+    tr, gen = Trainer(**trainer_parts(cfg)), Generator(**generator_parts(cfg))
+    base = {k: v.clone() for k, v in tr.model.state_dict().items() if "lora_" not in k}
+    result, flat = tr.train_step(steps[0], 0)
+    stats = result.stats
+    # step 1: the generator's and the trainer's policy are the same one: ratio 1 on every token
+    assert stats["train/mismatch_tokens"] > 0 and abs(stats["train/mismatch_ratio_max"] - 1.0) < 1e-3
+    assert stats["train/mismatch_kl"] < 1e-6
+    names = [name for name, *_ in flat.layout]
+    assert names and all(".lora_A." in n or ".lora_B." in n for n in names)
+    assert all(dtype == "float32" for _, dtype, *_ in flat.layout)
+    full = Trainer(**trainer_parts(full_cfg)).get_weights()
+    assert flat.nbytes * 5 < full.nbytes, (flat.nbytes, full.nbytes)
+    assert all(torch.equal(v, base[k]) for k, v in tr.model.state_dict().items() if k in base)  # the base is frozen
+    gen.set_weights(flat, result.version)
+    chunk = gen.generate(1, [0, 1, 2], 4, seed=5)
+    assert gen.version == 1 and all(v == 1 for g in chunk.groups for c in g.completions for v in c.versions)
+    want, got = _logprobs_at(tr, chunk.groups)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+    start, _ = _logprobs_at(Trainer(**trainer_parts(cfg)), chunk.groups)  # the base alone: another policy
+    assert (start - want).abs().max() > 1e-2
+
+
+def _next(tr: Trainer, groups, step: int) -> dict:
+    result, flat = tr.train_step(groups, step)
+    return {"loss": result.stats["train/loss"], "grad_norm": result.stats["train/grad_norm"],
+            "weights": {k: v.clone() for k, v in flat.tensors().items()}}  # fmt: skip
+
+
+def _same(a: dict, b: dict, atol: float) -> None:
+    assert a["loss"] == pytest.approx(b["loss"], abs=atol) and a["grad_norm"] == pytest.approx(b["grad_norm"], abs=atol)
+    assert a["weights"].keys() == b["weights"].keys()
+    for k in a["weights"]:
+        torch.testing.assert_close(a["weights"][k], b["weights"][k], atol=atol, rtol=0, msg=k)
+
+
+def test_gradient_checkpointing_gives_the_same_lora_step(tiny_config):
+    cfg = tiny_config({**LORA, "train.lr": 1e-2}, for_actors=True)
+    gc = tiny_config({**LORA, "train.lr": 1e-2, "train.gradient_checkpointing": True}, for_actors=True)
+    steps = batches(cfg, 2)
+    plain, ckpt = Trainer(**trainer_parts(cfg)), Trainer(**trainer_parts(gc))
+    assert ckpt.model.is_gradient_checkpointing and not plain.model.is_gradient_checkpointing
+    plain.share_prompts = False  # checkpointing runs every row whole: so does the reference
+    for i in range(2):
+        _same(_next(ckpt, steps[i], i), _next(plain, steps[i], i), atol=1e-6)
+    assert any(v.abs().max() > 0 for k, v in adapter_state(ckpt.model).items() if ".lora_B." in k)  # it trained
+
+
+def test_a_lora_checkpoint_resumes_to_the_same_next_step(tiny_config, tmp_path):
+    cfg = tiny_config({**LORA, "train.lr": 1e-3}, for_actors=True)
+    steps = batches(cfg, 3)
+    tr = Trainer(**trainer_parts(cfg))
+    for i in range(2):
+        tr.train_step(steps[i], i)
+    tr.save(str(tmp_path / "ck"))
+    continued = _next(tr, steps[2], 2)
+    back = Trainer(**trainer_parts(cfg))
+    assert back.load(str(tmp_path / "ck")) == 2
+    _same(_next(back, steps[2], 2), continued, atol=0)
+    # AdamW holds state for the adapters alone
+    assert {id(p) for p in back.optimizer.state} == {id(p) for p in adapter_state(back.model).values()}
+
+
+def test_lora_on_a_hugging_face_llama_with_the_fp32_head(tiny_config, tmp_path):
+    from tests.helpers.tiny_hf import build_tiny_hf, task_texts
+    from workbench.tasks.base import load_task
+
+    probe = tiny_config()
+    folder = build_tiny_hf(tmp_path / "llama", "llama", corpus=task_texts(load_task(probe.task)))
+    cfg = tiny_config({"model.path": str(folder), "model.lora": {"rank": 2, "target_modules": ["q_proj", "v_proj", "down_proj"]},
+                       "train.lr": 1e-2, "recipe.fp32_head": True}, for_actors=True)  # fmt: skip
+    steps = batches(cfg, 1)
+    tr, gen = Trainer(**trainer_parts(cfg)), Generator(**generator_parts(cfg))
+    assert tr.model.get_output_embeddings() is tr.model.lm_head  # what the FP32 head and the chunked log-probs use
+    result, flat = tr.train_step(steps[0], 0)
+    assert result.skipped is None and abs(result.stats["train/mismatch_ratio_max"] - 1.0) < 1e-3
+    assert {n.split(".")[-4] for n, *_ in flat.layout} == {"q_proj", "v_proj", "down_proj"}
+    gen.set_weights(flat, result.version)
+    chunk = gen.generate(1, [0, 1], 4, seed=2)
+    want, got = _logprobs_at(tr, chunk.groups)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
