@@ -1,6 +1,6 @@
 """Do the run-health rules fire on real runs made unhealthy on purpose, and stay quiet on healthy ones?
 
-    .venv/bin/python benchmarks/bench_health.py [--steps 400] [--out runs/bench-health] [--only NAME]
+    .venv/bin/python benchmarks/bench_health.py [--steps 400] [--out runs/bench-health] [--only NAME] [--recheck]
 
 Issue 46, item 4. Each run is the quickstart (configs/quickstart.yaml: builtin:tiny, 2-digit
 addition, the ScaleRL recipe, torch generator on the CPU) cut to `--steps` trainer steps with an
@@ -14,10 +14,10 @@ time, with MLflow off. The runs (--only picks one by name):
   expected: length and truncation.
 - format-bonus: the task's checker as the pass function plus a heavy bonus (weight 2) for a
   completion ending in "0" (`ends_in_zero`): the honest construction with one shared pass verdict
-  (`reward.functions` has one pass function for training and validation alike, so a format trick that
-  fools it moves val/pass_rate too); expected: entropy (collapse onto round numbers) or zero_variance.
-- fooled-checker: a pass function that a completion ending in "0" fools on training prompts only
-  (`fooled_in_training`; validation prompts get the task's true verdict), so the training pass rate
+  (the pass function decides validation too, so a format trick that fools it moves val/pass_rate
+  too); expected: entropy (collapse onto round numbers) or zero_variance.
+- fooled-checker: a pass function that a completion ending in "0" fools (`fooled_by_zero`), with
+  `reward.validate_with: task` (validation keeps the task's own checker), so the training pass rate
   climbs while validation falls; expected: divergence.
 
 The bench reads each run's summary.json `health` (what the engine wrote) and metrics.jsonl, and
@@ -63,15 +63,14 @@ RUNS: dict[str, tuple[dict[str, Any], list[str], dict[str, str]]] = {
                       ["length", "truncation"], {"train/response_len": "up", "train/truncation_rate": "up"}),
     "format-bonus": ({"reward.functions": [CORRECT, {"fn": f"{R}:ends_in_zero", "weight": 2.0}]},
                      ["entropy", "zero_variance"], {"train/entropy": "down", "train/zero_variance_frac": "up"}),
-    "fooled-checker": ({"reward.functions": [{"fn": f"{R}:fooled_in_training", "weight": 1.0, "pass": True}]},
+    "fooled-checker": ({"reward.functions": [{"fn": f"{R}:fooled_by_zero", "weight": 1.0, "pass": True}],
+                        "reward.validate_with": "task"},
                        ["divergence"], {"train/pass_rate": "up", "val/pass_rate": "down"}),
 }  # fmt: skip
 
 
 def write_config(name: str, overrides: dict[str, Any], steps: int, folder: Path) -> Path:
     """The quickstart's YAML with the run's settings, validated by the config loader before Ray starts."""
-    from health_rewards import QUICKSTART_TASK
-
     from workbench.config import load_run_config
     from workbench.configtools import set_dotted
 
@@ -82,10 +81,23 @@ def write_config(name: str, overrides: dict[str, Any], steps: int, folder: Path)
         set_dotted(data, k, v)
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    task = load_run_config(path).task
-    if {k: getattr(task, k) for k in QUICKSTART_TASK} != QUICKSTART_TASK:
-        raise SystemExit(f"{QUICKSTART}: the task is no longer health_rewards.QUICKSTART_TASK; update it")
+    load_run_config(path)  # a setting the loader refuses stops here, before Ray
     return path
+
+
+def recheck(name: str, out: Path) -> dict[str, Any]:
+    """A finished run's flags under the health rules as they are now (no new run)."""
+    from workbench.config import load_run_config
+    from workbench.runs.health import check_health
+    from workbench.tracking.sink import read_jsonl
+
+    folder = out / name
+    if not (folder / "metrics.jsonl").exists():
+        raise SystemExit(f"{folder}: no run to recheck (run the bench without --recheck first)")
+    rows = read_jsonl(folder / "metrics.jsonl")
+    flags = check_health(rows, load_run_config(out / f"{name}.yaml").health)
+    summary = json.loads((folder / "summary.json").read_text())
+    return {"name": name, "flags": flags, "rows": rows, "wall_s": float("nan"), "status": summary.get("status")}
 
 
 def run(name: str, steps: int, out: Path) -> dict[str, Any]:
@@ -156,7 +168,7 @@ def describe(r: dict[str, Any]) -> dict[str, str]:
         "val": f"{val[0][1]:.3f}->{val[-1][1]:.3f}" if val else "-",
         "train": f"{mean(train[:10]):.2f}->{mean(train[-10:]):.2f}" if len(train) >= 10 else "-",
         "verdict": verdict,
-        "wall": f"{r['wall_s']:.0f}",
+        "wall": f"{r['wall_s']:.0f}" if math.isfinite(r["wall_s"]) else "rechecked",
     }
 
 
@@ -175,15 +187,17 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=400, help="trainer steps per run")
     ap.add_argument("--out", default="runs/bench-health", help="run folders go to OUT/<run> (kept, with their YAML)")
     ap.add_argument("--only", choices=sorted(RUNS), default=None, help="run this one only")
+    ap.add_argument("--recheck", action="store_true", help="apply the rules as they are now to the runs under OUT (no new run)")
     args = ap.parse_args()
     names = [args.only] if args.only else list(RUNS)
     out = Path(args.out).resolve()
     results = []
     for i, name in enumerate(names, 1):
-        r = run(name, args.steps, out)
+        r = recheck(name, out) if args.recheck else run(name, args.steps, out)
         results.append(r)
         fired = ", ".join(f"{f['rule']}@{f['step']}" for f in r["flags"]) or "no flag"
-        print(f"[{i}/{len(names)}] {name}: {r['status']} in {r['wall_s']:.0f} s, {fired}", flush=True)
+        took = f" in {r['wall_s']:.0f} s" if math.isfinite(r["wall_s"]) else ""
+        print(f"[{i}/{len(names)}] {name}: {r['status']}{took}, {fired}", flush=True)
     print(f"\n{args.steps} steps per run, evaluation every {EVERY}; ONSET: {ONSET}.\n")
     print(table(results))
     healthy = [r for r in results if not RUNS[r["name"]][1]]

@@ -26,7 +26,7 @@ from workbench.configtools import (
     set_dotted,
     to_dict,
 )
-from workbench.config_checks import (LoraConfig, SamplesConfig, validate_gpu_shares, validate_health, validate_lora,
+from workbench.config_checks import (HealthConfig, LoraConfig, SamplesConfig, validate_gpu_shares, validate_health, validate_lora,
                                      validate_mix, validate_samples)
 from workbench.rl.recipe import RecipeConfig, recipe_from_value, swap_recipe
 
@@ -114,6 +114,8 @@ class MixSource(TaskConfig):
 class RewardConfig:
     functions: list[dict[str, Any]] = field(default_factory=list)
     """Reward functions called as TRL calls them: [{fn: package.module:function, weight: 1.0, pass: true}, ...]; exactly one has pass: true (a sample passes when its value is > 0); empty: the task's checker, +1 pass / -1 fail."""
+    validate_with: Literal["pass", "task"] = "pass"
+    """What decides a validation sample's verdict (val/pass_rate, the curve): pass, the pass function (as in training); task, the task's own checker, so a training reward a trick fools cannot fool the curve."""
 
 
 @dataclass
@@ -174,6 +176,14 @@ class TrainConfig:
     """Stop the run (after the step in flight) when the not-learning watch fires."""
     mismatch_bound: list[float] = field(default_factory=lambda: [0.5, 2.0])
     """[lo, hi]: train/mismatch_frac is the share of measured tokens whose ratio pi_trainer / pi_generator falls outside it."""
+    mismatch_rows: Optional[int] = None
+    """Rows a step also measures the mismatch on under the version before the trainer's (in a pipelined run, the one that sampled most tokens): one no-grad forward with that version's weights, kept between steps (a copy of the trained weights, counted by the memory plan). 0: only the tokens the trainer's current version sampled (no copy, no forward); null: 16 with one trainer worker, 0 with several (where it is refused)."""
+
+    def lagged_rows(self, trainer_workers: int) -> int:
+        """mismatch_rows as the trainer runs it (null: 16 with one worker, 0 with several)."""
+        if self.mismatch_rows is None:
+            return 16 if trainer_workers == 1 else 0
+        return self.mismatch_rows
 
 
 @dataclass
@@ -186,28 +196,6 @@ class EvalConfig:
     """Completions sampled per validation prompt; the pass rate is their mean (mean@k; the paper: 16)."""
     at_start: bool = True
     """Evaluate once at step 0, before training: the curve's R0."""
-
-
-@dataclass
-class HealthConfig:
-    window: int = 5
-    """Run health (workbench/runs/health.py): steps in each running median; a metric's early level is the median of its first window values."""
-    mismatch_growth: float = 4.0
-    """Flag the mismatch growing: train/mismatch_kl's running median above this x its early level and above mismatch_kl."""
-    mismatch_kl: float = 0.01
-    """The mismatch flag's floor: a running median of train/mismatch_kl below this never flags (growth from ~0 is noise)."""
-    entropy_drop: float = 0.8
-    """Flag entropy collapse: train/entropy's running median below (1 - this) x its early level."""
-    length_growth: float = 3.0
-    """Flag length running away: train/response_len's running median above this x its early level."""
-    truncation_rate: float = 0.5
-    """Flag truncation running away: train/truncation_rate's running median above this."""
-    grad_spike: float = 10.0
-    """Flag a gradient-norm spike: train/grad_norm above this x the median of the window of steps before it."""
-    zero_variance: float = 0.9
-    """Flag nothing left to learn from: train/zero_variance_frac's running median at or above this."""
-    divergence: float = 0.05
-    """Flag a reward hack or overfitting: since the best evaluation, val/pass_rate fell by more than this (at two evaluations in a row) while train/pass_rate's running median rose by more than this."""
 
 
 @dataclass

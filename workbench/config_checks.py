@@ -1,7 +1,7 @@
 """Cross-field checks of the run configuration that concern one part of it: `task.mix`'s
 sources, the GPU shares of the roles (with vLLM's margin under a fractional share), the
 `samples:` section (`SamplesConfig`, defined here beside its check to keep config.py short), the
-`health:` thresholds with `train.mismatch_bound`, and `model.lora` (`LoraConfig`, here likewise).
+`health:` thresholds (`HealthConfig`, here likewise) with `train.mismatch_bound`, and `model.lora` (`LoraConfig`, here likewise).
 
 `workbench.config.validate` calls them when a config is loaded; `workbench plan` reads
 `VLLM_SHARE_MARGIN` from here. They take the config's dataclasses and raise `ConfigError` (one
@@ -108,6 +108,38 @@ def validate_health(cfg: RunConfig) -> None:
     b = cfg.train.mismatch_bound
     if len(b) != 2 or not 0 < b[0] <= 1 <= b[1]:
         raise ConfigError(f"train.mismatch_bound must be [lo, hi] with 0 < lo <= 1 <= hi, got {list(b)}")
+    rows = cfg.train.mismatch_rows
+    if rows is not None and rows < 0:
+        raise ConfigError(f"train.mismatch_rows must be >= 0 (0: measure only the current version's tokens), got {rows}")
+    if rows and cfg.resources.trainer_workers > 1:
+        raise ConfigError(
+            f"train.mismatch_rows={rows} needs one trainer worker (the previous version's weights are kept whole; "
+            f"this run has resources.trainer_workers={cfg.resources.trainer_workers}): set it to 0 or null"
+        )
+
+
+@dataclass
+class HealthConfig:
+    """The run config's `health:` section (here, beside its check, to keep config.py short)."""
+
+    window: int = 5
+    """Run health (workbench/runs/health.py): steps in each running median; a metric's early level is the median of its first window values."""
+    mismatch_growth: float = 4.0
+    """Flag the mismatch growing: train/mismatch_kl's running median above this x its early level and above mismatch_kl."""
+    mismatch_kl: float = 0.01
+    """The mismatch flag's floor: a running median of train/mismatch_kl below this never flags (growth from ~0 is noise)."""
+    entropy_drop: float = 0.8
+    """Flag entropy collapse: train/entropy's running median below (1 - this) x its start (the highest of its first window values)."""
+    length_growth: float = 3.0
+    """Flag length running away: train/response_len's running median above this x its early level."""
+    truncation_rate: float = 0.5
+    """Flag truncation running away: train/truncation_rate's running median above this."""
+    grad_spike: float = 10.0
+    """Flag a gradient-norm spike: train/grad_norm above this x the median of the window of steps before it."""
+    zero_variance: float = 0.9
+    """Flag nothing left to learn from: train/zero_variance_frac's running median at or above this."""
+    divergence: float = 0.05
+    """Flag a reward hack or overfitting: since the best evaluation, val/pass_rate fell by more than this (at two evaluations in a row) while train/pass_rate's running median rose by more than this."""
 
 
 @dataclass

@@ -101,6 +101,21 @@ def test_evaluator_reports_mean_pass_rate_over_samples(cfg):
     assert 0.0 <= res["val/pass_rate"] <= res["val/pass_at_k"] <= 1.0
 
 
+def test_validate_with_task_reaches_the_evaluator(tiny_config, monkeypatch):
+    """reward.validate_with: task: a pass function that passes everything decides training, the
+    task's checker decides val/pass_rate (the run's parts carry it to the evaluator)."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "helpers"))
+    fns = [{"fn": "trl_rewards:always_one", "pass": True}]
+    fooled = tiny_config({"reward.functions": fns}, name="fooled", for_actors=True)
+    honest = tiny_config({"reward.functions": fns, "reward.validate_with": "task"}, name="honest", for_actors=True)
+    by_fn = Evaluator(**generator_parts(fooled, evaluator=True), rank=-1).evaluate(None, 0, num_prompts=10, k=2, seed=0)
+    by_task = Evaluator(**generator_parts(honest, evaluator=True), rank=-1).evaluate(None, 0, num_prompts=10, k=2, seed=0)
+    assert by_fn["val/pass_rate"] == 1.0
+    assert by_task["val/pass_rate"] < 1.0  # the warm start's sampled pass rate (about the SFT target)
+
+
 def test_run_stops_after_too_many_nonfinite_updates_in_a_row(cfg):
     from workbench.config import run_config_from_dict
     from workbench.configtools import to_dict

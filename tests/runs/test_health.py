@@ -80,6 +80,20 @@ def test_each_rule_fires_at_the_step_the_metric_turns_and_not_before(rule):
     assert check_health([r for r in rows if r["step"] < TURN]) == []  # before the turn: nothing
 
 
+def test_an_entropy_collapse_within_the_first_window_is_flagged_where_it_fell():
+    """lr 100x collapses entropy by step 6 (benchmarks/bench_health.py): a median of the first
+    window would already hold the fall and never flag; its peak is the start."""
+    rows = healthy()
+    fall = {1: 0.61, 2: 0.49, 3: 0.36, 4: 0.15, 5: 0.11, 6: 0.03}
+    for r in rows:
+        if "train/entropy" in r:
+            r["train/entropy"] = fall.get(r["step"], 0.04)
+    flag = [f for f in check_health(rows) if f["rule"] == "entropy"]
+    assert flag and flag[0]["step"] == 5, flag  # 0.11 < 0.2 x 0.61: the first value past the threshold
+    assert "fell 8" in flag[0]["message"]
+    assert not [f for f in check_health([r for r in rows if r["step"] <= 4]) if f["rule"] == "entropy"]
+
+
 def test_training_pass_rate_rising_while_validation_falls_is_flagged_at_the_falling_evaluation():
     rows = turned("train/pass_rate", lambda s, v: min(1.0, v + 0.01 * (s - TURN)))
     best = max(r["val/pass_rate"] for r in rows if "val/pass_rate" in r and r["step"] < TURN)

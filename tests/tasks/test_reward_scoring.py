@@ -63,6 +63,20 @@ def test_functions_get_conversations_and_columns_and_the_verdict_is_theirs(chat_
     assert validation_metrics(task.val, [0], 4, verdicts)["val/pass_rate"] == 0.5
 
 
+def test_validate_with_task_keeps_the_checkers_verdict_for_the_curve(chat_task):
+    """reward.validate_with: task: a pass function a trick fools (here: any number passes) decides
+    training, the task's checker decides validation; the rewards stay the functions'."""
+    chat_task.reward_functions = load_reward_functions(FUNCTIONS)
+    ex = chat_task.val[0]
+    texts = [f"\\boxed{{{ex.answer}}}", f"{ex.answer}", "\\boxed{-1}"]
+    trained = check_batch(chat_task, texts, [ex] * 3)
+    validated = check_batch(chat_task, texts, [ex] * 3, task_verdict=True)
+    assert [v.passed for v in trained] == [True, True, False]  # the unboxed answer fools the pass function
+    assert [v.passed for v in validated] == [True, False, False]  # the checker wants it boxed
+    assert [v.reward for v in validated] == [v.reward for v in trained] == [1.5, 1.0, 0.5]
+    assert validation_metrics(chat_task.val, [0], 3, validated)["val/pass_rate"] == pytest.approx(1 / 3)
+
+
 def test_without_functions_the_task_checker_gives_plus_or_minus_one(chat_task):
     ex = chat_task.val[0]
     verdicts = check_batch(chat_task, [f"\\boxed{{{ex.answer}}}", ex.answer], [ex, ex])

@@ -5,12 +5,14 @@ are from the log-probs the generator sampled them with, where both should be the
     add_partial(sums, part)                       # engine/train/micro.py folds micro-batches and ranks
     stats.update(mismatch_metrics(sums))          # pops the partial keys, returns train/mismatch_*
 
-Which tokens: only those sampled by the policy version the trainer holds BEFORE its update
-(`versions == version`). Then the trainer's pre-update log-probs and the generator's are the
-same weights, so any gap is pure mismatch (numerics: bf16 vs fp32, kernels, vLLM's sampler).
-Tokens from older versions would add the policy change of staleness on top, so they are left
-out; `train/mismatch_tokens` counts the tokens measured (0: none this step, the metrics are NaN,
-logged as null).
+Which tokens: those sampled by `version`, scored by the trainer under that same version's weights,
+so any gap is pure mismatch (numerics: bf16 vs fp32, kernels, vLLM's sampler). The trainer calls
+this twice: on its own forward with its current version (the loss's forward, free), and on up to
+`train.mismatch_rows` rows with the version before, whose weights it keeps for this
+(engine/train/lagged.py): in a pipelined run most tokens were sampled one version back. Tokens from
+older versions would add the policy change of staleness on top, so they are left out;
+`train/mismatch_tokens` counts the tokens measured (0: none this step, the metrics are NaN, logged
+as null).
 
 With d = logp_trainer - logp_generator on a token x the generator sampled, the ratio is
 r = exp(d) = pi_trainer(x) / pi_gen(x), and the k3 estimator r - 1 - log r = exp(d) - 1 - d is

@@ -7,13 +7,14 @@ Pure: metric rows in (metrics.jsonl's, `{"step": N, key: value}`), flags out; no
 The engine puts the flags in summary.json (`health`) and on the MLflow run as tags
 (`health/<rule>` = message) at each evaluation and at the end; the run report prints them and
 the forecast's verdict names the first (workbench/runs/report.py). Thresholds are `health:` in
-the run config (workbench/config.py HealthConfig; the defaults below when none is given).
+the run config (HealthConfig in workbench/config_checks.py; the defaults below when none is given).
 
 The rules (each reports its first occurrence only):
 
 - `mismatch`: train/mismatch_kl growing: its running median above `mismatch_growth` x its early
   level and above the floor `mismatch_kl`.
-- `entropy`: train/entropy's running median below (1 - `entropy_drop`) x its early level.
+- `entropy`: train/entropy's running median below (1 - `entropy_drop`) x its start: the highest of
+  its first `window` values (a median there would already hold a collapse in the first steps).
 - `length`: train/response_len's running median above `length_growth` x its early level.
 - `truncation`: train/truncation_rate's running median above `truncation_rate`.
 - `grad_spike`: one train/grad_norm above `grad_spike` x the median of the `window` steps before.
@@ -39,7 +40,7 @@ from typing import Any, Callable, Optional, Sequence
 Row = dict[str, Any]
 Flag = dict[str, Any]
 
-# The thresholds when no config is given: HealthConfig's defaults (workbench/config.py owns them).
+# The thresholds when no config is given: HealthConfig's defaults (workbench/config_checks.py owns them).
 DEFAULTS: dict[str, float] = {
     "window": 5, "mismatch_growth": 4.0, "mismatch_kl": 0.01, "entropy_drop": 0.8, "length_growth": 3.0,
     "truncation_rate": 0.5, "grad_spike": 10.0, "zero_variance": 0.9, "divergence": 0.05,
@@ -74,13 +75,17 @@ def _crossing(series: list[tuple[int, float]], w: int, start: int,
     return None
 
 
-def _relative(rows: Sequence[Row], key: str, w: int, past: Callable[[float, float], bool]) -> Optional[tuple[int, float, float]]:
-    """(step, early level, running median) where `key` first moves `past` its early level."""
+def _relative(rows: Sequence[Row], key: str, w: int, past: Callable[[float, float], bool],
+              peak: bool = False) -> Optional[tuple[int, float, float]]:
+    """(step, early level, running median) where `key` first moves `past` its early level: the
+    median of its first `w` values, checked from the window after them; `peak`: their highest,
+    checked from the first full window on (a fall within the first steps is caught there)."""
     s = _series(rows, key)
-    if len(s) <= w:
+    if len(s) <= w - (1 if peak else 0):
         return None
-    early = median(v for _, v in s[:w])
-    hit = _crossing(s, w, w, lambda v: past(v, early))
+    first = [v for _, v in s[:w]]
+    early = max(first) if peak else median(first)
+    hit = _crossing(s, w, w - 1 if peak else w, lambda v: past(v, early))
     return None if hit is None else (hit[0], early, hit[1])
 
 
@@ -157,7 +162,8 @@ def check_health(rows: Sequence[Row], cfg: Any = None, run: Optional[str] = None
         flags.append(_flag("mismatch", step, "train/mismatch_kl",
                            f"the generator/trainer mismatch grew, mismatch KL from {early:.2g} to {now:.2g}. "
                            + _look(step, "train/mismatch_ratio_max, the dtypes and the FP32 head on both sides")))
-    if hit := _relative(rows, "train/entropy", w, lambda v, e: e > 0 and v < (1 - h["entropy_drop"]) * e):
+    # a collapse can happen within the first window (lr 100x: by step 6): its start is the window's peak
+    if hit := _relative(rows, "train/entropy", w, lambda v, e: e > 0 and v < (1 - h["entropy_drop"]) * e, peak=True):
         step, early, now = hit
         flags.append(_flag("entropy", step, "train/entropy",
                            f"entropy fell {1 - now / early:.0%} (from {early:.3g} to {now:.3g}). "

@@ -158,11 +158,12 @@ class PendingChecks:
     the others run by `get()` in this process while the pool works."""
 
     def __init__(self, task: TaskData, completions: list[str], examples: list[Example], sandbox: Any,
-                 completion_ids: Optional[list] = None, global_step: int = 0):  # fmt: skip
+                 completion_ids: Optional[list] = None, global_step: int = 0, task_verdict: bool = False):  # fmt: skip
         from workbench.tasks.mixture import part_for
 
         self._task, self._completions, self._examples = task, completions, examples
         self._completion_ids, self._global_step = completion_ids, global_step
+        self._task_verdict = task_verdict
         self._remote = [i for i, ex in enumerate(examples) if part_for(task, ex).sandboxed]
         self._pending = None
         self._sandbox = sandbox
@@ -205,7 +206,8 @@ class PendingChecks:
 
     def _rescored(self, verdicts: list[Verdict]) -> list[Verdict]:
         """The verdicts as `reward.functions` see them: each sample's reward their weighted sum, and
-        passed when the pass function's value is > 0. A sandbox error stays one (its group is dropped)."""
+        passed when the pass function's value is > 0 (`task_verdict`: the task's checker's verdict
+        stays, reward.validate_with: task). A sandbox error stays one (its group is dropped)."""
         from workbench.rl.rewards import score_batch
         from workbench.tasks.chat import reward_inputs
         from workbench.tasks.mixture import part_for
@@ -219,22 +221,25 @@ class PendingChecks:
         for i, (v, reward, ok) in enumerate(zip(verdicts, scores.rewards, scores.passed)):
             if v.verdict == "sandbox_error":
                 out.append(v)
-            else:  # a task verdict that was not a pass keeps its name (timeout, error) when the function fails it too
-                name = "pass" if ok else ("fail" if v.passed else v.verdict)
-                values = {spec: vs[i] for spec, vs in scores.values.items()}
-                out.append(Verdict(name, seconds=v.seconds, detail=v.detail, reward=reward, values=values))
+                continue
+            # a task verdict that was not a pass keeps its name (timeout, error) when the function fails it too
+            name = v.verdict if self._task_verdict else "pass" if ok else ("fail" if v.passed else v.verdict)
+            values = {spec: vs[i] for spec, vs in scores.values.items()}
+            out.append(Verdict(name, seconds=v.seconds, detail=v.detail, reward=reward, values=values))
         return out
 
 
 def submit_checks(
     task: TaskData, completions: list[str], examples: list[Example], sandbox: Any = None, *,
-    completion_ids: Optional[list] = None, global_step: int = 0,
+    completion_ids: Optional[list] = None, global_step: int = 0, task_verdict: bool = False,
 ) -> PendingChecks:  # fmt: skip
     """Start checking `completions` against `examples` (same length); `.get()` gives the verdicts.
-    `completion_ids` (token ids) and `global_step` (the sampling policy's version) go to `reward.functions`."""
+    `completion_ids` (token ids) and `global_step` (the sampling policy's version) go to `reward.functions`;
+    `task_verdict`: the task's own checker decides pass / fail even with them (validation under
+    reward.validate_with: task)."""
     if len(completions) != len(examples):
         raise ValueError(f"check_batch: {len(completions)} completions for {len(examples)} examples")
-    return PendingChecks(task, list(completions), list(examples), sandbox, completion_ids, global_step)
+    return PendingChecks(task, list(completions), list(examples), sandbox, completion_ids, global_step, task_verdict)
 
 
 def check_batch(task: TaskData, completions: list[str], examples: list[Example], sandbox: Any = None, **context: Any) -> list[Verdict]:

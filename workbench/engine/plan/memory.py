@@ -34,7 +34,9 @@ Trainer, per worker (FSDP2 shards the states over N; one worker holds them whole
         (FlatWeights in the compute dtype, b*P, the FP32 head's V*H in fp32) counts instead
     KL reference (recipe.loss.kl_coef > 0, engine/train/reference.py): the starting weights in the
         compute dtype, b*P/N, held for the whole run
-    peak = master + gradients + AdamW + reference + max(compute copy + activations + head peak,
+    previous version (train.mismatch_rows > 0, one worker, engine/train/lagged.py): the trained weights
+        of the version before, b*P with the embeddings (and an untied FP32 head) at 4 bytes
+    peak = master + gradients + AdamW + reference + previous + max(compute copy + activations + head peak,
            step temporaries); on CPU the two add up (the step's freed temporaries stay in the heap
            when the hand-off buffer is made). Ray's object store, where the pushed buffers go, is
            shared memory outside the trainer's own (bench_real_shape.py reports it apart).
@@ -182,6 +184,7 @@ class Settings:
     max_new_tokens: int
     vllm_kv_bytes: Optional[int] = None  # CPU vLLM: its fixed KV cache (devices.vllm_memory_kwargs)
     kl_reference: bool = False  # recipe.loss.kl_coef > 0: the trainer holds a frozen reference model
+    lagged_copy: bool = False  # train.mismatch_rows > 0 (one worker): the previous version's weights (lagged.py)
 
     @property
     def row(self) -> int:
@@ -283,6 +286,10 @@ def trainer_terms(m: ModelShape, s: Settings, on_cpu: bool, micro_tokens: Option
     if s.kl_reference:
         terms["KL reference weights"] = b * p / n
         states += terms["KL reference weights"]
+    if s.lagged_copy:  # matmul weights in the compute dtype; embeddings (and an untied FP32 head) in fp32
+        emb = m.vocab * m.hidden * (1 if m.tied or not s.fp32_head else 2)
+        terms["previous version (mismatch)"] = b * p + (4 - b) * emb
+        states += terms["previous version (mismatch)"]
     # CPU: the step's freed temporaries stay in the allocator's heap when the hand-off buffer is made
     # (benchmarks/bench_real_shape.py), so the two add up; CUDA's caching allocator reuses them
     terms_peak = states + (copy + act + head + temps if on_cpu else max(copy + act + head, temps))

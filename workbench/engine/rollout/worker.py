@@ -87,7 +87,7 @@ class RolloutWorker:
     def __init__(
         self, model: ModelConfig, task: TaskConfig, generation: GenerationConfig, *, length_control: LengthControlConfig,
         fp32_head: bool, gpus: float = 0.0, threads: int = 1, rank: int = 0, reward_pool: Any = None,
-        reward_functions: Optional[list] = None,
+        reward_functions: Optional[list] = None, validate_with: str = "pass",
     ):  # fmt: skip
         from workbench.rl.rewards import load_reward_functions
         from workbench.tasks.base import load_task
@@ -99,6 +99,7 @@ class RolloutWorker:
         self.task = load_task(task)
         # reward.functions: called on every scored batch (tasks.base.check_batch); [] the task's +1 / -1
         self.task.reward_functions = load_reward_functions(reward_functions or [])
+        self.validate_with = validate_with  # reward.validate_with: "task": the task's checker decides validation
         # code checks: the run's RewardPool (actors.py), else a sandbox of our own (`_sandbox`)
         self.reward_pool = reward_pool
         self._local_sandbox: Any = None
@@ -215,7 +216,8 @@ class RolloutWorker:
 
         examples = self._examples(split)
         return submit_checks(self.task, texts, [examples[p] for p in prompt_ids for _ in range(n)], self._sandbox(),
-                             completion_ids=[list(c.tokens) for c in outs], global_step=self.version)  # fmt: skip
+                             completion_ids=[list(c.tokens) for c in outs], global_step=self.version,
+                             task_verdict=split == "val" and self.validate_with == "task")  # fmt: skip
 
     def _texts(self, outs: list[Completion]) -> list[str]:
         """The completions decoded once: what the checks score and the kept samples show."""

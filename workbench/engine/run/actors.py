@@ -74,7 +74,7 @@ def generator_parts(cfg: RunConfig, *, evaluator: bool = False) -> dict[str, Any
     parts: dict[str, Any] = dict(
         model=cfg.model, task=cfg.task, generation=cfg.generation, length_control=cfg.recipe.length_control,
         fp32_head=cfg.recipe.fp32_head, gpus=r.evaluator_gpus if evaluator else r.generator_gpus, threads=r.torch_threads,
-        reward_functions=cfg.reward.functions,
+        reward_functions=cfg.reward.functions, validate_with=cfg.reward.validate_with,
     )  # fmt: skip
     if _on_vllm(cfg, evaluator):
         parts.update(seed=cfg.seed, plan=gpu_settings(cfg))

@@ -32,7 +32,8 @@ file exists and that a traced step enters no package file this map leaves out.
   9. rl/step.py                    prepare_step: every filter, the penalties (rl/reward.py), advantages
                                    (rl/advantages.py), aggregation weights (rl/aggregation.py, rl/_checks.py)
  10. rl/losses.py                  per micro-batch (engine/train/micro.py) on engine/model/policy.py's
-                                   log-probs, beside the mismatch against the generator's (rl/mismatch.py);
+                                   log-probs, beside the mismatch against the generator's (rl/mismatch.py;
+                                   the previous version's tokens: engine/train/lagged.py);
                                    then clip, AdamW (engine/train/optim.py), the weights out (engine/weights.py)
  11. engine/run/weight_sync.py     WeightSync.trained: the version, the push to worker.set_weights
  12. engine/run/metrics.py         step_row: the step's row in metrics.jsonl
@@ -62,6 +63,7 @@ from workbench.engine.model.logs import quiet_hf
 from workbench.errors import UserError
 from workbench.engine.weights import FlatWeights
 from workbench.engine.batch import Group, PackedGroups, build_batch
+from workbench.engine.train.lagged import KeptVersion
 from workbench.engine.train.micro import add_partial, is_extreme, merge_ranks, micro_batches
 from workbench.engine.train.reference import ReferencePolicy
 from workbench.engine.train.optim import build_optimizer, build_scheduler
@@ -142,6 +144,9 @@ class Trainer:
         self.pad_id = self.tokenizer.pad_token_id
         self.policy = PolicyForward(self.model, recipe.fp32_head)
         self.model_cfg = model
+        # the version before this one, for the mismatch under the sampling version (lagged.py)
+        self.lagged_rows = train.lagged_rows(world_size)
+        self.kept = KeptVersion(self.policy, self.precision, recipe.fp32_head) if self.lagged_rows else None
         # KL penalty: the frozen starting weights (reference.py); with several workers built in connect()
         self.reference: Optional[ReferencePolicy] = None
         if world_size == 1:
@@ -236,6 +241,10 @@ class Trainer:
         if self.sharded:
             part = merge_ranks(fsdp.gather_objects(part))
         loss_total, sums, ent_sum, tok_sum = part["loss"], part["sums"], part["ent"], part["tok"]
+        if self.kept is not None:  # the previous version's tokens, under its own weights
+            t = self.train_cfg
+            add_partial(sums, self.kept.measure(self.policy, rows, self.temperature, t.mismatch_bound, self.lagged_rows,
+                                                t.micro_batch_size, t.micro_batch_tokens, self._autocast))
         stats.update(mismatch_metrics(sums))  # per measured token, not per trained token: out of the loop below
         norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.train_cfg.grad_clip)
         grad_norm = float(fsdp.to_local(norm)) if self.sharded else float(norm)
@@ -251,6 +260,8 @@ class Trainer:
             stats["train/nonfinite_in_a_row"] = float(self.nonfinite_in_a_row)
             return self._skip(stats, t0, "non-finite loss or gradient", fwd_start=t_fwd)
         self.nonfinite_in_a_row = 0
+        if self.kept is not None:
+            self.kept.take(self.version)  # the next step measures this version's tokens with it
         self.optimizer.step()
         self.scheduler.step()
         self.version += 1

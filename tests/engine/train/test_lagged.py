@@ -1,0 +1,113 @@
+"""The mismatch under the sampling version (engine/train/lagged.py): tokens the version before the
+trainer's sampled are measured with that version's kept weights, the forward over them is the one
+the trainer ran at that version to the bit (fp32 and bf16 autocast), and the rows it costs are bounded."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from tests.engine.train.helpers import batches
+from workbench.configtools import ConfigError
+from workbench.engine.batch import PackedGroups
+from workbench.engine.model.devices import Precision
+from workbench.engine.run.actors import trainer_parts
+from workbench.engine.train.lagged import KeptVersion
+from workbench.engine.train.trainer import Trainer
+
+SKEW = 0.1  # the generator's log-probs, raised by this on every token: k3 = exp(-SKEW) - 1 + SKEW
+K3 = math.exp(-SKEW) - 1 + SKEW
+
+
+def _skewed(groups):
+    groups = copy.deepcopy(groups)
+    for g in groups:
+        for c in g.completions:
+            c.logprobs = [lp + SKEW for lp in c.logprobs]
+    return groups
+
+
+def _two_steps_on_version_0_tokens(cfg):
+    """Step 1 (trainer at version 0) and step 2 (at version 1) on the same version-0 tokens."""
+    groups = _skewed(batches(cfg, 1)[0])
+    tr = Trainer(**trainer_parts(cfg))
+    first = tr.train_step(groups, 0)[0].stats
+    second = tr.train_step(groups, 1)[0].stats
+    return first, second
+
+
+def test_the_previous_versions_tokens_are_measured_under_its_own_weights(tiny_config):
+    first, second = _two_steps_on_version_0_tokens(tiny_config({"train.lr": 1e-2}, for_actors=True))
+    # step 1: the trainer's own version sampled them, measured in the loss's forward
+    assert first["train/mismatch_tokens"] > 0
+    assert first["train/mismatch_kl"] == pytest.approx(K3, rel=1e-4)
+    # step 2: the trainer moved on (lr 1e-2: far), the kept version-0 weights measure the same tokens
+    assert second["train/mismatch_tokens"] == first["train/mismatch_tokens"]  # every row (<= 16) measured
+    assert second["train/mismatch_kl"] == pytest.approx(first["train/mismatch_kl"], rel=1e-6)
+    assert second["train/mismatch_ratio_max"] == pytest.approx(math.exp(-SKEW), rel=1e-5)
+
+
+def test_without_kept_weights_a_pipelined_step_measures_nothing(tiny_config):
+    cfg = tiny_config({"train.lr": 1e-2, "train.mismatch_rows": 0}, for_actors=True)
+    first, second = _two_steps_on_version_0_tokens(cfg)
+    assert first["train/mismatch_kl"] == pytest.approx(K3, rel=1e-4)
+    assert second["train/mismatch_tokens"] == 0 and math.isnan(second["train/mismatch_kl"])
+
+
+def test_the_rows_measured_are_bounded_by_mismatch_rows(tiny_config):
+    cfg = tiny_config({"train.mismatch_rows": 2}, for_actors=True)
+    groups = _skewed(batches(cfg, 1)[0])
+    tr = Trainer(**trainer_parts(cfg))
+    tr.train_step(groups, 0)
+    _, rows, _ = tr.prepare(PackedGroups.from_groups(groups))
+    picked = tr.kept.rows_to_measure(rows, 2)
+    assert len(picked) == 2
+    tokens = int(((rows.versions[picked] == 0) & (rows.loss_mask[picked] > 0)).sum())
+    second = tr.train_step(groups, 1)[0].stats
+    assert second["train/mismatch_tokens"] == tokens < rows.num_rows * 1000  # two rows' tokens, not the batch's
+    assert second["train/mismatch_kl"] == pytest.approx(K3, rel=1e-4)
+
+
+@pytest.mark.parametrize("compute", [torch.float32, torch.bfloat16])
+def test_the_kept_forward_is_the_trainers_forward_at_that_version(tiny_config, compute):
+    """The buffers are in the dtype the forward reads each parameter in (a Linear's in bf16 under
+    autocast, the FP32 head and the norms in fp32), so the kept forward equals the trainer's own."""
+    cfg = tiny_config(for_actors=True)
+    tr = Trainer(**trainer_parts(cfg))
+    groups = batches(cfg, 1)[0]
+    _, rows, _ = tr.prepare(PackedGroups.from_groups(groups))
+    kept = KeptVersion(tr.policy, Precision(master=torch.float32, compute=compute), fp32_head=True)
+    kept.take(0)
+    if compute == torch.bfloat16:
+        head = tr.model.get_output_embeddings().weight
+        assert kept.names[next(n for n, p in tr.policy.named_parameters() if p is head)].dtype == torch.float32
+        assert {b.dtype for b in kept.names.values()} == {torch.float32, torch.bfloat16}
+    ids, attn, pos = rows.input_ids, rows.attention_mask, rows.loss_mask > 0
+
+    def autocast():
+        return torch.autocast("cpu", dtype=compute, enabled=compute != torch.float32)
+
+    with torch.no_grad(), autocast():
+        before, _ = tr.policy(ids, attn, pos, 0.8)
+    with torch.no_grad():
+        for p in tr.policy.parameters():
+            p.add_(0.05)  # the trainer moves on
+    with torch.no_grad(), autocast():
+        after, _ = tr.policy(ids, attn, pos, 0.8)
+        from torch.func import functional_call
+
+        again, _ = functional_call(tr.policy, kept.names, (ids, attn, pos, 0.8), strict=False)
+    assert not torch.equal(after, before)
+    assert torch.equal(again, before)
+
+
+def test_mismatch_rows_is_refused_before_launch_with_several_trainer_workers(tiny_config):
+    with pytest.raises(ConfigError, match="train.mismatch_rows=4 needs one trainer worker"):
+        tiny_config({"train.mismatch_rows": 4, "resources.trainer_workers": 2})
+    with pytest.raises(ConfigError, match="train.mismatch_rows must be >= 0"):
+        tiny_config({"train.mismatch_rows": -1})
+    cfg = tiny_config({"resources.trainer_workers": 2})  # null: off with several workers, not refused
+    assert cfg.train.lagged_rows(2) == 0 and cfg.train.lagged_rows(1) == 16
