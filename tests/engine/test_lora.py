@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tests.engine.train.helpers import batches
+from tests.helpers.run_folder import checkpointed_run
 from workbench.config import run_config_from_dict
 from workbench.configtools import ConfigError
 from workbench.engine.batch import PackedGroups
@@ -18,6 +19,7 @@ from workbench.engine.rollout.torch_backend import Generator
 from workbench.engine.run.actors import generator_parts, trainer_parts
 from workbench.engine.train.trainer import Trainer
 from workbench.errors import UserError
+from workbench.runs.export import export_policy
 
 LORA = {"model.lora": {"rank": 4, "alpha": 8.0}}
 
@@ -175,3 +177,68 @@ def test_lora_on_a_hugging_face_llama_with_the_fp32_head(tiny_config, tmp_path):
     chunk = gen.generate(1, [0, 1], 4, seed=2)
     want, got = _logprobs_at(tr, chunk.groups)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+
+
+def _hf_logprobs(model, rows) -> torch.Tensor:
+    """A Hugging Face (or PEFT) model's own forward, as a user runs it: log-probs at the trained tokens."""
+    from workbench.engine.model.forward import position_ids_from_mask
+    from workbench.rl.head import token_logprobs
+
+    with torch.no_grad():
+        logits = model(input_ids=rows.input_ids, attention_mask=rows.attention_mask,
+                       position_ids=position_ids_from_mask(rows.attention_mask)).logits.float()
+    return token_logprobs(logits[:, :-1], rows.input_ids[:, 1:])[rows.loss_mask > 0]
+
+
+def test_a_lora_run_exports_its_merged_policy_and_its_adapter_with_the_trainers_logprobs(tiny_config, tmp_path):
+    import json
+
+    from peft import PeftModel
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    cfg = tiny_config({**LORA, "train.lr": 1e-2, "train.grad_clip": 1e9}, for_actors=True)
+    steps = batches(cfg, 3)
+    tr = Trainer(**trainer_parts(cfg))
+
+    held = {}
+
+    def step_then_save(i):
+        def save(path):
+            tr.train_step(steps[i], i)
+            held[i + 1] = {k: v.detach().clone() for k, v in adapter_state(tr.model).items()}
+            tr.save(path)
+        return save
+
+    # three saves, two kept: step 1 is pruned to its policy snapshot, and still exports
+    run = checkpointed_run(tmp_path / "run", cfg, {s + 1: step_then_save(s) for s in range(3)})
+    merged = export_policy(run, tmp_path / "merged")
+    adapter = export_policy(run, adapter=True)
+    assert adapter.out == run / "adapter" and adapter.kind == "adapter" and str(adapter).startswith("adapter of step 3")
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= {p.name for p in adapter.out.iterdir()}
+    conf = json.loads((adapter.out / "adapter_config.json").read_text())
+    assert conf["base_model_name_or_path"] == cfg.model.path and conf["r"] == 4 and conf["lora_alpha"] == 8.0
+    assert adapter.params == sum(v.numel() for v in adapter_state(tr.model).values())
+    _, rows, _ = tr.prepare(PackedGroups.from_groups(steps[0]))
+    with torch.no_grad():
+        want, _ = tr.policy(rows.input_ids, rows.attention_mask, rows.loss_mask > 0, 1.0, None)
+    plain = AutoModelForCausalLM.from_pretrained(merged.out, dtype=torch.float32).eval()
+    assert not any("lora" in k for k in plain.state_dict())  # the adapters are folded into the weights
+    torch.testing.assert_close(_hf_logprobs(plain, rows), want, atol=1e-4, rtol=0)
+    base = AutoModelForCausalLM.from_pretrained(conf["base_model_name_or_path"], dtype=torch.float32)
+    with_adapter = PeftModel.from_pretrained(base, adapter.out).eval()
+    torch.testing.assert_close(_hf_logprobs(with_adapter, rows), want, atol=1e-4, rtol=0)
+    start = AutoModelForCausalLM.from_pretrained(cfg.model.path, dtype=torch.float32).eval()
+    assert (_hf_logprobs(start, rows) - want).abs().max() > 1e-3  # the run's base alone is another policy
+    first = export_policy(run, tmp_path / "first", step=1, adapter=True)  # from step 1's snapshot
+    saved = load_file(str(first.out / "adapter_model.safetensors"))
+    assert len(saved) == len(held[1])
+    for name, value in held[1].items():  # PEFT's file names drop the adapter's name ("default")
+        torch.testing.assert_close(saved["base_model.model." + name.replace(".default.", ".")], value, atol=0, rtol=0)
+
+
+def test_a_full_fine_tuning_run_has_no_adapter_to_export(tiny_config, tmp_path):
+    cfg = tiny_config(for_actors=True)
+    run = checkpointed_run(tmp_path / "run", cfg, {1: Trainer(**trainer_parts(cfg)).save})
+    with pytest.raises(UserError, match="was trained without model.lora: it has no adapter to export"):
+        export_policy(run, adapter=True)

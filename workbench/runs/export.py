@@ -12,6 +12,12 @@ config.json, generation_config.json and the tokenizer.
     result = export_policy("runs/my-run", "out/p", step=400)   # a given step, a given folder
     AutoModelForCausalLM.from_pretrained(result.out)            # or vllm.LLM(model=str(result.out))
 
+A `model.lora` run's checkpoint holds the frozen base and the adapters: the export is the merged
+policy (PEFT's `merge_and_unload`: the adapters folded into the weights, a plain model as above),
+or with `adapter=True` the adapters alone in PEFT's own layout (adapter_config.json, its
+base_model_name_or_path the run's model folder, and adapter_model.safetensors in fp32), which
+`peft.PeftModel.from_pretrained(base, folder)` loads onto the base (default folder: <run>/adapter).
+
 `workbench export RUN [--step N] --out DIR` is the command; a finished run exports its final policy
 to <run>/policy/ unless `checkpoint.export_policy` is false; `Session.export` and `RunView.export`
 call the same function. The folder is written beside its target and renamed into place; an existing
@@ -32,6 +38,7 @@ from workbench.runs.checkpoint import (POLICY_PREFIX, TRAINER_DCP, CheckpointSto
 
 EXPORT_MARKER = "workbench_export.json"
 POLICY_DIR = "policy"  # <run>/policy: where a finished run leaves its final policy
+ADAPTER_DIR = "adapter"  # <run>/adapter: `workbench export --adapter`'s default folder
 
 
 @dataclass(frozen=True)
@@ -44,9 +51,10 @@ class PolicyExport:
     source: Path  # the model folder the run started from (architecture, tokenizer)
     dtype: str
     params: int
+    kind: str = "policy"  # "adapter": a LoRA run's adapters alone, in PEFT's layout
 
     def __str__(self) -> str:
-        return f"policy of step {self.step} exported to {self.out} ({self.params:,} parameters, {self.dtype})"
+        return f"{self.kind} of step {self.step} exported to {self.out} ({self.params:,} parameters, {self.dtype})"
 
 
 def step_list(steps: list[int]) -> str:
@@ -119,9 +127,25 @@ def _replace_dir(tmp: Path, out: Path) -> None:
     tmp.rename(out)
 
 
-def export_policy(run: str | Path, out: str | Path | None = None, step: Optional[int] = None) -> PolicyExport:
+def _with_lora(model: Any, lora: Any, source: Path) -> Any:
+    """PEFT's wrapper around `model` with the run's adapters (as the trainer wrapped it: the names
+    its checkpoint holds are those of `.get_base_model()`)."""
+    import warnings
+
+    import peft
+
+    peft_cfg = lora.to_peft()
+    peft_cfg.base_model_name_or_path = str(source)  # where PeftModel.from_pretrained finds the base
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*fan_in_fan_out.*")  # GPT-2's Conv1D: PEFT sets it itself
+        return peft.get_peft_model(model, peft_cfg)
+
+
+def export_policy(run: str | Path, out: str | Path | None = None, step: Optional[int] = None,
+                  adapter: bool = False) -> PolicyExport:  # fmt: skip
     """Write the policy of `run`'s checkpoint `step` (default: the latest) as a Hugging Face folder
-    at `out` (default: <run>/policy); see the module docstring."""
+    at `out` (default: <run>/policy); `adapter`: a LoRA run's adapters alone (default: <run>/adapter).
+    See the module docstring."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -131,20 +155,30 @@ def export_policy(run: str | Path, out: str | Path | None = None, step: Optional
     cfg = saved_config(run)
     if cfg is None:
         raise UserError(f"{run} holds no config.json: not a run folder this version can export")
+    lora = cfg.model.lora
+    if adapter and lora is None:
+        raise UserError(f"{run} was trained without model.lora: it has no adapter to export; drop --adapter to export its policy")
     step, weights, snapshot = checkpoint_source(run, step)
     source = source_model_dir(run, cfg.model.path)
-    out = Path(out).expanduser().resolve() if out is not None else run / POLICY_DIR
+    out = Path(out).expanduser().resolve() if out is not None else run / (ADAPTER_DIR if adapter else POLICY_DIR)
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, local_files_only=True)
-    (_read_snapshot if snapshot else _read_weights)(model, weights)
-    dtype = own_dtype(source)
-    model = model.to(dtype)
+    wrapped = _with_lora(model, lora, source) if lora is not None else None
+    (_read_snapshot if snapshot else _read_weights)(model if wrapped is None else wrapped.get_base_model(), weights)
     tmp = out.with_name(f".{out.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.parent.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    AutoTokenizer.from_pretrained(source, local_files_only=True).save_pretrained(tmp)
+    if adapter:  # adapter_config.json + adapter_model.safetensors, the adapters in the trainer's fp32
+        wrapped.save_pretrained(tmp)
+        dtype, params = torch.float32, sum(p.numel() for n, p in wrapped.named_parameters() if "lora_" in n)
+    else:
+        model = wrapped.merge_and_unload() if wrapped is not None else model  # W + (alpha / r) B A, in fp32
+        dtype = own_dtype(source)
+        model = model.to(dtype)
+        model.save_pretrained(tmp, safe_serialization=True)
+        AutoTokenizer.from_pretrained(source, local_files_only=True).save_pretrained(tmp)
+        params = sum(p.numel() for p in model.parameters())
     result = PolicyExport(out=out, run=run, step=step, source=source, dtype=str(dtype).replace("torch.", ""),
-                          params=sum(p.numel() for p in model.parameters()))  # fmt: skip
+                          params=params, kind="adapter" if adapter else "policy")  # fmt: skip
     marker = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(result).items()}
     (tmp / EXPORT_MARKER).write_text(json.dumps(marker, indent=1))
     _replace_dir(tmp, out)
