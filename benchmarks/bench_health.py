@@ -95,7 +95,7 @@ def recheck(name: str, out: Path) -> dict[str, Any]:
     if not (folder / "metrics.jsonl").exists():
         raise SystemExit(f"{folder}: no run to recheck (run the bench without --recheck first)")
     rows = read_jsonl(folder / "metrics.jsonl")
-    flags = check_health(rows, load_run_config(out / f"{name}.yaml").health)
+    flags = [f.as_dict() for f in check_health(rows, load_run_config(out / f"{name}.yaml").health)]
     summary = json.loads((folder / "summary.json").read_text())
     return {"name": name, "flags": flags, "rows": rows, "wall_s": float("nan"), "status": summary.get("status")}
 

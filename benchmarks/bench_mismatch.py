@@ -1,17 +1,18 @@
 """The training/inference mismatch on the pretrained chat model, for the torch and vLLM generators.
 
-    .venv/bin/python benchmarks/bench_mismatch.py [--steps 4] [--tokens 32] [--json]
+    .venv/bin/python benchmarks/bench_mismatch.py [--steps 4] [--tokens 32] [--dtype bfloat16] [--json]
 
 SmolLM2-135M-Instruct (the GGUF `make setup` installs, converted once into `--cache`) runs
 `--steps` steps through `workbench run` with each generator backend in turn, one at a time: its
 chat template with a system prompt, `--prompts` x `--generations` completions of up to `--tokens`
 tokens a step, scored by bench_real_shape's seeded hash checker (about half pass, so every group
-trains), a weight push after each step. Printed per backend and step (a dash: none of the step's tokens
-was sampled by the trainer's own version, the only ones measured): `train/mismatch_kl` (mean k3
+trains), a weight push after each step, in `--dtype` (model.dtype; auto: fp32 on a CPU). Printed per
+backend and step (a dash: no token measured): `train/mismatch_kl` (mean k3
 KL between the generator's and the trainer's log-probs on the trained tokens, rl/mismatch.py),
 `train/mismatch_ratio_max` and `train/mismatch_frac` (the share of tokens whose ratio is outside
 [0.5, 2]), and the tokens measured. The trainer scores each token under the policy version that
-sampled it, so the gap is numerics alone (dtypes, kernels, the sampler), not staleness.
+sampled it (its own version's in the loss's forward, the version before's with its kept weights:
+engine/train/lagged.py), so the gap is numerics alone (dtypes, kernels, the sampler), not staleness.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def config(backend: str, a: argparse.Namespace, data: Path, gguf: Path) -> dict:
     return {
         "name": f"mismatch-{backend}", "recipe": {"base": "scalerl", "length_control": {"type": "none"},
                                                   "zero_variance_filter": False, "no_positive_resampling": False},
-        "model": {"path": str(gguf), "cache_dir": a.cache},
+        "model": {"path": str(gguf), "cache_dir": a.cache, "dtype": a.dtype},
         "task": {"name": "jsonl", "path": str(data), "num_val": 2, "chat_template": True,
                  "system_prompt": "Answer with only the number.", "checker": "bench_real_shape:hash_checker"},
         "generation": {"backend": backend, "max_new_tokens": a.tokens, "max_batch_sequences": a.prompts * a.generations},
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--generations", type=int, default=4)
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--backends", default="torch,vllm")
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help="model.dtype of both sides")
     p.add_argument("--cache", default=str(Path.home() / ".cache" / "workbench" / "models"), help="model.cache_dir")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     a = p.parse_args(argv)
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     for backend, rows in results.items():
         for r in rows:
             kl, top, frac, n = (r[k] for k in KEYS)
-            if not n:  # no token of the step was sampled by the trainer's own version (rl/mismatch.py)
+            if not n:  # no token of the step was measured (rl/mismatch.py)
                 print(f"{backend:8s} {r['step']:4d} {'-':>12s} {'-':>10s} {'-':>8s} {0:7d}")
                 continue
             print(f"{backend:8s} {r['step']:4d} {kl:12.2e} {top:10.4f} {frac:8.4f} {n:7.0f}")

@@ -66,6 +66,6 @@ def write_samples_run(folder: Path) -> Path:
         if step:
             w.write(step, "train", train_records(step), trained_version=step)
     flags = check_health(rows, None, run=str(folder))
-    assert [f["rule"] for f in flags] == ["entropy"], flags
-    (folder / "summary.json").write_text(json.dumps({"status": "finished", "steps": LAST, "health": flags}))
+    assert [f.rule for f in flags] == ["entropy"], flags
+    (folder / "summary.json").write_text(json.dumps({"status": "finished", "steps": LAST, "health": [f.as_dict() for f in flags]}))
     return folder

@@ -50,7 +50,7 @@ def turned(key: str, value, rows: list[dict] | None = None) -> list[dict]:
 
 
 def only(flags: list[dict], rule: str) -> dict:
-    assert [f["rule"] for f in flags] == [rule], flags
+    assert [f.rule for f in flags] == [rule], flags
     return flags[0]
 
 
@@ -74,8 +74,8 @@ def test_each_rule_fires_at_the_step_the_metric_turns_and_not_before(rule):
     key, value = CASES[rule]
     rows = turned(key, value)
     flag = only(check_health(rows), rule)
-    assert flag["step"] == TURN and flag["metric"] == key
-    assert f"workbench samples RUN --step {TURN}" in flag["message"]
+    assert flag.step == TURN and flag.metric == key
+    assert f"workbench samples RUN --step {TURN}" in flag.message
     assert check_health([r for r in rows if r["step"] < TURN + 2]) == [] or rule == "grad_spike"  # a window's median: not yet
     assert check_health([r for r in rows if r["step"] < TURN]) == []  # before the turn: nothing
 
@@ -88,10 +88,10 @@ def test_an_entropy_collapse_within_the_first_window_is_flagged_where_it_fell():
     for r in rows:
         if "train/entropy" in r:
             r["train/entropy"] = fall.get(r["step"], 0.04)
-    flag = [f for f in check_health(rows) if f["rule"] == "entropy"]
-    assert flag and flag[0]["step"] == 5, flag  # 0.11 < 0.2 x 0.61: the first value past the threshold
-    assert "fell 8" in flag[0]["message"]
-    assert not [f for f in check_health([r for r in rows if r["step"] <= 4]) if f["rule"] == "entropy"]
+    flag = [f for f in check_health(rows) if f.rule == "entropy"]
+    assert flag and flag[0].step == 5, flag  # 0.11 < 0.2 x 0.61: the first value past the threshold
+    assert "fell 8" in flag[0].message
+    assert not [f for f in check_health([r for r in rows if r["step"] <= 4]) if f.rule == "entropy"]
 
 
 def test_training_pass_rate_rising_while_validation_falls_is_flagged_at_the_falling_evaluation():
@@ -101,7 +101,7 @@ def test_training_pass_rate_rising_while_validation_falls_is_flagged_at_the_fall
         if "val/pass_rate" in r and r["step"] >= TURN + 10:
             r["val/pass_rate"] = best - 0.1
     flag = only(check_health(rows), "divergence")
-    assert flag["step"] == TURN + 10 and flag["metric"] == "val/pass_rate"
+    assert flag.step == TURN + 10 and flag.metric == "val/pass_rate"
     assert check_health([r for r in rows if r["step"] < TURN + 10]) == []
     # validation falling while training does not rise is not this rule (nor any other)
     flat = [{**r, "train/pass_rate": 0.3} if "train/pass_rate" in r else r for r in rows]
@@ -140,14 +140,14 @@ def test_one_unlucky_evaluation_after_a_lucky_best_is_not_a_divergence():
     once = [{**r, "val/pass_rate": best - 0.25} if "val/pass_rate" in r and r["step"] == 150 else r for r in rows]
     assert check_health(once) == []
     held = [{**r, "val/pass_rate": best - 0.25} if "val/pass_rate" in r and r["step"] in (150, 160) else r for r in rows]
-    assert only(check_health(held), "divergence")["step"] == 150
+    assert only(check_health(held), "divergence").step == 150
 
 
 def test_thresholds_come_from_the_health_config():
     rows = turned("train/entropy", lambda s, v: 0.5 * v)  # a 50% fall: under the default 80%
     assert check_health(rows) == []
     flag = only(check_health(rows, HealthConfig(entropy_drop=0.4)), "entropy")
-    assert flag["step"] == TURN and "entropy fell 5" in flag["message"]
+    assert flag.step == TURN and "entropy fell 5" in flag.message
     cfg = load_run_config(None, ["health.entropy_drop=0.4", "health.window=3"])
     assert cfg.health.entropy_drop == 0.4 and cfg.health.window == 3
     with pytest.raises(ConfigError, match="health.entropy_drop"):

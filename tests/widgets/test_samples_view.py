@@ -9,10 +9,11 @@ import pytest
 
 from tests.helpers.samples_folder import COLLAPSE, LAST, LONG, write_samples_run
 from workbench.errors import UserError
+from workbench.runs.health import HealthFlag
 from workbench.runs.view import RunView
 from workbench.widgets.dashboard import Dashboard
 from workbench.widgets.samples_data import (
-    HealthFlag, SampleFrame, SampleQuery, eval_points, filter_samples, group_at, groups, groups_matching, health_flags,
+    SampleFrame, SampleQuery, eval_points, filter_samples, group_at, groups, groups_matching, health_flags,
     nearest_step, side_by_side, val_steps,
 )  # fmt: skip
 from workbench.widgets.samples_view import fold

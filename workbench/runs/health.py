@@ -1,9 +1,11 @@
 """Run health: rules over a run's metric rows that flag it going wrong before its curve says so.
 
-    flags = check_health(rows, cfg.health)     # [{rule, step, metric, message}], [] for a healthy run
+    flags = check_health(rows, cfg.health)     # [HealthFlag(rule, step, metric, message)], [] for a healthy run
     note = verdict_note(flags)                 # "the forecast assumes the run stays healthy; from step N, ..."
 
 Pure: metric rows in (metrics.jsonl's, `{"step": N, key: value}`), flags out; no Ray, no files.
+A flag is a `HealthFlag`; summary.json and the report hold it as `flag.as_dict()`
+(`HealthFlag.from_dict` reads it back).
 The engine puts the flags in summary.json (`health`) and on the MLflow run as tags
 (`health/<rule>` = message) at each evaluation and at the end; the run report prints them and
 the forecast's verdict names the first (workbench/runs/report.py). Thresholds are `health:` in
@@ -34,11 +36,30 @@ threshold (grad_spike: the spike; divergence: the first of the two evaluations p
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass, replace
 from statistics import median, pstdev
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 Row = dict[str, Any]
-Flag = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HealthFlag:
+    """One flag: the rule, the step where its metric turned, the metric, and what to look at."""
+
+    rule: str
+    step: int
+    metric: str
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """As summary.json, the report and the `health` list hold it: {rule, step, metric, message}."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "HealthFlag":
+        return cls(rule=str(d["rule"]), step=int(d["step"]), metric=str(d["metric"]), message=str(d["message"]))
+
 
 # The thresholds when no config is given: HealthConfig's defaults (workbench/config_checks.py owns them).
 DEFAULTS: dict[str, float] = {
@@ -89,7 +110,7 @@ def _relative(rows: Sequence[Row], key: str, w: int, past: Callable[[float, floa
     return None if hit is None else (hit[0], early, hit[1])
 
 
-def _grad_spike(rows: Sequence[Row], w: int, k: float) -> Optional[Flag]:
+def _grad_spike(rows: Sequence[Row], w: int, k: float) -> Optional[HealthFlag]:
     s = _series(rows, "train/grad_norm")
     for i in range(w, len(s)):
         base = median(v for _, v in s[i - w : i])
@@ -103,7 +124,7 @@ def _grad_spike(rows: Sequence[Row], w: int, k: float) -> Optional[Flag]:
     return None
 
 
-def _divergence(rows: Sequence[Row], w: int, d: float) -> Optional[Flag]:
+def _divergence(rows: Sequence[Row], w: int, d: float) -> Optional[HealthFlag]:
     """Both moves must pass `d` and their noise: the validation fall twice the standard error of
     the difference (val/pass_rate_se), the training rise twice that of two window medians' difference
     (from the spread of the training pass rates in the two windows). The best evaluation is the
@@ -146,17 +167,17 @@ def _divergence(rows: Sequence[Row], w: int, d: float) -> Optional[Flag]:
     return None
 
 
-def _flag(rule: str, step: int, metric: str, message: str) -> Flag:
-    return {"rule": rule, "step": int(step), "metric": metric, "message": message}
+def _flag(rule: str, step: int, metric: str, message: str) -> HealthFlag:
+    return HealthFlag(rule=rule, step=int(step), metric=metric, message=message)
 
 
-def check_health(rows: Sequence[Row], cfg: Any = None, run: Optional[str] = None) -> list[Flag]:
+def check_health(rows: Sequence[Row], cfg: Any = None, run: Optional[str] = None) -> list[HealthFlag]:
     """Every rule over `rows` (one run's metric rows); `cfg` a HealthConfig (None: `DEFAULTS`);
     `run` the run folder the messages' `workbench samples` line names (None: RUN).
     The flags come in step order, at most one per rule."""
     h = {k: float(getattr(cfg, k, v)) if cfg is not None else v for k, v in DEFAULTS.items()}
     w = max(1, int(h["window"]))
-    flags: list[Flag] = []
+    flags: list[HealthFlag] = []
     if hit := _relative(rows, "train/mismatch_kl", w, lambda v, e: v > max(h["mismatch_kl"], h["mismatch_growth"] * e)):
         step, early, now = hit
         flags.append(_flag("mismatch", step, "train/mismatch_kl",
@@ -188,24 +209,23 @@ def check_health(rows: Sequence[Row], cfg: Any = None, run: Optional[str] = None
     if flag := _divergence(rows, w, h["divergence"]):
         flags.append(flag)
     if run:
-        for f in flags:
-            f["message"] = f["message"].replace("`workbench samples RUN ", f"`workbench samples {run} ")
-    return sorted(flags, key=lambda f: f["step"])
+        flags = [replace(f, message=f.message.replace("`workbench samples RUN ", f"`workbench samples {run} ")) for f in flags]
+    return sorted(flags, key=lambda f: f.step)
 
 
-def verdict_note(flags: Sequence[Flag]) -> str:
+def verdict_note(flags: Sequence[HealthFlag]) -> str:
     """The forecast's caveat for the first active flag ("" for a healthy run):
     "the forecast assumes the run stays healthy; from step N, entropy fell 85% (...)"."""
     if not flags:
         return ""
     f = flags[0]
-    head = f["message"].split(". ")[0]
+    head = f.message.split(". ")[0]
     more = f" (and {len(flags) - 1} more flag{'s' if len(flags) > 2 else ''})" if len(flags) > 1 else ""
-    return f"{VERDICT_PREFIX}; from step {f['step']}, {head}{more}"
+    return f"{VERDICT_PREFIX}; from step {f.step}, {head}{more}"
 
 
-def health_lines(flags: Sequence[Flag]) -> list[str]:
+def health_lines(flags: Sequence[HealthFlag]) -> list[str]:
     """The run report's lines: one per flag, or that the run looks healthy."""
     if not flags:
         return ["run health: no flag (healthy by the health: rules)"]
-    return [f"run health: {f['rule']} from step {f['step']} ({f['metric']}): {f['message']}" for f in flags]
+    return [f"run health: {f.rule} from step {f.step} ({f.metric}): {f.message}" for f in flags]

@@ -44,7 +44,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from workbench.errors import UserError
-from workbench.runs.health import check_health, health_lines, verdict_note
+from workbench.runs.health import HealthFlag, check_health, health_lines, verdict_note
 from workbench.scaling.decide.ceiling import attach_ceiling_check
 from workbench.scaling.decide.gain import scaling_gain
 from workbench.scaling.data import r0_rule
@@ -207,8 +207,9 @@ def write_report(
     out = Path(out_dir)
     rows = read_jsonl(out / "metrics.jsonl") if rows is None else rows
     report, prefix = _curve_report(rows, x, SCORE_KEY, backtest_fraction)
-    report["health"] = check_health(rows, health, run=str(out))  # `health`: a HealthConfig (None: the defaults)
-    if (note := verdict_note(report["health"])) and report.get("verdict_10x"):
+    flags = check_health(rows, health, run=str(out))  # `health`: a HealthConfig (None: the defaults)
+    report["health"] = [f.as_dict() for f in flags]
+    if (note := verdict_note(flags)) and report.get("verdict_10x"):
         report["verdict_10x"] = f"{report['verdict_10x']}; {note}"  # a forecast fitted to a drifting run says so
     fit, bt = report["fit"], report["backtest"]
     if charts:
@@ -321,7 +322,7 @@ def print_report(report: dict[str, Any]) -> str:
             lines.append(f"domain {domain} " + rep["ceiling_check"]["line"])
         if rep.get("backtest"):
             lines.append(f"domain {domain} " + backtest_line(rep["backtest"]))
-    lines += health_lines(report.get("health") or [])
+    lines += health_lines([HealthFlag.from_dict(f) for f in report.get("health") or []])
     lines += [f"wrote {f}" for f in report["files"]]
     return "\n".join(lines)
 

@@ -23,6 +23,7 @@ from typing import Any, Optional
 import pandas as pd
 
 from workbench.errors import UserError
+from workbench.runs.health import HealthFlag, check_health
 
 
 @dataclass(frozen=True)
@@ -118,16 +119,6 @@ class EvalPoint:
     def label(self) -> str:
         kept = "" if self.has_samples else " (no samples kept)"
         return f"step {self.step} · pass rate {self.pass_rate:.3f} · compute {self.compute:.3g}{kept}"
-
-
-@dataclass(frozen=True)
-class HealthFlag:
-    """One run-health flag (workbench.runs.health): the rule, the step it turned, the metric, what to look at."""
-
-    rule: str
-    step: int
-    metric: str
-    message: str
 
 
 @dataclass
@@ -251,12 +242,8 @@ def health_flags(view: Any) -> list[HealthFlag]:
     rules (workbench.runs.health.check_health) over the rows so far (a live run)."""
     summary = view.summary or {}
     if "health" in summary:
-        flags = summary["health"] or []
-    else:
-        from workbench.runs.health import check_health
-
-        flags = check_health(view.rows, getattr(view.cfg, "health", None), run=str(view.out_dir))
-    return [HealthFlag(rule=str(f["rule"]), step=int(f["step"]), metric=str(f["metric"]), message=str(f["message"])) for f in flags]
+        return [HealthFlag.from_dict(f) for f in summary["health"] or []]
+    return check_health(view.rows, getattr(view.cfg, "health", None), run=str(view.out_dir))
 
 
 def nearest_step(steps: list[int], step: int) -> Optional[int]:

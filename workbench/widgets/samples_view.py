@@ -17,8 +17,9 @@ from typing import Any, Callable, Optional
 import ipywidgets as widgets
 import pandas as pd
 
+from workbench.runs.health import HealthFlag
 from workbench.widgets.samples_data import (
-    Completion, Group, HealthFlag, SampleFrame, SampleQuery, SideBySide, filter_samples, groups_matching,
+    Completion, Group, SampleFrame, SampleQuery, SideBySide, filter_samples, groups_matching,
     side_by_side, val_steps,
 )  # fmt: skip
 

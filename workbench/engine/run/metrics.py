@@ -31,7 +31,7 @@ from workbench.engine.failures import ERROR_LOG
 from workbench.engine.run import accounting
 from workbench.runs.folder import PARAMS_SUMMARY_KEY
 from workbench.runs.samples import SAMPLES_DIR, SampleWriter
-from workbench.runs.health import check_health
+from workbench.runs.health import HealthFlag, check_health
 from workbench.tracking.sink import JsonlSink, MetricSink, rewindable
 
 
@@ -86,11 +86,11 @@ class RunLog:
             if hasattr(s, "set_tags"):
                 s.set_tags({key: value})
 
-    def tag_health(self, rows: list[dict[str, Any]], cfg: RunConfig) -> list[dict[str, Any]]:
+    def tag_health(self, rows: list[dict[str, Any]], cfg: RunConfig) -> list[HealthFlag]:
         """The run-health rules (runs/health.py) over `rows`, each flag a tag `health/<rule>` = its message."""
         flags = check_health(rows, cfg.health, run=str(cfg.output_dir()))
         for f in flags:
-            self.tag(f"health/{f['rule']}", f["message"])
+            self.tag(f"health/{f.rule}", f.message)
         return flags
 
     def finish(self, summary: dict[str, Any], status: str) -> None:
@@ -166,7 +166,7 @@ def run_summary(
         "trainer_restarts": restarts,
         "staleness_max": max((r.get("train/staleness_max", 0.0) for r in rows), default=0.0),
         "events": list(events),
-        "health": check_health(rows, cfg.health, run=str(cfg.output_dir())),
+        "health": [f.as_dict() for f in check_health(rows, cfg.health, run=str(cfg.output_dir()))],
         "generation": {"backend": cfg.generation.backend, **(generation or {})},
         PARAMS_SUMMARY_KEY: n_params,
         **accounting.compute_metrics(c, n_params),
