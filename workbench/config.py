@@ -177,7 +177,7 @@ class TrainConfig:
     mismatch_bound: list[float] = field(default_factory=lambda: [0.5, 2.0])
     """[lo, hi]: train/mismatch_frac is the share of measured tokens whose ratio pi_trainer / pi_generator falls outside it."""
     mismatch_rows: Optional[int] = None
-    """Rows a step also measures the mismatch on under the version before the trainer's (in a pipelined run, the one that sampled most tokens): one no-grad forward with that version's weights, kept between steps (a copy of the trained weights, counted by the memory plan). 0: only the tokens the trainer's current version sampled (no copy, no forward); null: 16 with one trainer worker, 0 with several (where it is refused)."""
+    """Rows a step also measures the mismatch on under the earlier versions that sampled them (in a pipelined run, most tokens): no-grad forwards with those versions' weights, kept between steps (a copy of the trained weights per version a token can lag, generation.max_ahead_steps; counted by the memory plan). 0: only the tokens the trainer's current version sampled (no copy, no forward); null: 16 with one trainer worker, 0 with several (where it is refused)."""
 
     def lagged_rows(self, trainer_workers: int) -> int:
         """mismatch_rows as the trainer runs it (null: 16 with one worker, 0 with several)."""
@@ -313,6 +313,13 @@ class RunConfig:
 
     def output_dir(self) -> Path:
         return Path(self.out_dir or f"runs/{self.name}")
+
+    def kept_versions(self) -> int:
+        """Earlier policy versions the trainer keeps for the mismatch (engine/train/lagged.py): as
+        many as a step's tokens can lag (the pipeline's max_ahead_steps, at most off_policy.k); 0 off."""
+        if not self.train.lagged_rows(self.resources.trainer_workers):
+            return 0
+        return max(1, min(self.recipe.off_policy.k, self.generation.max_ahead_steps))
 
 
 def _resolve_recipe(data: dict) -> dict:

@@ -7,10 +7,11 @@ are from the log-probs the generator sampled them with, where both should be the
 
 Which tokens: those sampled by `version`, scored by the trainer under that same version's weights,
 so any gap is pure mismatch (numerics: bf16 vs fp32, kernels, vLLM's sampler). The trainer calls
-this twice: on its own forward with its current version (the loss's forward, free), and on up to
-`train.mismatch_rows` rows with the version before, whose weights it keeps for this
-(engine/train/lagged.py): in a pipelined run most tokens were sampled one version back. Tokens from
-older versions would add the policy change of staleness on top, so they are left out;
+this on its own forward with its current version (the loss's forward, free), and on up to
+`train.mismatch_rows` rows with each earlier version whose weights it keeps for this
+(engine/train/lagged.py: as many as the pipeline runs ahead): in a pipelined run most tokens were
+sampled one or two versions back. Tokens from older versions would add the policy change of
+staleness on top, so they are left out;
 `train/mismatch_tokens` counts the tokens measured (0: none this step, the metrics are NaN, logged
 as null).
 

@@ -1,6 +1,7 @@
-"""The mismatch under the sampling version (engine/train/lagged.py): tokens the version before the
-trainer's sampled are measured with that version's kept weights, the forward over them is the one
-the trainer ran at that version to the bit (fp32 and bf16 autocast), and the rows it costs are bounded."""
+"""The mismatch under the sampling version (engine/train/lagged.py): tokens earlier versions sampled
+are measured with those versions' kept weights (as many versions back as the pipeline runs ahead),
+the forward over them is the one the trainer ran at that version to the bit (fp32 and bf16
+autocast), and the rows it costs are bounded."""
 
 from __future__ import annotations
 
@@ -30,17 +31,15 @@ def _skewed(groups):
     return groups
 
 
-def _two_steps_on_version_0_tokens(cfg):
-    """Step 1 (trainer at version 0) and step 2 (at version 1) on the same version-0 tokens."""
+def _steps_on_version_0_tokens(cfg, n=2):
+    """Steps at versions 0, 1, ... on the same version-0 tokens (each step's stats)."""
     groups = _skewed(batches(cfg, 1)[0])
     tr = Trainer(**trainer_parts(cfg))
-    first = tr.train_step(groups, 0)[0].stats
-    second = tr.train_step(groups, 1)[0].stats
-    return first, second
+    return [tr.train_step(groups, i)[0].stats for i in range(n)]
 
 
 def test_the_previous_versions_tokens_are_measured_under_its_own_weights(tiny_config):
-    first, second = _two_steps_on_version_0_tokens(tiny_config({"train.lr": 1e-2}, for_actors=True))
+    first, second = _steps_on_version_0_tokens(tiny_config({"train.lr": 1e-2}, for_actors=True))
     # step 1: the trainer's own version sampled them, measured in the loss's forward
     assert first["train/mismatch_tokens"] > 0
     assert first["train/mismatch_kl"] == pytest.approx(K3, rel=1e-4)
@@ -52,7 +51,7 @@ def test_the_previous_versions_tokens_are_measured_under_its_own_weights(tiny_co
 
 def test_without_kept_weights_a_pipelined_step_measures_nothing(tiny_config):
     cfg = tiny_config({"train.lr": 1e-2, "train.mismatch_rows": 0}, for_actors=True)
-    first, second = _two_steps_on_version_0_tokens(cfg)
+    first, second = _steps_on_version_0_tokens(cfg)
     assert first["train/mismatch_kl"] == pytest.approx(K3, rel=1e-4)
     assert second["train/mismatch_tokens"] == 0 and math.isnan(second["train/mismatch_kl"])
 
@@ -63,12 +62,27 @@ def test_the_rows_measured_are_bounded_by_mismatch_rows(tiny_config):
     tr = Trainer(**trainer_parts(cfg))
     tr.train_step(groups, 0)
     _, rows, _ = tr.prepare(PackedGroups.from_groups(groups))
-    picked = tr.kept.rows_to_measure(rows, 2)
+    picked = tr.kept.slots[0].rows_to_measure(rows, 2)
     assert len(picked) == 2
     tokens = int(((rows.versions[picked] == 0) & (rows.loss_mask[picked] > 0)).sum())
     second = tr.train_step(groups, 1)[0].stats
     assert second["train/mismatch_tokens"] == tokens < rows.num_rows * 1000  # two rows' tokens, not the batch's
     assert second["train/mismatch_kl"] == pytest.approx(K3, rel=1e-4)
+
+
+@pytest.mark.parametrize("ahead", [1, 2])
+def test_tokens_as_far_back_as_the_pipeline_runs_ahead_are_measured(tiny_config, ahead):
+    """generation.max_ahead_steps versions are kept: with 2, a version-0 token is measured at the
+    trainer's version 2 too; with 1, only one version back."""
+    cfg = tiny_config({"generation.max_ahead_steps": ahead}, for_actors=True)
+    assert cfg.kept_versions() == ahead
+    stats = _steps_on_version_0_tokens(cfg, n=3)
+    assert stats[1]["train/mismatch_tokens"] == stats[0]["train/mismatch_tokens"] > 0
+    if ahead == 2:
+        assert stats[2]["train/mismatch_tokens"] == stats[0]["train/mismatch_tokens"]
+        assert stats[2]["train/mismatch_kl"] == pytest.approx(K3, rel=1e-4)
+    else:
+        assert stats[2]["train/mismatch_tokens"] == 0
 
 
 @pytest.mark.parametrize("compute", [torch.float32, torch.bfloat16])

@@ -154,7 +154,7 @@ def settings_from_config(cfg: RunConfig, c: Cluster, prompt: int) -> Settings:
                     micro_batch_tokens=t.micro_batch_tokens, gradient_checkpointing=t.gradient_checkpointing,
                     prompt_tokens=prompt, max_new_tokens=g.max_new_tokens,
                     vllm_kv_bytes=int(CPU_KV_CACHE_GIB * 2**30), kl_reference=bool(cfg.recipe.loss.kl_coef),
-                    lagged_copy=t.lagged_rows(r.trainer_workers) > 0)  # fmt: skip
+                    kept_versions=cfg.kept_versions())  # fmt: skip
 
 
 def plan_for(cfg: RunConfig, cluster: Optional[Cluster] = None, *, prompt: Optional[int] = None, task: Any = None) -> Plan:

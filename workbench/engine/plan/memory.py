@@ -34,9 +34,10 @@ Trainer, per worker (FSDP2 shards the states over N; one worker holds them whole
         (FlatWeights in the compute dtype, b*P, the FP32 head's V*H in fp32) counts instead
     KL reference (recipe.loss.kl_coef > 0, engine/train/reference.py): the starting weights in the
         compute dtype, b*P/N, held for the whole run
-    previous version (train.mismatch_rows > 0, one worker, engine/train/lagged.py): the trained weights
-        of the version before, b*P with the embeddings (and an untied FP32 head) at 4 bytes
-    peak = master + gradients + AdamW + reference + previous + max(compute copy + activations + head peak,
+    earlier versions (train.mismatch_rows > 0, one worker, engine/train/lagged.py): the trained weights
+        of each version a token can lag (RunConfig.kept_versions), b*P with the embeddings (and an
+        untied FP32 head) at 4 bytes
+    peak = master + gradients + AdamW + reference + earlier versions + max(compute copy + activations + head peak,
            step temporaries); on CPU the two add up (the step's freed temporaries stay in the heap
            when the hand-off buffer is made). Ray's object store, where the pushed buffers go, is
            shared memory outside the trainer's own (bench_real_shape.py reports it apart).
@@ -184,7 +185,7 @@ class Settings:
     max_new_tokens: int
     vllm_kv_bytes: Optional[int] = None  # CPU vLLM: its fixed KV cache (devices.vllm_memory_kwargs)
     kl_reference: bool = False  # recipe.loss.kl_coef > 0: the trainer holds a frozen reference model
-    lagged_copy: bool = False  # train.mismatch_rows > 0 (one worker): the previous version's weights (lagged.py)
+    kept_versions: int = 0  # RunConfig.kept_versions: earlier versions' weights kept for the mismatch (lagged.py)
 
     @property
     def row(self) -> int:
@@ -286,10 +287,10 @@ def trainer_terms(m: ModelShape, s: Settings, on_cpu: bool, micro_tokens: Option
     if s.kl_reference:
         terms["KL reference weights"] = b * p / n
         states += terms["KL reference weights"]
-    if s.lagged_copy:  # matmul weights in the compute dtype; embeddings (and an untied FP32 head) in fp32
+    if s.kept_versions:  # matmul weights in the compute dtype; embeddings (and an untied FP32 head) in fp32
         emb = m.vocab * m.hidden * (1 if m.tied or not s.fp32_head else 2)
-        terms["previous version (mismatch)"] = b * p + (4 - b) * emb
-        states += terms["previous version (mismatch)"]
+        terms["earlier versions (mismatch)"] = s.kept_versions * (b * p + (4 - b) * emb)
+        states += terms["earlier versions (mismatch)"]
     # CPU: the step's freed temporaries stay in the allocator's heap when the hand-off buffer is made
     # (benchmarks/bench_real_shape.py), so the two add up; CUDA's caching allocator reuses them
     terms_peak = states + (copy + act + head + temps if on_cpu else max(copy + act + head, temps))

@@ -60,10 +60,10 @@ def generator_class(cfg: RunConfig, *, evaluator: bool = False) -> type:
 def trainer_parts(cfg: RunConfig) -> dict[str, Any]:
     """A `Trainer`'s keywords (each worker adds its rank): the model, the `train:` section, the
     recipe, the temperature and max_new_tokens the rollouts are sampled with, its GPU share,
-    torch threads and the seed."""
+    torch threads, the seed and how many earlier versions it keeps for the mismatch."""
     g, r = cfg.generation, cfg.resources
     return dict(model=cfg.model, train=cfg.train, recipe=cfg.recipe, temperature=g.temperature, max_new_tokens=g.max_new_tokens,
-                gpus=r.trainer_gpus, threads=r.torch_threads, seed=cfg.seed)  # fmt: skip
+                gpus=r.trainer_gpus, threads=r.torch_threads, seed=cfg.seed, kept_versions=cfg.kept_versions())  # fmt: skip
 
 
 def generator_parts(cfg: RunConfig, *, evaluator: bool = False) -> dict[str, Any]:

@@ -1,24 +1,26 @@
-"""The previous policy version's weights, kept so the mismatch is measured under the version that
+"""Earlier policy versions' weights, kept so the mismatch is measured under the version that
 sampled the tokens (rl/mismatch.py).
 
-In a pipelined run (PipelineRL-k, k >= 1) the tokens a step trains on were mostly sampled by the
-version before the trainer's: the generator had the last push while the trainer already held the
-next. The trainer's own forward is under its current version, so comparing it with the generator's
-log-probs would add a step's policy change to the numerics. This keeps the trained weights of the
-version before (one copy, taken just before each optimizer step) and runs one no-grad forward with
-them over at most `train.mismatch_rows` rows holding that version's tokens, through
-`torch.func.functional_call` on the trainer's own module: the same code, autocast and FP32 head.
+In a pipelined run (PipelineRL-k) the tokens a step trains on were mostly sampled by earlier
+versions than the trainer's: the generators run up to `generation.max_ahead_steps` steps ahead.
+The trainer's own forward is under its current version, so comparing it with the generator's
+log-probs would add the policy's change to the numerics. This keeps the trained weights of the
+last few versions (a copy each, taken just before each optimizer step; as many as a token can
+lag: `RunConfig.kept_versions`) and runs no-grad forwards with them over at most
+`train.mismatch_rows` rows holding their tokens, through `torch.func.functional_call` on the
+trainer's own module: the same code, autocast and FP32 head.
 
-    kept = KeptVersion(policy, precision, fp32_head)   # buffers allocated once
+    kept = KeptVersions(policy, precision, fp32_head, depth=2)   # a slot per version, filled lazily
     part = kept.measure(policy, rows, temperature, bound, max_rows, micro_rows, micro_tokens, autocast)
-    kept.take(version)                                  # before optimizer.step(): the version held now
+    kept.take(version)                                          # before optimizer.step(): the version held now
 
 Each buffer is in the dtype the forward reads its parameter in, so the forward is the one the
-trainer ran at that version, to the bit: a Linear's weight and bias under bf16 autocast are read
-in bf16 (autocast casts them anyway), the rest (norms, embeddings, the FP32 head) in the master
-dtype. Only trainable parameters are kept (frozen ones do not change between versions). One
-trainer worker only: under FSDP2 the parameters are shards (the config refuses it,
-config_checks). The memory plan counts the copy (engine/plan/memory.py, "previous version").
+trainer ran at that version, to the bit: a Linear's (or GPT-2's Conv1D's) weight and bias under bf16
+autocast are read in bf16 (autocast casts them anyway), the rest (norms, embeddings, the FP32 head)
+in the master dtype. Only trainable parameters are kept (frozen ones, a LoRA run's base, do not
+change between versions). One trainer worker only: under FSDP2 the parameters are shards (the
+config refuses it, config_checks). The memory plan counts the copies (engine/plan/memory.py,
+"earlier versions (mismatch)").
 """
 
 from __future__ import annotations
@@ -88,13 +90,12 @@ class KeptVersion:
         return hit.nonzero().flatten()[:max_rows].tolist()
 
     @torch.no_grad()
-    def measure(
-        self, policy: torch.nn.Module, rows: StepRows, temperature: float, bound: Sequence[float], max_rows: int,
-        micro_rows: int, micro_tokens: int, autocast: Callable[[], Any] = contextlib.nullcontext,
+    def measure_rows(
+        self, policy: torch.nn.Module, rows: StepRows, picked: list[int], temperature: float, bound: Sequence[float],
+        micro_rows: int, micro_tokens: int, autocast: Callable[[], Any],
     ) -> dict[str, float]:  # fmt: skip
-        """The mismatch partial sums of the kept version's tokens on up to `max_rows` rows: its
-        log-probs (this forward) against the generator's. {} when nothing is kept or measured."""
-        picked = self.rows_to_measure(rows, max_rows)
+        """The mismatch partial sums of this version's tokens on rows `picked`: its log-probs (this
+        forward, in micro-batches like the trainer's) against the generator's."""
         sums: dict[str, float] = {}
         lengths = rows.lengths
         for part in pack(lengths, picked, micro_rows, micro_tokens):
@@ -108,4 +109,39 @@ class KeptVersion:
             logp = torch.zeros(mask.shape, dtype=logp_at.dtype, device=mask.device).masked_scatter(pos, logp_at)
             add_partial(sums, mismatch_partial(logp, rows.gen_logp[pick, : width - 1], mask,
                                                rows.versions[pick, : width - 1], self.version, bound))  # fmt: skip
+        return sums
+
+
+class KeptVersions:
+    """The last `depth` versions' weights (slots allocated as versions come), newest first."""
+
+    def __init__(self, policy: torch.nn.Module, precision: Precision, fp32_head: bool, depth: int):
+        self.policy, self.precision, self.fp32_head, self.depth = policy, precision, fp32_head, max(1, depth)
+        self.slots: list[KeptVersion] = []
+
+    @property
+    def versions(self) -> list[int]:
+        return [s.version for s in self.slots if s.version is not None]
+
+    def take(self, version: int) -> None:
+        """Keep the parameters as they are now (`version`, before its update), in the oldest slot."""
+        if len(self.slots) < self.depth:
+            self.slots.insert(0, KeptVersion(self.policy, self.precision, self.fp32_head))
+        else:
+            self.slots.insert(0, self.slots.pop())
+        self.slots[0].take(version)
+
+    def measure(
+        self, policy: torch.nn.Module, rows: StepRows, temperature: float, bound: Sequence[float], max_rows: int,
+        micro_rows: int, micro_tokens: int, autocast: Callable[[], Any] = contextlib.nullcontext,
+    ) -> dict[str, float]:  # fmt: skip
+        """The partial sums of every kept version's tokens on at most `max_rows` rows in all (the
+        newest version's rows first: one forward per row and version). {} when nothing is measured."""
+        sums: dict[str, float] = {}
+        left = max_rows
+        for slot in self.slots:
+            picked = slot.rows_to_measure(rows, left)
+            if picked:
+                add_partial(sums, slot.measure_rows(policy, rows, picked, temperature, bound, micro_rows, micro_tokens, autocast))
+                left -= len(picked)
         return sums

@@ -33,7 +33,7 @@ file exists and that a traced step enters no package file this map leaves out.
                                    (rl/advantages.py), aggregation weights (rl/aggregation.py, rl/_checks.py)
  10. rl/losses.py                  per micro-batch (engine/train/micro.py) on engine/model/policy.py's
                                    log-probs, beside the mismatch against the generator's (rl/mismatch.py;
-                                   the previous version's tokens: engine/train/lagged.py);
+                                   earlier versions' tokens: engine/train/lagged.py);
                                    then clip, AdamW (engine/train/optim.py), the weights out (engine/weights.py)
  11. engine/run/weight_sync.py     WeightSync.trained: the version, the push to worker.set_weights
  12. engine/run/metrics.py         step_row: the step's row in metrics.jsonl
@@ -63,7 +63,7 @@ from workbench.engine.model.logs import quiet_hf
 from workbench.errors import UserError
 from workbench.engine.weights import FlatWeights
 from workbench.engine.batch import Group, PackedGroups, build_batch
-from workbench.engine.train.lagged import KeptVersion
+from workbench.engine.train.lagged import KeptVersions
 from workbench.engine.train.micro import add_partial, is_extreme, merge_ranks, micro_batches
 from workbench.engine.train.reference import ReferencePolicy
 from workbench.engine.train.optim import build_optimizer, build_scheduler
@@ -97,14 +97,15 @@ class Trainer:
 
     Takes its config parts, chosen by the driver (run/actors.trainer_parts): the model, the
     `train:` section (optimizer, micro-batches), the recipe, the sampling temperature and
-    max_new_tokens the rollouts were drawn with, its GPU share (0: the CPU), torch threads, seed.
+    max_new_tokens the rollouts were drawn with, its GPU share (0: the CPU), torch threads, seed, and
+    `kept_versions`: earlier versions kept for the mismatch (engine/train/lagged.py; 0: none).
     `rank`/`world_size` > 1: one of several workers; the model is sharded with FSDP2 once
     `connect(address, port)` has joined the process group (train/group.py drives this).
     """
 
     def __init__(
         self, model: ModelConfig, train: TrainConfig, recipe: RecipeConfig, *, temperature: float, max_new_tokens: int,
-        gpus: float = 0.0, threads: int = 1, seed: int = 0, rank: int = 0, world_size: int = 1,
+        gpus: float = 0.0, threads: int = 1, seed: int = 0, rank: int = 0, world_size: int = 1, kept_versions: int = 1,
     ):  # fmt: skip
         from workbench.engine.model.load import load_policy
 
@@ -144,9 +145,9 @@ class Trainer:
         self.pad_id = self.tokenizer.pad_token_id
         self.policy = PolicyForward(self.model, recipe.fp32_head)
         self.model_cfg = model
-        # the version before this one, for the mismatch under the sampling version (lagged.py)
-        self.lagged_rows = train.lagged_rows(world_size)
-        self.kept = KeptVersion(self.policy, self.precision, recipe.fp32_head) if self.lagged_rows else None
+        # earlier versions' weights, for the mismatch under the sampling version (lagged.py)
+        self.lagged_rows = train.lagged_rows(world_size) if kept_versions else 0
+        self.kept = KeptVersions(self.policy, self.precision, recipe.fp32_head, kept_versions) if self.lagged_rows else None
         # KL penalty: the frozen starting weights (reference.py); with several workers built in connect()
         self.reference: Optional[ReferencePolicy] = None
         if world_size == 1:
@@ -241,7 +242,7 @@ class Trainer:
         if self.sharded:
             part = merge_ranks(fsdp.gather_objects(part))
         loss_total, sums, ent_sum, tok_sum = part["loss"], part["sums"], part["ent"], part["tok"]
-        if self.kept is not None:  # the previous version's tokens, under its own weights
+        if self.kept is not None:  # earlier versions' tokens, each under its own weights
             t = self.train_cfg
             add_partial(sums, self.kept.measure(self.policy, rows, self.temperature, t.mismatch_bound, self.lagged_rows,
                                                 t.micro_batch_size, t.micro_batch_tokens, self._autocast))
