@@ -18,6 +18,7 @@ from workbench.engine.model.devices import Precision
 from workbench.engine.run.actors import trainer_parts
 from workbench.engine.train.lagged import KeptVersion
 from workbench.engine.train.trainer import Trainer
+from workbench.rl.mismatch import mismatch_metrics
 
 SKEW = 0.1  # the generator's log-probs, raised by this on every token: k3 = exp(-SKEW) - 1 + SKEW
 K3 = math.exp(-SKEW) - 1 + SKEW
@@ -125,3 +126,42 @@ def test_mismatch_rows_is_refused_before_launch_with_several_trainer_workers(tin
         tiny_config({"train.mismatch_rows": -1})
     cfg = tiny_config({"resources.trainer_workers": 2})  # null: off with several workers, not refused
     assert cfg.train.lagged_rows(2) == 0 and cfg.train.lagged_rows(1) == 16
+
+
+def test_an_in_flight_swap_shows_as_mismatch_from_the_kv_cache_the_old_version_wrote(tiny_config):
+    """Tokens decoded after an in-flight push reuse the keys and values the older version computed
+    for the prefix (PipelineRL's in-flight update), so even in fp32 their log-probs are not the new
+    version's: the trainer's full forward under that version sees the gap. Without a swap, fp32
+    sides agree to rounding."""
+    import threading
+
+    from workbench.engine.rollout.torch_backend import Generator
+    from workbench.engine.run.actors import generator_parts
+
+    cfg = tiny_config({"train.lr": 1e-2, "generation.max_new_tokens": 8}, for_actors=True)
+    tr = Trainer(**trainer_parts(cfg))
+    gen = Generator(**generator_parts(cfg))
+    first = gen.generate(0, [0, 1, 2, 3], 4, seed=0).groups
+    for g in first:
+        g.rewards = [1.0 if i % 2 else -1.0 for i in range(len(g.rewards))]
+    _, w1 = tr.train_step(first, 0)  # the trainer holds version 1 and keeps version 0
+    plain = gen.generate(2, [8, 9, 10, 11], 4, seed=2).groups  # version 0 throughout, no swap
+    original, calls = gen._apply_pending, {"n": 0}
+
+    def push_mid_sequence() -> int:
+        calls["n"] += 1
+        if calls["n"] == 4:  # calls 1-2 come before decoding: a few tokens in
+            threading.Thread(target=gen.set_weights, args=(w1.tensors(), 1)).start()
+        return original()
+
+    gen._apply_pending = push_mid_sequence
+    swapped = gen.generate(1, [4, 5, 6, 7], 4, seed=1)
+    assert swapped.weight_swaps == 1
+    for g in swapped.groups + plain:
+        g.rewards = [1.0 if i % 2 else -1.0 for i in range(len(g.rewards))]
+    rows = tr.prepare(PackedGroups.from_groups(plain))[1]
+    control = mismatch_metrics(tr.kept.measure(tr.policy, rows, cfg.generation.temperature, (0.5, 2.0), 16, 64, 16384))
+    assert control["train/mismatch_tokens"] > 0 and control["train/mismatch_kl"] < 1e-9  # fp32: rounding only
+    measured = tr.train_step(swapped.groups, 1)[0].stats
+    assert measured["train/mismatch_tokens"] > 0
+    assert measured["train/mismatch_kl"] > 1e-7  # the swapped sequences' later tokens
