@@ -16,6 +16,10 @@ time, with MLflow off. The runs (--only picks one by name):
   completion ending in "0" (`ends_in_zero`): the honest construction with one shared pass verdict
   (the pass function decides validation too, so a format trick that fools it moves val/pass_rate
   too); expected: entropy (collapse onto round numbers) or zero_variance.
+- healthy-vllm: the quickstart with the vLLM generator (`generation.backend: vllm`; bf16 over the
+  trainer's fp32 masters), 200 steps; no rule should fire.
+- mismatch-vllm: the same with `train.lr` 10x (2e-3) and no FP32 head (`recipe.fp32_head: false`);
+  expected: mismatch (train/mismatch_kl spikes as the policy sharpens fast).
 - fooled-checker: a pass function that a completion ending in "0" fools (`fooled_by_zero`), with
   `reward.validate_with: task` (validation keeps the task's own checker), so the training pass rate
   climbs while validation falls; expected: divergence.
@@ -63,6 +67,10 @@ RUNS: dict[str, tuple[dict[str, Any], list[str], dict[str, str]]] = {
                       ["length", "truncation"], {"train/response_len": "up", "train/truncation_rate": "up"}),
     "format-bonus": ({"reward.functions": [CORRECT, {"fn": f"{R}:ends_in_zero", "weight": 2.0}]},
                      ["entropy", "zero_variance"], {"train/entropy": "down", "train/zero_variance_frac": "up"}),
+    # the vLLM generator in bf16 against the trainer: the mismatch rule's runs (200 steps)
+    "healthy-vllm": ({"generation.backend": "vllm", "train.max_steps": 200}, [], {}),
+    "mismatch-vllm": ({"generation.backend": "vllm", "train.lr": 2.0e-3, "recipe.fp32_head": False, "train.max_steps": 200},
+                      ["mismatch"], {"train/mismatch_kl": "up"}),
     "fooled-checker": ({"reward.functions": [{"fn": f"{R}:fooled_by_zero", "weight": 1.0, "pass": True}],
                         "reward.validate_with": "task"},
                        ["divergence"], {"train/pass_rate": "up", "val/pass_rate": "down"}),
@@ -184,7 +192,7 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=400, help="trainer steps per run")
+    ap.add_argument("--steps", type=int, default=400, help="trainer steps per run (the vLLM runs: 200, their own)")
     ap.add_argument("--out", default="runs/bench-health", help="run folders go to OUT/<run> (kept, with their YAML)")
     ap.add_argument("--only", choices=sorted(RUNS), default=None, help="run this one only")
     ap.add_argument("--recheck", action="store_true", help="apply the rules as they are now to the runs under OUT (no new run)")
