@@ -254,6 +254,7 @@ def test_a_full_fine_tuning_run_has_no_adapter_to_export(tiny_config, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 75 s on a quiet 2-core machine: the acceptance run, `make test-long` (the rest of this file covers its parts in-process)
 def test_a_lora_quickstart_learns_survives_a_killed_trainer_and_resumes(ray_cluster, model_cache, tmp_path):
     """The quickstart with LoRA (rank 8 at 10x full fine-tuning's learning rate) on a real Ray cluster:
     step 1's ratio is 1, the trainer killed at step ~30 restarts from step 20's checkpoint with no
