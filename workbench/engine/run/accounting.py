@@ -3,7 +3,9 @@
 - `compute/device_hours`: devices held by the generators and the trainer x wall time while the
   run is active (paused time excluded). A device is a GPU where an actor holds GPUs, else a CPU
   slot: on GPUs this is the paper's GPU-hours. Evaluation is not counted (as in the paper).
-- `compute/flops`: 2N per generated token + 6N per trained token (N = policy parameters).
+- `compute/flops`: 2N per generated token + (4N + 2T) per trained token: N = policy parameters
+  (the forward 2N, the backward's activation gradients 2N), T = the parameters it computes weight
+  gradients for (2T): all of them (6N) in full fine-tuning, the adapters alone with `model.lora`.
 The counters are part of every checkpoint, so a resumed run continues the same curve.
 
 Faults: the compute axis follows the surviving timeline. A run that goes back to a checkpoint (a
@@ -160,7 +162,9 @@ def add_generated(c: Counters, tokens: int, n_params: int) -> None:
     c.flops += 2.0 * n_params * tokens
 
 
-def add_trained(c: Counters, tokens: int, samples: int, n_params: int) -> None:
+def add_trained(c: Counters, tokens: int, samples: int, n_params: int, n_trainable: int | None = None) -> None:
+    """`n_trainable`: the parameters with weight gradients (None: all, full fine-tuning)."""
     c.tokens_trained += tokens
     c.samples_trained += samples
-    c.flops += 6.0 * n_params * tokens
+    t = n_params if n_trainable is None else n_trainable
+    c.flops += (4.0 * n_params + 2.0 * t) * tokens

@@ -86,13 +86,14 @@ class Workers:
 
     def __init__(
         self, generators: list, trainer: Optional[TrainerGroup], evaluator, n_params: int, *, n_per_prompt: int,
-        evaluation: EvalConfig, algorithm: str, reward_pool: Any = None,
+        evaluation: EvalConfig, algorithm: str, reward_pool: Any = None, n_trainable: Optional[int] = None,
     ):  # fmt: skip
         self.reward_pool = reward_pool  # sandboxed code checks (reward_metrics.py), None without code
         self.generators = generators
         self.trainer = trainer
         self.evaluator = evaluator
         self.n_params = n_params
+        self.n_trainable = n_params if n_trainable is None else n_trainable  # a LoRA run's adapters (accounting.py)
         self.n_per_prompt, self.evaluation = n_per_prompt, evaluation  # generations per prompt; the `eval:` section
         self.sync = WeightSync(generators, algorithm)
 
@@ -219,6 +220,7 @@ def spawn_workers(cfg: RunConfig, task: Any) -> Workers:
         raise
     return Workers(
         handles[:-1], trainer, handles[-1], n_params=int(trainer.info["num_params"]),
+        n_trainable=int(trainer.info.get("trainable_params", trainer.info["num_params"])),
         n_per_prompt=cfg.train.generations_per_prompt, evaluation=cfg.eval, algorithm=cfg.recipe.off_policy.algorithm,
         reward_pool=pool,
     )  # fmt: skip

@@ -112,6 +112,7 @@ class RunCoordinator:
         self.policy: Optional[dict[str, Any]] = None  # where the final policy was exported (or why not)
         self.learning = LearningWatch(cfg, self.task)  # the not-learning warnings and stop rule (learning.py)
         self.n_params = 0
+        self.n_trainable: Optional[int] = None  # the parameters with weight gradients (LoRA: the adapters)
         self.restarts = 0  # trainer-group restarts so far
         self.trainer_nodes = 0  # Ray nodes the trainer workers run on
         self.generation: dict = {}  # the generators' backend facts (vLLM: version, engine_mode, fp32_head)
@@ -165,6 +166,7 @@ class RunCoordinator:
             workers = spawn_workers(self.cfg, self.task)
             self.workers = workers
             self.n_params = workers.n_params
+            self.n_trainable = workers.n_trainable
             self.log.tag(PARAMS_KEY, str(self.n_params))  # `workbench predict --by model.params` reads it
             self.trainer_nodes = workers.trainer.num_nodes
             if self.resumed_from is not None:
@@ -401,9 +403,8 @@ class RunCoordinator:
         workers.sync.trained(weights_ref, result.version, round_done=round_done)  # None: skipped
         sync_s = time.monotonic() - t_sync
         self.counters.weight_sync_seconds += sync_s
-        accounting.add_trained(
-            self.counters, int(stats.get("train/tokens_trained", 0)), int(stats.get("train/sequences_trained", 0)), self.n_params
-        )
+        accounting.add_trained(self.counters, int(stats.get("train/tokens_trained", 0)),
+                               int(stats.get("train/sequences_trained", 0)), self.n_params, self.n_trainable)  # fmt: skip
         self.counters.train_seconds += stats.get("time/train_compute", 0.0)
         self.clock.tick()
         row = step_row(stats, meta["gen"], self.counters, self.n_params, sync_seconds=sync_s,

@@ -142,6 +142,8 @@ class Trainer:
         # gradient checkpointing (no KV cache) run every row whole
         self.share_prompts = world_size == 1 and not train.gradient_checkpointing
         self.num_params = count_params(self.model)
+        # the weights the backward computes gradients for: all, or a LoRA run's adapters (accounting.py)
+        self.num_trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         self.pad_id = self.tokenizer.pad_token_id
         self.policy = PolicyForward(self.model, recipe.fp32_head)
         self.model_cfg = model
@@ -207,8 +209,8 @@ class Trainer:
         import ray
 
         node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
-        return {"version": self.version, "num_params": self.num_params, "device": str(self.device), "rank": self.rank,
-                "node_id": node}
+        return {"version": self.version, "num_params": self.num_params, "trainable_params": self.num_trainable,
+                "device": str(self.device), "rank": self.rank, "node_id": node}
 
     # -- one step ------------------------------------------------------------------------
     def prepare(self, packed: PackedGroups) -> tuple[dict[str, float], Optional[StepRows], str]:
