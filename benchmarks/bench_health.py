@@ -35,17 +35,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 from statistics import mean, pstdev
 from typing import Any, Optional
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+from cli_run import REPO, workbench_run
+
 sys.path.insert(0, str(REPO))
 
 QUICKSTART = REPO / "configs" / "quickstart.yaml"
@@ -110,24 +108,10 @@ def recheck(name: str, out: Path) -> dict[str, Any]:
 
 def run(name: str, steps: int, out: Path) -> dict[str, Any]:
     """One run through `workbench run`; its flags, metric rows and wall time."""
-    from workbench.tracking.sink import read_jsonl
-
     out.mkdir(parents=True, exist_ok=True)
-    cfg = write_config(name, RUNS[name][0], steps, out)
-    folder = out / name
-    cmd = [sys.executable, "-m", "workbench.cli", "run", "--config", str(cfg), "--out", str(folder), "--fresh", "--quiet", "--no-report"]
-    paths = [str(REPO), str(REPO / "benchmarks"), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-    t0 = time.time()
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
-    wall = time.time() - t0
-    summary_path = folder / "summary.json"
-    if proc.returncode != 0 or not summary_path.exists():
-        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit(f"{name}: `workbench run` failed (exit {proc.returncode})")
-    summary = json.loads(summary_path.read_text())
-    rows = read_jsonl(folder / "metrics.jsonl")
-    return {"name": name, "flags": summary.get("health", []), "rows": rows, "wall_s": wall, "status": summary.get("status")}
+    done = workbench_run(write_config(name, RUNS[name][0], steps, out), out / name)
+    return {"name": name, "flags": done.summary.get("health", []), "rows": done.rows, "wall_s": done.wall_s,
+            "status": done.summary.get("status")}  # fmt: skip
 
 
 def series(rows: list[dict], key: str) -> list[tuple[int, float]]:

@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench_fallback import read_run  # noqa: E402  (benchmarks/ is the script's folder)
+from cli_run import workbench_run  # noqa: E402
 
 TARGETS = {"r2": 0.95, "rmse": 0.03, "coverage": 0.8, "wall_s": 300.0, "A_ci_width": 0.25}
 
@@ -38,20 +36,15 @@ def run_seed(config: str, seed: int, out: Path, overrides: list[str]) -> dict:
     """`workbench run` as `make demo` runs it; returns the figures the targets are about."""
     from workbench.scaling import SigmoidFit
 
-    cmd = [sys.executable, "-m", "workbench.cli", "run", "--config", config, "--out", str(out), "--fresh", "--quiet", "--set", f"seed={seed}"]
-    for o in overrides:
-        cmd += ["--set", o]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    t0 = time.time()
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
-    wall = time.time() - t0
-    if proc.returncode != 0 or not (out / "fit.json").exists():
-        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit(f"seed {seed}: `workbench run` failed (exit {proc.returncode})")
-    summary = json.loads((out / "summary.json").read_text())
+    sets = ["--set", f"seed={seed}", *(x for o in overrides for x in ("--set", o))]
+    done = workbench_run(Path(config), out, extra=sets, report=True)
+    if not (out / "fit.json").exists():
+        sys.stderr.write(done.stdout[-3000:])
+        raise SystemExit(f"seed {seed}: `workbench run` wrote no fit.json")
+    summary, wall = done.summary, done.wall_s
     fit = SigmoidFit.from_json((out / "fit.json").read_text())
     bt = json.loads((out / "backtest.json").read_text())
-    line = next((s for s in proc.stdout.splitlines() if s.startswith("backtest:")), "")
+    line = next((s for s in done.stdout.splitlines() if s.startswith("backtest:")), "")
     return {
         "seed": seed,
         "start": summary["val_pass_rate_first"],

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+from cli_run import workbench_run
 KEYS = ("train/mismatch_kl", "train/mismatch_ratio_max", "train/mismatch_frac", "train/mismatch_tokens")
 
 
@@ -53,16 +51,7 @@ def run_backend(backend: str, a: argparse.Namespace, work: Path, data: Path, ggu
     """`workbench run` with `backend`'s generator; its step rows' mismatch figures."""
     path = work / f"{backend}.yaml"
     path.write_text(yaml.safe_dump(config(backend, a, data, gguf)))
-    out = work / backend
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "benchmarks"), os.environ.get("PYTHONPATH", "")])}
-    env.pop("RAY_ADDRESS", None)
-    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "run", "--config", str(path), "--out", str(out),
-                           "--fresh", "--quiet"], env=env, capture_output=True, text=True, timeout=1800)  # fmt: skip
-    if proc.returncode != 0:
-        raise SystemExit(f"{backend} run failed: {proc.stderr.strip().splitlines()[-1:]}")
-    from workbench.tracking.sink import read_jsonl
-
-    rows = read_jsonl(out / "metrics.jsonl")
+    rows = workbench_run(path, work / backend, timeout=1800).rows
     return [{"step": int(r["step"]), **{k: r.get(k) for k in KEYS}} for r in rows if "train/sequences_trained" in r]
 
 

@@ -1,0 +1,180 @@
+"""What LoRA changes in a recipe's curve: full fine-tuning against LoRA at rank 1, 8 and 32.
+
+    .venv/bin/python benchmarks/bench_lora_study.py [--steps 600] [--seeds 2] [--tune-steps 150]
+                                                    [--out runs/lora-study] [--json]
+
+Issue 45, item 6, on the largest model that learns here before the SmolLM2 recipe lands: the
+quickstart (configs/quickstart.yaml: builtin:tiny 2 x 128, 2-digit addition, the ScaleRL recipe,
+the torch generator, bf16 over fp32 masters), every run through `workbench run` in a subprocess, one
+at a time (sweeps/lora_study.yaml is the same grid for `workbench sweep`).
+
+1. The learning rate of each arm, tuned the same way: `--tune-steps` steps, seed 0, at each rate
+   of its grid (full fine-tuning around the quickstart's 2e-4; LoRA about 10x that, as "LoRA Without
+   Regret" advises, alpha 16 at every rank); the rate with the best mean validation pass rate over
+   the run's last two evaluations wins.
+2. Each arm at its rate, `--seeds` seeds of `--steps` steps.
+3. Per arm, its seeds' curves (val/pass_rate against compute/flops: the FLOPs each arm spends,
+   4N + 2T per trained token with T trainable parameters) fitted jointly (fit_sigmoid_multi, a
+   whole-run bootstrap), then ranked with the paper's +-0.02 tie rule on A and B compared at a
+   shared A (`workbench.scaling.decide.compare`, what `workbench compare` prints).
+4. Each arm's throughput: trained sequences/s, the trainer's compute seconds a step, the weight push
+   (gather + sync) a step, its FLOPs and device-hours at the end, and the wall time.
+
+Printed: the tuning table, the comparison (A and B with intervals, a verdict per row), the
+throughput table, and the answer per LoRA arm against full fine-tuning: does it change the
+ceiling, the efficiency, or neither, at this scale. `--json` prints one object instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from statistics import mean
+from typing import Any, Optional
+
+import yaml
+
+from cli_run import REPO, RunResult, workbench_run
+
+QUICKSTART = REPO / "configs" / "quickstart.yaml"
+X = "compute/flops"
+# arm -> (model.lora or None, its learning-rate grid)
+ARMS: dict[str, tuple[Optional[dict[str, Any]], list[float]]] = {
+    "full": (None, [1.0e-4, 2.0e-4, 4.0e-4]),
+    "lora-r1": ({"rank": 1, "alpha": 16}, [1.0e-3, 2.0e-3, 4.0e-3]),
+    "lora-r8": ({"rank": 8, "alpha": 16}, [1.0e-3, 2.0e-3, 4.0e-3]),
+    "lora-r32": ({"rank": 32, "alpha": 16}, [1.0e-3, 2.0e-3, 4.0e-3]),
+}
+
+
+def write_config(folder: Path, name: str, lora: Optional[dict], lr: float, steps: int, seed: int) -> Path:
+    from workbench.config import load_run_config
+    from workbench.configtools import set_dotted
+
+    data = yaml.safe_load(QUICKSTART.read_text())
+    for k, v in {"name": name, "seed": seed, "train.lr": lr, "train.max_steps": steps, "model.lora": lora,
+                 "checkpoint.every_steps": steps, "checkpoint.export_policy": False, "tracking.mlflow": False}.items():  # fmt: skip
+        set_dotted(data, k, v)
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    load_run_config(path)  # refused here, before Ray, if a setting is wrong
+    return path
+
+
+def one_run(out: Path, name: str, lora: Optional[dict], lr: float, steps: int, seed: int) -> RunResult:
+    out.mkdir(parents=True, exist_ok=True)
+    done = workbench_run(write_config(out, name, lora, lr, steps, seed), out / name)
+    print(f"  {name}: {done.summary.get('status')} in {done.wall_s:.0f} s, val {last_pass(done.rows):.3f}", file=sys.stderr, flush=True)
+    return done
+
+
+def evals(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if isinstance(r.get("val/pass_rate"), (int, float))]
+
+
+def last_pass(rows: list[dict], n: int = 2) -> float:
+    """The mean validation pass rate over the run's last `n` evaluations (the tuning score)."""
+    return mean(r["val/pass_rate"] for r in evals(rows)[-n:])
+
+
+def curve(rows: list[dict]) -> tuple[list[float], list[float]]:
+    """(compute, pass rate) at each evaluation; an evaluation row lacking X takes the last step's."""
+    xs, ys, x = [], [], 0.0
+    for r in rows:
+        if isinstance(r.get(X), (int, float)):
+            x = float(r[X])
+        if isinstance(r.get("val/pass_rate"), (int, float)):
+            xs.append(x)
+            ys.append(float(r["val/pass_rate"]))
+    return xs, ys
+
+
+def throughput(runs: list[RunResult]) -> dict[str, float]:
+    def per_step(key: str) -> float:
+        vals = [r[key] for d in runs for r in d.rows if isinstance(r.get(key), (int, float)) and "train/loss" in r]
+        return mean(vals) if vals else math.nan
+
+    push = [a + b for a, b in zip(
+        [r.get("time/weight_gather", 0.0) for d in runs for r in d.rows if "train/loss" in r],
+        [r.get("time/weight_sync", 0.0) for d in runs for r in d.rows if "train/loss" in r])]  # fmt: skip
+    return {
+        "sequences_per_s": mean(d.summary.get("samples_per_second", math.nan) for d in runs),
+        "train_compute_s": per_step("time/train_compute"),
+        "push_s": mean(push) if push else math.nan,
+        "flops": mean(d.summary.get("compute/flops", math.nan) for d in runs),
+        "device_hours": mean(d.summary.get("compute/device_hours", math.nan) for d in runs),
+        "wall_s": mean(d.wall_s for d in runs),
+    }
+
+
+def answer(row_full: Any, row: Any, margin: float) -> str:
+    """Does the arm differ from full fine-tuning in A (beyond the margin, intervals apart) or B?"""
+    a_diff = row.A - row_full.A
+    a_apart = row.A_hi < row_full.A_lo or row.A_lo > row_full.A_hi
+    ceiling = abs(a_diff) > margin and a_apart
+    b_apart = row.B_hi < row_full.B_lo or row.B_lo > row_full.B_hi
+    parts = [f"ceiling {'lower' if a_diff < 0 else 'higher'} by {abs(a_diff):.3f}" if ceiling else "same ceiling (A within the margin or intervals overlap)"]
+    parts.append(f"efficiency {'lower' if row.B < row_full.B else 'higher'} (B intervals apart)" if b_apart else "B intervals overlap")
+    return "; ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--seeds", type=int, default=2)
+    p.add_argument("--tune-steps", type=int, default=150)
+    p.add_argument("--arms", default=",".join(ARMS), help="a comma list of " + ", ".join(ARMS))
+    p.add_argument("--out", default="runs/lora-study")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+    sys.path.insert(0, str(REPO))
+    from workbench.scaling.decide.compare import compare
+    from workbench.scaling.fit.sigmoid import fit_sigmoid_multi
+    from workbench.scaling.forecast.families import A_MARGIN
+
+    out = Path(a.out).resolve()
+    arms = a.arms.split(",")
+    tuned: dict[str, dict[float, float]] = {}
+    for arm in arms:
+        lora, grid = ARMS[arm]
+        print(f"tuning {arm}: lr in {grid}, {a.tune_steps} steps", file=sys.stderr, flush=True)
+        tuned[arm] = {lr: last_pass(one_run(out / "tune", f"{arm}-lr{lr:g}", lora, lr, a.tune_steps, 0).rows) for lr in grid}
+    chosen = {arm: max(scores, key=scores.get) for arm, scores in tuned.items()}
+    runs: dict[str, list[RunResult]] = {}
+    for arm in arms:
+        print(f"{arm}: lr {chosen[arm]:g}, {a.seeds} seeds of {a.steps} steps", file=sys.stderr, flush=True)
+        runs[arm] = [one_run(out, f"{arm}-s{s}", ARMS[arm][0], chosen[arm], a.steps, s) for s in range(a.seeds)]
+    curves = {arm: [curve(d.rows) for d in rs] for arm, rs in runs.items()}
+    (out / "curves.json").write_text(json.dumps(curves))  # the fit's input, kept beside the runs
+    fits = {arm: fit_sigmoid_multi(c) for arm, c in curves.items()}
+    cmp = compare(fits, margin=A_MARGIN)
+    rows = {r.name: r for r in cmp.rows}
+    result = {
+        "tuning": {arm: {f"{lr:g}": round(v, 4) for lr, v in scores.items()} for arm, scores in tuned.items()},
+        "chosen_lr": chosen, "comparison": cmp.to_records(), "winner": cmp.winner,
+        "throughput": {arm: throughput(rs) for arm, rs in runs.items()},
+        "answers": {arm: answer(rows["full"], rows[arm], A_MARGIN) for arm in arms if arm != "full" and "full" in rows},
+        "steps": a.steps, "seeds": a.seeds, "tune_steps": a.tune_steps, "x": X,
+    }  # fmt: skip
+    (out / "study.json").write_text(json.dumps(result, default=float))
+    if a.json:
+        print(json.dumps(result, default=float))
+        return 0
+    print(f"\nlearning rates ({a.tune_steps} steps, seed 0; score: mean val pass rate of the last two evaluations):")
+    for arm, scores in result["tuning"].items():
+        print(f"  {arm:9s} " + "  ".join(f"{lr}: {v:.3f}" for lr, v in scores.items()) + f"  -> {chosen[arm]:g}")
+    print(f"\n{a.seeds} seeds x {a.steps} steps per arm, fitted jointly against {X}:\n{cmp}")
+    print(f"\n{'arm':9s} {'seq/s':>8s} {'train s/step':>13s} {'push s/step':>12s} {'FLOPs':>10s} {'dev-hours':>10s} {'wall s':>7s}")
+    for arm, t in result["throughput"].items():
+        print(f"{arm:9s} {t['sequences_per_s']:8.1f} {t['train_compute_s']:13.4f} {t['push_s']:12.5f} {t['flops']:10.3g} "
+              f"{t['device_hours']:10.4f} {t['wall_s']:7.0f}")  # fmt: skip
+    for arm, text in result["answers"].items():
+        print(f"{arm} against full fine-tuning: {text}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""One `workbench run` in a subprocess, as a user starts it, for the benches that measure whole runs.
+
+    from cli_run import workbench_run
+    done = workbench_run(config_path, out_folder)       # RunResult: rows, summary, wall seconds
+    done.rows                                           # metrics.jsonl's rows
+
+The run gets the repository and benchmarks/ on its PYTHONPATH (the benches' reward functions and
+checkers live there and the Ray workers import them), `--fresh --quiet` (and `--no-report` unless
+`report=True`: the fit, its backtest and their files), and no RAY_ADDRESS (each run starts its own local cluster). A run that fails stops the bench with its
+output's tail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class RunResult:
+    folder: Path
+    rows: list[dict[str, Any]]
+    summary: dict[str, Any]
+    wall_s: float  # the subprocess's wall time, start-up included
+    stdout: str  # what the run printed (its report's lines with report=True)
+
+
+def workbench_run(config: Path, folder: Path, *, extra: list[str] | None = None, report: bool = False,
+                  timeout: float = 7200) -> RunResult:  # fmt: skip
+    """`workbench run --config CONFIG --out FOLDER`; its rows, summary and wall time."""
+    sys.path.insert(0, str(REPO))
+    from workbench.tracking.sink import read_jsonl
+
+    cmd = [sys.executable, "-m", "workbench.cli", "run", "--config", str(config), "--out", str(folder),
+           "--fresh", "--quiet", *([] if report else ["--no-report"]), *(extra or [])]  # fmt: skip
+    paths = [str(REPO), str(REPO / "benchmarks"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    env.pop("RAY_ADDRESS", None)
+    t0 = time.time()
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    wall = time.time() - t0
+    summary_path = folder / "summary.json"
+    if proc.returncode != 0 or not summary_path.exists():
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise SystemExit(f"{config.name}: `workbench run` failed (exit {proc.returncode})")
+    return RunResult(folder, read_jsonl(folder / "metrics.jsonl"), json.loads(summary_path.read_text()), wall, proc.stdout)
