@@ -1,7 +1,7 @@
 """What LoRA changes in a recipe's curve: full fine-tuning against LoRA at rank 1, 8 and 32.
 
     .venv/bin/python benchmarks/bench_lora_study.py [--steps 600] [--seeds 2] [--tune-steps 150]
-                                                    [--out runs/lora-study] [--json]
+                                                    [--lr ARM=LR ...] [--out runs/lora-study] [--json]
 
 Issue 45, item 6, on the largest model that learns here before the SmolLM2 recipe lands: the
 quickstart (configs/quickstart.yaml: builtin:tiny 2 x 128, 2-digit addition, the ScaleRL recipe,
@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--tune-steps", type=int, default=150)
     p.add_argument("--arms", default=",".join(ARMS), help="a comma list of " + ", ".join(ARMS))
+    p.add_argument("--lr", action="append", default=[], metavar="ARM=LR",
+                   help="use this rate for the arm, untuned (e.g. a rate an earlier run of this bench chose)")
     p.add_argument("--out", default="runs/lora-study")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
@@ -137,12 +139,15 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(a.out).resolve()
     arms = a.arms.split(",")
+    fixed = {k: float(v) for k, v in (x.split("=", 1) for x in a.lr)}
     tuned: dict[str, dict[float, float]] = {}
     for arm in arms:
         lora, grid = ARMS[arm]
+        if arm in fixed:
+            continue
         print(f"tuning {arm}: lr in {grid}, {a.tune_steps} steps", file=sys.stderr, flush=True)
         tuned[arm] = {lr: last_pass(one_run(out / "tune", f"{arm}-lr{lr:g}", lora, lr, a.tune_steps, 0).rows) for lr in grid}
-    chosen = {arm: max(scores, key=scores.get) for arm, scores in tuned.items()}
+    chosen = {**fixed, **{arm: max(scores, key=scores.get) for arm, scores in tuned.items()}}
     runs: dict[str, list[RunResult]] = {}
     for arm in arms:
         print(f"{arm}: lr {chosen[arm]:g}, {a.seeds} seeds of {a.steps} steps", file=sys.stderr, flush=True)
