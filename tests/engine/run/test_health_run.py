@@ -40,8 +40,8 @@ def test_health_flags_become_mlflow_tags(tmp_path, tiny_config):
     rows = [{"step": s, "train/zero_variance_frac": 0.2 if s < 8 else 1.0} for s in range(1, 16)]
     cfg = tiny_config()
     flags = log.tag_health(rows, cfg)
-    assert [(f["rule"], f["step"]) for f in flags] == [("zero_variance", 8)]
+    assert [(f.rule, f.step) for f in flags] == [("zero_variance", 8)]
     assert log.tag_health(rows[:7], cfg) == []
     tags = MlflowClient(uri).get_run(rid).data.tags
-    assert tags["health/zero_variance"] == flags[0]["message"]
+    assert tags["health/zero_variance"] == flags[0].message
     assert f"`workbench samples {cfg.output_dir()} --step 8`" in tags["health/zero_variance"]  # the run's folder
