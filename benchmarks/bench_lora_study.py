@@ -116,8 +116,10 @@ def answer(row_full: Any, row: Any, margin: float) -> str:
     a_apart = row.A_hi < row_full.A_lo or row.A_lo > row_full.A_hi
     ceiling = abs(a_diff) > margin and a_apart
     b_apart = row.B_hi < row_full.B_lo or row.B_lo > row_full.B_hi
-    parts = [f"ceiling {'lower' if a_diff < 0 else 'higher'} by {abs(a_diff):.3f}" if ceiling else "same ceiling (A within the margin or intervals overlap)"]
-    parts.append(f"efficiency {'lower' if row.B < row_full.B else 'higher'} (B intervals apart)" if b_apart else "B intervals overlap")
+    parts = [f"ceiling {'lower' if a_diff < 0 else 'higher'} by {abs(a_diff):.3f}" if ceiling
+             else f"no ceiling difference shown (A {a_diff:+.3f}, {'within the margin' if abs(a_diff) <= margin else 'intervals overlap'})"]
+    parts.append(f"efficiency {'lower' if row.B < row_full.B else 'higher'} (B intervals apart)" if b_apart
+                 else f"no efficiency difference shown (B {row.B - row_full.B:+.2f}, intervals overlap)")
     return "; ".join(parts)
 
 
