@@ -162,6 +162,8 @@ def validate_samples(s: SamplesConfig) -> None:
 
 
 ALL_LINEAR = "all-linear"  # PEFT's name for every linear layer but the output head
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM 0.32's max_lora_rank values (vllm.config.lora.MaxLoRARanks)
+VLLM_MAX_LORA_RANK = max(VLLM_LORA_RANKS)
 
 
 @dataclass
@@ -188,7 +190,7 @@ class LoraConfig:
 
 def validate_lora(cfg: RunConfig) -> None:
     """`model.lora`: a rank, alpha and dropout LoRA can use, targets named, and the roles that cannot
-    take adapters yet refused (several trainer workers: FSDP2; the vLLM generator)."""
+    take them refused (several trainer workers: FSDP2; the vLLM generator on GPT-2 or above vLLM's rank)."""
     lora = cfg.model.lora
     if lora is None:
         return
@@ -204,6 +206,12 @@ def validate_lora(cfg: RunConfig) -> None:
     if cfg.resources.trainer_workers > 1:
         raise ConfigError(f"model.lora with resources.trainer_workers={cfg.resources.trainer_workers}: LoRA under FSDP2 "
                           "is not supported yet; set resources.trainer_workers=1")
-    if cfg.generation.backend == "vllm":
-        raise ConfigError("model.lora with generation.backend=vllm: the vLLM generator does not take adapters yet; "
-                          "set generation.backend=torch")
+    if cfg.generation.backend != "vllm":
+        return
+    if cfg.model.path.startswith("builtin:"):  # vLLM's GPT-2 has no LoRA layers (not SupportsLoRA)
+        raise ConfigError(f"model.lora with generation.backend=vllm: vLLM has no LoRA for GPT-2, the builtin model "
+                          f"({cfg.model.path}); set generation.backend=torch, or a Llama or Qwen2 model as model.path "
+                          "(e.g. SmolLM2-135M-Instruct: `workbench model import --smollm2`)")  # fmt: skip
+    if lora.rank > VLLM_MAX_LORA_RANK:
+        raise ConfigError(f"model.lora.rank={lora.rank} with generation.backend=vllm: vLLM takes ranks up to "
+                          f"{VLLM_MAX_LORA_RANK}; lower it, or set generation.backend=torch")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.engine.train.helpers import batches
+from tests.engine.train.helpers import batches, logprobs_at
 from tests.helpers.run_folder import checkpointed_run
 from workbench.config import run_config_from_dict
 from workbench.configtools import ConfigError
@@ -31,7 +31,8 @@ LORA = {"model.lora": {"rank": 4, "alpha": 8.0}}
     ({"model.lora.target_modules": []}, "non-empty list of layer names or 'all-linear'"),
     ({"model.lora.target_modules": "attention"}, "non-empty list of layer names or 'all-linear'"),
     ({"model.lora.rank": 4, "resources.trainer_workers": 2, "resources.trainer_gpus": 1}, "LoRA under FSDP2 is not supported yet"),
-    ({"model.lora.rank": 4, "generation.backend": "vllm"}, "the vLLM generator does not take adapters yet"),
+    ({"model.lora.rank": 4, "generation.backend": "vllm"}, "vLLM has no LoRA for GPT-2, the builtin model"),
+    ({"model.lora.rank": 1024, "generation.backend": "vllm", "model.path": "m"}, "vLLM takes ranks up to 512"),
 ])  # fmt: skip
 def test_bad_lora_settings_are_refused_at_load_in_one_line(overrides, says):
     with pytest.raises(ConfigError) as e:
@@ -81,18 +82,6 @@ def test_a_target_the_model_lacks_or_its_head_is_refused_naming_its_layers(tmp_p
         apply_lora(_tiny_llama(tmp_path), LoraConfig(target_modules=["lm_head"]))
 
 
-def _logprobs_at(tr: Trainer, groups) -> tuple[torch.Tensor, torch.Tensor]:
-    """(the trainer's log-probs, the generator's) at the completion tokens of `groups`."""
-    for g in groups:  # both rewards in each group: no group is filtered out
-        g.rewards = [1.0 if c % 2 else -1.0 for c in range(len(g.rewards))]
-    _, rows, reason = tr.prepare(PackedGroups.from_groups(groups))
-    assert rows is not None, reason
-    pos = rows.loss_mask > 0
-    with torch.no_grad():
-        want, _ = tr.policy(rows.input_ids, rows.attention_mask, pos, 1.0, None)
-    return want, rows.gen_logp[pos]
-
-
 def test_the_push_is_the_adapter_alone_and_the_generator_samples_with_the_trainers_policy(tiny_config):
     cfg = tiny_config({**LORA, "train.lr": 1e-2, "train.grad_clip": 1e9}, for_actors=True)
     full_cfg = tiny_config({"train.lr": 1e-2}, for_actors=True)
@@ -113,9 +102,9 @@ def test_the_push_is_the_adapter_alone_and_the_generator_samples_with_the_traine
     gen.set_weights(flat, result.version)
     chunk = gen.generate(1, [0, 1, 2], 4, seed=5)
     assert gen.version == 1 and all(v == 1 for g in chunk.groups for c in g.completions for v in c.versions)
-    want, got = _logprobs_at(tr, chunk.groups)
+    want, got = logprobs_at(tr, chunk.groups)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
-    start, _ = _logprobs_at(Trainer(**trainer_parts(cfg)), chunk.groups)  # the base alone: another policy
+    start, _ = logprobs_at(Trainer(**trainer_parts(cfg)), chunk.groups)  # the base alone: another policy
     assert (start - want).abs().max() > 1e-2
 
 
@@ -184,7 +173,7 @@ def test_lora_on_a_hugging_face_llama_with_the_fp32_head(tiny_config, tmp_path):
     assert {n.split(".")[-4] for n, *_ in flat.layout} == {"q_proj", "v_proj", "down_proj"}
     gen.set_weights(flat, result.version)
     chunk = gen.generate(1, [0, 1], 4, seed=2)
-    want, got = _logprobs_at(tr, chunk.groups)
+    want, got = logprobs_at(tr, chunk.groups)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
 
 

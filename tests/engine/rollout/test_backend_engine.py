@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.engine.rollout.in_flight import check_push_before_third_step
 from tests.helpers.run_folder import checkpointed_run
 from tests.helpers.tiny_hf import build_tiny_hf, task_texts
 from workbench.config import run_config_from_dict
@@ -170,22 +171,5 @@ def test_weight_update_changes_outputs_without_restarting(setup):
 
 
 def test_in_flight_push_is_credited_per_token(setup):
-    cfg, gen, model = setup
-    calls, v0 = {"n": 0}, gen.version
-    apply = gen._apply_pending
-
-    def push_on_third_step():
-        calls["n"] += 1
-        if calls["n"] == 5:  # calls 1-2: start of generate and of the decode; calls 3-5: before engine steps 1-3
-            gen.set_weights(_scaled(model, 1 / 1.5), v0 + 1)
-        return apply()
-
-    gen._apply_pending = push_on_third_step
-    try:
-        chunk = gen.generate(4, [0, 1], 4, seed=4)
-    finally:
-        del gen._apply_pending
-    comps = [c for g in chunk.groups for c in g.completions]
-    long = [c for c in comps if len(c.tokens) >= 4]
-    assert chunk.weight_swaps == 1 and all(c.versions == sorted(c.versions) for c in comps)
-    assert long and all(c.versions[:2] == [v0, v0] and c.versions[-1] == v0 + 1 for c in long)
+    _, gen, model = setup
+    check_push_before_third_step(gen, lambda: _scaled(model, 1 / 1.5), chunk_id=4)

@@ -1,4 +1,5 @@
-"""Shared by the trainer tests: generated steps with both rewards, and a recorder of head calls."""
+"""Shared by the trainer tests: generated steps with both rewards, the trainer's log-probs beside
+a generator's, and a recorder of head calls."""
 
 from __future__ import annotations
 
@@ -18,6 +19,23 @@ def batches(cfg: Any, n: int) -> list:
             g.rewards = [1.0 if (c + j) % 3 == 0 else -1.0 for c in range(len(g.rewards))]
         out.append(chunk.groups)
     return out
+
+
+def logprobs_at(tr: Any, groups: list) -> tuple[Any, Any]:
+    """(the trainer's log-probs, the generator's) at the completion tokens of `groups`, under the
+    trainer's current weights (its own forward and head, temperature 1)."""
+    import torch
+
+    from workbench.engine.batch import PackedGroups
+
+    for g in groups:  # both rewards in each group: no group is filtered out
+        g.rewards = [1.0 if c % 2 else -1.0 for c in range(len(g.rewards))]
+    _, rows, reason = tr.prepare(PackedGroups.from_groups(groups))
+    assert rows is not None, reason
+    pos = rows.loss_mask > 0
+    with torch.no_grad():
+        want, _ = tr.policy(rows.input_ids, rows.attention_mask, pos, 1.0, None)
+    return want, rows.gen_logp[pos]
 
 
 def head_recorder(calls: list[dict]) -> Callable:

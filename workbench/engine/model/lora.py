@@ -16,12 +16,18 @@ the generators only the adapters travel (`adapter_state` -> `engine/weights.Flat
     model = apply_lora(model, cfg.model.lora)          # trainer and generator alike
     flat = FlatWeights.from_state_dict(adapter_state(model))
     load_adapter(generator_model, flat.tensors())
+
+The vLLM generator holds no Hugging Face model: it learns the adapter's names and shapes from the
+same wrapping on the meta device (`adapter_shapes`) and hands each pushed adapter to vLLM as a
+folder in PEFT's own layout (`write_adapter`; engine/rollout/vllm/adapter.py).
 """
 
 from __future__ import annotations
 
+import os
 import warnings
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterable
 
 import torch
 
@@ -94,15 +100,60 @@ def adapter_names(model: torch.nn.Module) -> set[str]:
     return {n for n, _ in model.named_parameters() if ".lora_A." in n or ".lora_B." in n}
 
 
+def check_pushed(state: dict[str, torch.Tensor], want: set[str]) -> None:
+    """One line when a pushed adapter's names are not exactly `want` (another config, another base)."""
+    if set(state) != want:
+        odd = sorted(set(state) ^ want)[:3]
+        raise UserError(f"the pushed adapter does not fit this generator's LoRA layers (differs at {odd}): "
+                        "the trainer and the generators must wrap the same model with the same model.lora")
+
+
 @torch.no_grad()
 def load_adapter(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
     """Copy a pushed adapter (`adapter_state`'s names, any float dtype) into `model`'s adapters;
     names that do not match exactly (another config, another base) fail in one line."""
     params = dict(model.named_parameters())
-    want = adapter_names(model)
-    if set(state) != want:
-        odd = sorted(set(state) ^ want)[:3]
-        raise UserError(f"the pushed adapter does not fit this generator's LoRA layers (differs at {odd}): "
-                        "the trainer and the generators must wrap the same model with the same model.lora")
+    check_pushed(state, adapter_names(model))
     for name, t in state.items():
         params[name].copy_(t)  # cast to the adapter's dtype, moved to its device
+
+
+def adapter_shapes(model_dir: str | Path, lora: Any) -> tuple[dict[str, tuple[int, ...]], Any]:
+    """What the trainer's `apply_lora` of the model in `model_dir` holds, without its weights:
+    {adapter name: shape} and PEFT's config of it (its targets resolved to the adapted layers).
+    The model is built from config.json on the meta device (no memory), so a generator that never
+    loads the Hugging Face model (vLLM) knows the adapter the trainer will push."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
+    with torch.device("meta"):
+        model = apply_lora(AutoModelForCausalLM.from_config(config), lora)
+    return {n: tuple(p.shape) for n, p in adapter_state(model).items()}, model.peft_config["default"]
+
+
+def adapted_layers(names: Iterable[str]) -> set[str]:
+    """The adapted layers' own names (q_proj, down_proj, ...) from adapter tensor names."""
+    return {n.split(".lora_", 1)[0].rsplit(".", 1)[-1] for n in names}
+
+
+ADAPTER_FILE = "adapter_model.safetensors"  # PEFT's (and vLLM's) name for the adapter's tensors
+
+
+def peft_key(name: str) -> str:
+    """An adapter tensor's name as PEFT saves it: "base_model.model." + the model's name without
+    the adapter's own name ("...q_proj.lora_A.default.weight" -> "base_model.model....q_proj.lora_A.weight")."""
+    return "base_model.model." + name.replace(".lora_A.default.", ".lora_A.").replace(".lora_B.default.", ".lora_B.")
+
+
+def write_adapter(folder: Path, state: dict[str, torch.Tensor], peft_config: Any = None) -> None:
+    """The adapter `state` (`adapter_state`'s names) in PEFT's own layout in `folder`:
+    adapter_model.safetensors, replacing an earlier version's in one rename (a reader never sees a
+    half-written file), and adapter_config.json when `peft_config` is given."""
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if peft_config is not None:
+        peft_config.save_pretrained(str(folder))
+    tmp = folder / f".{ADAPTER_FILE}.tmp"
+    save_file({peft_key(n): t.detach().to("cpu").contiguous() for n, t in state.items()}, str(tmp))
+    os.replace(tmp, folder / ADAPTER_FILE)

