@@ -4,6 +4,7 @@ the paper's batch and length, and the launch guard holds a run to the nodes its 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,21 @@ def test_workbench_plan_plans_a_recipe_on_its_own_hardware_without_flags(capsys)
     rc = main(["plan", "--config", str(path), "--model", str(SHIPPED / "qwen2.5-0.5b"), "--prompt-tokens", "512"])
     out = capsys.readouterr().out
     assert rc == 0 and "1 node(s) x 1 GPU(s) x 24 GB [the config's resources.*]" in out and out.rstrip().endswith("fits")
+
+
+def test_the_lora_recipe_fits_a_7b_on_one_48gb_gpu_where_full_fine_tuning_does_not(capsys):
+    path = REPO / "configs" / "gpu" / "qwen7b-lora-1gpu.yaml"
+    cfg = recipe(path)
+    assert cfg.model.lora is not None and cfg.model.lora.rank == 16 and cfg.resources.gpu_memory_gb == 48
+    assert 7e9 < plan_for(cfg, cluster_shape(cfg=cfg), prompt=512).shape.params < 8e9
+    full = plan_for(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, lora=None)), cluster_shape(cfg=cfg), prompt=512)
+    assert not full.fits and "the trainer needs" in full.verdict  # fp32 states of 7.6B parameters: 122 GB
+    rc = main(["plan", "--config", str(path), "--model", str(SHIPPED / "qwen2.5-7b"), "--prompt-tokens", "512"])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.rstrip().endswith("fits")
+    for term in ("frozen base (bf16)", "adapters (fp32)", "adapter AdamW states (fp32)", "LoRA buffers"):
+        assert term in out, out
+    assert "master weights (fp32)" not in out
 
 
 def _nodes(*gpus: float, dead: int = 0) -> list[dict]:

@@ -1,11 +1,12 @@
 """Measure one trainer's peak host memory on CPU, in its own process (run by test_plan_reality.py).
 
     python tests/engine/plan/trainer_peak.py DIR --hidden 256 --layers 4 --inter 512 --vocab 1000 \
-        --rows 8 --prompt 24 --completion 1000 --micro-tokens 8192
+        --rows 8 --prompt 24 --completion 1000 --micro-tokens 8192 [--lora-rank 16]
 
 Builds a random Qwen2-shaped model in DIR (config.json, weights, a character tokenizer), then
 records the resident set before the model is loaded (every module already imported) and runs two
-trainer steps (the second with the AdamW states alive, as every later step). Prints one JSON
+trainer steps (the second with the AdamW states alive, as every later step); with --lora-rank,
+LoRA adapters on every linear layer over the frozen base (model.lora). Prints one JSON
 object: the config.json path, the baseline and the peak (`ru_maxrss`), in bytes.
 """
 
@@ -31,6 +32,7 @@ def main() -> None:
     ap.add_argument("dir")
     for k in ("hidden", "layers", "inter", "vocab", "rows", "prompt", "completion", "micro_tokens"):
         ap.add_argument("--" + k.replace("_", "-"), type=int, required=True)
+    ap.add_argument("--lora-rank", type=int, default=0)
     a = ap.parse_args()
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -56,7 +58,8 @@ def main() -> None:
             c.tokens[:] = [4 + t % (a.vocab - 4) for t in c.tokens]
     cfg = run_config_from_dict({}, {"model.path": str(d), "task.num_train": 40, "task.num_val": 20, "eval.num_prompts": 10,
                                     "train.micro_batch_size": 1024, "train.micro_batch_tokens": a.micro_tokens,
-                                    "train.lr": 1e-6, "train.warmup_steps": 1})
+                                    "train.lr": 1e-6, "train.warmup_steps": 1,
+                                    **({"model.lora.rank": a.lora_rank} if a.lora_rank else {})})
     import gc
 
     gc.collect()

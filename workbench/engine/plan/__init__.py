@@ -2,7 +2,7 @@
 
 - `memory`: the arithmetic (parameter counts, the trainer's and the generator's terms; formulas in
   its docstring) and the plan as text (format_plan), pure Python. `fit`: roles placed on devices,
-  budgets, the verdict and its fix.
+  budgets, the verdict and its fix. `lora`: a `model.lora` run's adapters and vLLM's LoRA buffers.
 - `build`: a RunConfig + cluster shape -> Plan; `guard(cfg)` refuses a launch that does not fit.
 - `sources`: what the plan reads, never waiting on the network: config.json (a folder, a file, the
   HF cache) and the longest prompt (given, the task's cached prompts, or the model's bound).

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -154,7 +155,38 @@ def settings_from_config(cfg: RunConfig, c: Cluster, prompt: int) -> Settings:
                     micro_batch_tokens=t.micro_batch_tokens, gradient_checkpointing=t.gradient_checkpointing,
                     prompt_tokens=prompt, max_new_tokens=g.max_new_tokens,
                     vllm_kv_bytes=int(CPU_KV_CACHE_GIB * 2**30), kl_reference=bool(cfg.recipe.loss.kl_coef),
-                    kept_versions=cfg.kept_versions())  # fmt: skip
+                    kept_versions=cfg.kept_versions(), **lora_settings(cfg))  # fmt: skip
+
+
+def lora_settings(cfg: RunConfig) -> dict[str, Any]:
+    """Settings' model.lora fields: its rank and targets (none: full fine-tuning)."""
+    lora = cfg.model.lora
+    if lora is None:
+        return {}
+    targets = lora.target_modules
+    return {"lora_rank": lora.rank, "lora_targets": (targets,) if isinstance(targets, str) else tuple(targets)}
+
+
+def count_adapters(s: Settings, shape: ModelShape, where: Optional[Path]) -> Settings:
+    """`s` with the adapters of an architecture plan/lora.py does not know counted on the meta
+    device (engine/model/lora.adapter_shapes: the trainer's own wrapping); a target the model
+    lacks is one line, as when the model loads."""
+    if not s.lora_rank:
+        return s
+    from workbench.config_checks import ALL_LINEAR, LoraConfig
+    from workbench.engine.plan.lora import adapter_params
+
+    if shape.known:
+        try:
+            adapter_params(shape, s.lora_rank, s.lora_targets)
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        return s
+    from workbench.engine.model.lora import adapter_shapes
+
+    targets = ALL_LINEAR if s.lora_targets == (ALL_LINEAR,) else list(s.lora_targets)
+    shapes, _ = adapter_shapes(where, LoraConfig(rank=s.lora_rank, target_modules=targets))
+    return dataclasses.replace(s, adapter_params=sum(math.prod(v) for v in shapes.values()))
 
 
 def plan_for(cfg: RunConfig, cluster: Optional[Cluster] = None, *, prompt: Optional[int] = None, task: Any = None) -> Plan:
@@ -174,7 +206,7 @@ def plan_for(cfg: RunConfig, cluster: Optional[Cluster] = None, *, prompt: Optio
     how = "given"
     if prompt is None:
         prompt, how = prompt_tokens(cfg, data, where, task, why)
-    plan = make_plan(shape, settings_from_config(cfg, c, prompt), c)
+    plan = make_plan(shape, count_adapters(settings_from_config(cfg, c, prompt), shape, where), c)
     plan.notes = [n for n in (layout, f"prompt tokens: {prompt:,} ({how})") if n]
     plan.prompt_bound = how.startswith("the model's bound")
     return plan

