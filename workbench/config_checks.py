@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from workbench.configtools import ConfigError
 
@@ -113,7 +113,7 @@ def validate_health(cfg: RunConfig) -> None:
         raise ConfigError(f"train.mismatch_rows must be >= 0 (0: measure only the current version's tokens), got {rows}")
     if rows and cfg.resources.trainer_workers > 1:
         raise ConfigError(
-            f"train.mismatch_rows={rows} needs one trainer worker (the previous version's weights are kept whole; "
+            f"train.mismatch_rows={rows} needs one trainer worker (earlier versions' weights are kept whole; "
             f"this run has resources.trainer_workers={cfg.resources.trainer_workers}): set it to 0 or null"
         )
 
@@ -186,6 +186,22 @@ class LoraConfig:
 
         targets = self.target_modules if isinstance(self.target_modules, str) else list(self.target_modules)
         return peft.LoraConfig(r=self.rank, lora_alpha=self.alpha, lora_dropout=self.dropout, target_modules=targets)
+
+    def peft_model(self, model: Any, base_path: Optional[str] = None) -> Any:
+        """PEFT's wrapper of `model` with these adapters (fp32: `autocast_adapter_dtype`); `base_path`:
+        where `PeftModel.from_pretrained` finds the base (an exported adapter's config names it).
+        The trainer, the generators (engine/model/lora.py) and the export (runs/export.py) wrap alike."""
+        import warnings
+
+        import peft
+
+        cfg = self.to_peft()
+        if base_path is not None:
+            cfg.base_model_name_or_path = base_path
+        with warnings.catch_warnings():
+            # GPT-2's Conv1D holds its weight transposed: PEFT sees it and sets fan_in_fan_out itself
+            warnings.filterwarnings("ignore", message=".*fan_in_fan_out.*")
+            return peft.get_peft_model(model, cfg, autocast_adapter_dtype=True)
 
 
 def validate_lora(cfg: RunConfig) -> None:

@@ -127,20 +127,6 @@ def _replace_dir(tmp: Path, out: Path) -> None:
     tmp.rename(out)
 
 
-def _with_lora(model: Any, lora: Any, source: Path) -> Any:
-    """PEFT's wrapper around `model` with the run's adapters (as the trainer wrapped it: the names
-    its checkpoint holds are those of `.get_base_model()`)."""
-    import warnings
-
-    import peft
-
-    peft_cfg = lora.to_peft()
-    peft_cfg.base_model_name_or_path = str(source)  # where PeftModel.from_pretrained finds the base
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*fan_in_fan_out.*")  # GPT-2's Conv1D: PEFT sets it itself
-        return peft.get_peft_model(model, peft_cfg)
-
-
 def export_policy(run: str | Path, out: str | Path | None = None, step: Optional[int] = None,
                   adapter: bool = False) -> PolicyExport:  # fmt: skip
     """Write the policy of `run`'s checkpoint `step` (default: the latest) as a Hugging Face folder
@@ -162,7 +148,8 @@ def export_policy(run: str | Path, out: str | Path | None = None, step: Optional
     source = source_model_dir(run, cfg.model.path)
     out = Path(out).expanduser().resolve() if out is not None else run / (ADAPTER_DIR if adapter else POLICY_DIR)
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, local_files_only=True)
-    wrapped = _with_lora(model, lora, source) if lora is not None else None
+    # as the trainer wrapped it: its checkpoint holds the names of `.get_base_model()`
+    wrapped = lora.peft_model(model, base_path=str(source)) if lora is not None else None
     (_read_snapshot if snapshot else _read_weights)(model if wrapped is None else wrapped.get_base_model(), weights)
     tmp = out.with_name(f".{out.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -160,7 +160,7 @@ def test_an_in_flight_swap_shows_as_mismatch_from_the_kv_cache_the_old_version_w
     for g in swapped.groups + plain:
         g.rewards = [1.0 if i % 2 else -1.0 for i in range(len(g.rewards))]
     rows = tr.prepare(PackedGroups.from_groups(plain))[1]
-    control = mismatch_metrics(tr.kept.measure(tr.policy, rows, cfg.generation.temperature, (0.5, 2.0), 16, 64, 16384))
+    control = mismatch_metrics(tr.kept.measure(rows, cfg.generation.temperature, (0.5, 2.0), 16, 64, 16384))
     assert control["train/mismatch_tokens"] > 0 and control["train/mismatch_kl"] < 1e-9  # fp32: rounding only
     measured = tr.train_step(swapped.groups, 1)[0].stats
     assert measured["train/mismatch_tokens"] > 0

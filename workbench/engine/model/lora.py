@@ -25,7 +25,6 @@ folder in PEFT's own layout (`write_adapter`; engine/rollout/vllm/adapter.py).
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -69,14 +68,8 @@ def apply_lora(model: Any, lora: Any, *, gradient_checkpointing: bool = False) -
     every base weight frozen, the adapters fp32 and trainable; the model itself is returned, not
     PEFT's wrapper (module docstring). `gradient_checkpointing`: the checkpointed layers then get
     an input that requires a gradient (the frozen embeddings give none)."""
-    import peft
-
     check_targets(model, lora)
-    with warnings.catch_warnings():
-        # GPT-2's Conv1D holds its weight transposed: PEFT sees it and sets fan_in_fan_out itself
-        warnings.filterwarnings("ignore", message=".*fan_in_fan_out.*")
-        wrapped = peft.get_peft_model(model, lora.to_peft(), autocast_adapter_dtype=True)
-    inner = wrapped.get_base_model()
+    inner = lora.peft_model(model).get_base_model()
     for name, p in inner.named_parameters():
         if p.requires_grad and p.dtype != torch.float32:  # PEFT casts bf16/fp16 adapters up; anything else too
             p.data = p.data.float()

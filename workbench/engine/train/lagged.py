@@ -11,7 +11,7 @@ lag: `RunConfig.kept_versions`) and runs no-grad forwards with them over at most
 trainer's own module: the same code, autocast and FP32 head.
 
     kept = KeptVersions(policy, precision, fp32_head, depth=2)   # a slot per version, filled lazily
-    part = kept.measure(policy, rows, temperature, bound, max_rows, micro_rows, micro_tokens, autocast)
+    part = kept.measure(rows, temperature, bound, max_rows, micro_rows, micro_tokens, autocast)
     kept.take(version)                                          # before optimizer.step(): the version held now
 
 Each buffer is in the dtype the forward reads its parameter in, so the forward is the one the
@@ -71,10 +71,6 @@ class KeptVersion:
             self.names[name] = by_id[id(p)]
         self.version: Optional[int] = None  # none kept yet (a fresh or resumed trainer)
 
-    @property
-    def nbytes(self) -> int:
-        return sum(b.numel() * b.element_size() for _, b in self.pairs)
-
     @torch.no_grad()
     def take(self, version: int) -> None:
         """Copy the parameters as they are now (the trainer's `version`, before its update)."""
@@ -119,10 +115,6 @@ class KeptVersions:
         self.policy, self.precision, self.fp32_head, self.depth = policy, precision, fp32_head, max(1, depth)
         self.slots: list[KeptVersion] = []
 
-    @property
-    def versions(self) -> list[int]:
-        return [s.version for s in self.slots if s.version is not None]
-
     def take(self, version: int) -> None:
         """Keep the parameters as they are now (`version`, before its update), in the oldest slot."""
         if len(self.slots) < self.depth:
@@ -132,7 +124,7 @@ class KeptVersions:
         self.slots[0].take(version)
 
     def measure(
-        self, policy: torch.nn.Module, rows: StepRows, temperature: float, bound: Sequence[float], max_rows: int,
+        self, rows: StepRows, temperature: float, bound: Sequence[float], max_rows: int,
         micro_rows: int, micro_tokens: int, autocast: Callable[[], Any] = contextlib.nullcontext,
     ) -> dict[str, float]:  # fmt: skip
         """The partial sums of every kept version's tokens on at most `max_rows` rows in all (the
@@ -142,6 +134,6 @@ class KeptVersions:
         for slot in self.slots:
             picked = slot.rows_to_measure(rows, left)
             if picked:
-                add_partial(sums, slot.measure_rows(policy, rows, picked, temperature, bound, micro_rows, micro_tokens, autocast))
+                add_partial(sums, slot.measure_rows(self.policy, rows, picked, temperature, bound, micro_rows, micro_tokens, autocast))
                 left -= len(picked)
         return sums

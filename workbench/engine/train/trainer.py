@@ -88,8 +88,9 @@ class StepResult:
         return {**self.stats, "policy/version": float(self.version)}
 
 
-def count_params(model: Any) -> int:
-    return sum(p.numel() for p in model.parameters())
+def count_params(model: Any, trainable: bool = False) -> int:
+    """All parameters, or (`trainable`) those the backward computes weight gradients for."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable)
 
 
 class Trainer:
@@ -143,7 +144,7 @@ class Trainer:
         self.share_prompts = world_size == 1 and not train.gradient_checkpointing
         self.num_params = count_params(self.model)
         # the weights the backward computes gradients for: all, or a LoRA run's adapters (accounting.py)
-        self.num_trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        self.num_trainable = count_params(self.model, trainable=True)
         self.pad_id = self.tokenizer.pad_token_id
         self.policy = PolicyForward(self.model, recipe.fp32_head)
         self.model_cfg = model
@@ -246,7 +247,7 @@ class Trainer:
         loss_total, sums, ent_sum, tok_sum = part["loss"], part["sums"], part["ent"], part["tok"]
         if self.kept is not None:  # earlier versions' tokens, each under its own weights
             t = self.train_cfg
-            add_partial(sums, self.kept.measure(self.policy, rows, self.temperature, t.mismatch_bound, self.lagged_rows,
+            add_partial(sums, self.kept.measure(rows, self.temperature, t.mismatch_bound, self.lagged_rows,
                                                 t.micro_batch_size, t.micro_batch_tokens, self._autocast))
         stats.update(mismatch_metrics(sums))  # per measured token, not per trained token: out of the loop below
         norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.train_cfg.grad_clip)
