@@ -18,7 +18,7 @@ few GB of host memory; the peak scales with it):
   optimizer step and the weight hand-off included.
 
 Printed: the shapes, and the peak memory each adds over the state held before the step (CPU:
-peak resident set, `ru_maxrss`, minus the resident set before; CUDA: `max_memory_allocated`
+peak resident set, VmHWM reset at the start, minus the resident set before; CUDA: `max_memory_allocated`
 minus the allocation before).
 """
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -113,6 +112,24 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def reset_peak_rss() -> None:
+    """Start this process's high-water mark (VmHWM) again from its resident set now.
+
+    Not `ru_maxrss`: Linux carries that over from the parent across fork and exec, so a child of a
+    large process (pytest after vLLM, 2 GB) reports the parent's size as its own peak."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set since it started or since `reset_peak_rss`."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM line in /proc/self/status")
+
+
 def measure(variant: str, model_dir: Path, rows: int, micro_rows: int, prompt: int, completion: int, device: str) -> dict:
     import torch
 
@@ -124,6 +141,7 @@ def measure(variant: str, model_dir: Path, rows: int, micro_rows: int, prompt: i
         torch.cuda.reset_peak_memory_stats()
     else:
         base = rss_bytes()
+        reset_peak_rss()
     if variant == "before":
         old_step(tr, groups, micro_rows)
     else:
@@ -134,7 +152,7 @@ def measure(variant: str, model_dir: Path, rows: int, micro_rows: int, prompt: i
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base
     else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+        peak = peak_rss_bytes() - base
     return {"variant": variant, "peak_bytes": peak}
 
 

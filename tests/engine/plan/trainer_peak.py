@@ -7,24 +7,17 @@ Builds a random Qwen2-shaped model in DIR (config.json, weights, a character tok
 records the resident set before the model is loaded (every module already imported) and runs two
 trainer steps (the second with the AdamW states alive, as every later step); with --lora-rank,
 LoRA adapters on every linear layer over the frozen base (model.lora). Prints one JSON
-object: the config.json path, the baseline and the peak (`ru_maxrss`), in bytes.
+object: the config.json path, the baseline and the peak (VmHWM, reset at the baseline), in bytes.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-
-
-def rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def main() -> None:
@@ -37,7 +30,7 @@ def main() -> None:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from benchmarks.bench_trainer_memory import make_groups
+    from benchmarks.bench_trainer_memory import make_groups, peak_rss_bytes, reset_peak_rss, rss_bytes
     from workbench.config import run_config_from_dict
     from workbench.engine.model.builtin import build_char_tokenizer
     from workbench.engine.train.trainer import Trainer
@@ -63,14 +56,15 @@ def main() -> None:
     import gc
 
     gc.collect()
-    base = rss()
+    base = rss_bytes()
+    reset_peak_rss()  # the model built above is not the trainer's
     tr = Trainer(**trainer_parts(cfg))
     for step in range(2):
         result, weights = tr.train_step(groups, step)
         stats = result.stats
         del weights  # the actor hands it to Ray's object store: not the trainer's memory
         assert stats["train/skipped"] == 0.0, stats
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = peak_rss_bytes()
     print(json.dumps({"config": str(d / "config.json"), "baseline": base, "peak": peak}))
 
 
