@@ -14,7 +14,9 @@ of its validation prompts whose sum has at most 3 digits), issue 24's: A's 95% i
 holds the ceiling or not). With --gain G --minutes M (configs/smollm2.yaml's, issue 43: 0.20 in 30):
 the validation pass rate at the last evaluation done within M minutes of the command's start
 (start-up and model conversion counted: the run clock plus the command's time outside it) must be
-at least G above the step-0 one. Each run is also judged by bench_fallback's rule (after the
+at least G above the step-0 one. With --curves DIR each seed's evaluations go to DIR/seed<N>.csv in
+the forecast scoreboard's columns (examples/curves/demo/README.md) and its whole metrics.jsonl,
+gzipped, beside it. Each run is also judged by bench_fallback's rule (after the
 first 10% of steps no evaluation more than 3 of its standard errors below the best earlier one). The wall time is this machine's, under
 whatever else is running on it: say so when quoting it.
 """
@@ -77,11 +79,38 @@ def gain_within(out: Path, seconds: float, outside_s: float) -> tuple[float, int
     from workbench.runs.report import eval_rows
     from workbench.tracking.sink import read_jsonl
 
-    rows = sorted(eval_rows(read_jsonl(out / "metrics.jsonl")), key=lambda r: int(r["step"]))
+    rows = eval_rows(read_jsonl(out / "metrics.jsonl"))  # in step order
     inside = [r for r in rows if float(r.get("compute/wall_seconds") or 0.0) + outside_s <= seconds] or rows[:1]
     last = inside[-1]
     at = float(last.get("compute/wall_seconds") or 0.0) + outside_s
     return float(last["val/pass_rate"]) - float(rows[0]["val/pass_rate"]), int(last["step"]), at
+
+
+CURVE_COLUMNS = ("step", "compute", "flops", "val_pass_rate", "val_pass_rate_se")
+
+
+def write_curve(out: Path, folder: Path, seed: int) -> Path:
+    """The run's evaluations as folder/seed<N>.csv (compute: its device hours, what the run report
+    fits) and its metrics.jsonl as folder/seed<N>.metrics.jsonl.gz; returns the CSV's path."""
+    import csv
+    import gzip
+    import shutil
+
+    from workbench.runs.report import eval_rows
+    from workbench.tracking.sink import read_jsonl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"seed{seed}.csv"
+    rows = eval_rows(read_jsonl(out / "metrics.jsonl"))  # in step order
+    keys = ("step", "compute/device_hours", "compute/flops", "val/pass_rate", "val/pass_rate_se")
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CURVE_COLUMNS)
+        for r in rows:
+            w.writerow([int(r["step"]), *(f"{float(r.get(k) or 0.0):.6g}" for k in keys[1:])])
+    with (out / "metrics.jsonl").open("rb") as src, gzip.open(folder / f"seed{seed}.metrics.jsonl.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return path
 
 
 def main() -> None:
@@ -93,6 +122,7 @@ def main() -> None:
     ap.add_argument("--ceiling", type=float, default=None, help="the config's true ceiling (demo: 0.512): A's interval must hold it")
     ap.add_argument("--gain", type=float, default=None, help="the pass rate must gain this much within --minutes (smollm2: 0.20)")
     ap.add_argument("--minutes", type=float, default=30.0, help="the window of --gain, from the command's start")
+    ap.add_argument("--curves", type=Path, default=None, help="write each seed's curve CSV and gzipped metrics here")
     args = ap.parse_args()
     rows = []
     for seed in args.seeds:
@@ -121,6 +151,8 @@ def main() -> None:
             g, step, at = gain_within(Path(args.out).resolve() / f"seed{seed}", args.minutes * 60, r["wall_s"] - r["run_s"])
             print(f"    gain within {args.minutes:g} min: {g:+.3f} (step {step}, {at / 60:.1f} min after the command started): "
                   f"{'OK' if g >= args.gain else 'MISSED'} (target {args.gain:+.2f})")
+        if args.curves is not None:
+            print(f"    curve: {write_curve(Path(args.out).resolve() / f'seed{seed}', args.curves, seed)}")
         if not r["converged"]:
             print(f"    not converged: {r['reason']}")
         for e in r["events"]:
