@@ -1,5 +1,6 @@
 """Benchmark: held-out RMSE of the workbench's forecast against the paper's procedure and the
-naive forecasts, on every development curve in examples/curves (and its more/ folder).
+naive forecasts, on every development curve in examples/curves (and its more/ and smollm2/ folders:
+the public curves and this project's SmolLM2 runs).
 
     .venv/bin/python benchmarks/bench_forecast.py                   # 25% and 50% prefixes
     .venv/bin/python benchmarks/bench_forecast.py --fractions 0.25 0.5 0.75 --json out.json
@@ -38,7 +39,7 @@ from workbench.scaling.forecast.backtest import holdout_noise  # noqa: E402
 from workbench.scaling.forecast.scoreboard import format_table, load_folder, score_prefix, summary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = (ROOT / "examples" / "curves", ROOT / "examples" / "curves" / "more")
+FOLDERS = (ROOT / "examples" / "curves", ROOT / "examples" / "curves" / "more", ROOT / "examples" / "curves" / "smollm2")
 
 
 def main() -> None:
