@@ -14,7 +14,7 @@ of its validation prompts whose sum has at most 3 digits), issue 24's: A's 95% i
 holds the ceiling or not). With --gain G --minutes M (configs/smollm2.yaml's, issue 43: 0.20 in 30):
 the validation pass rate at the last evaluation done within M minutes of the command's start
 (start-up and model conversion counted: the run clock plus the command's time outside it) must be
-at least G above the step-0 one. With --curves DIR each seed's evaluations go to DIR/seed<N>.csv in
+at least G above the step-0 one. With --curves DIR each seed's evaluations go to DIR/<config>__seed<N>.csv in
 the forecast scoreboard's columns (examples/curves/demo/README.md) and its whole metrics.jsonl,
 gzipped, beside it. Each run is also judged by bench_fallback's rule (after the
 first 10% of steps no evaluation more than 3 of its standard errors below the best earlier one). The wall time is this machine's, under
@@ -89,9 +89,9 @@ def gain_within(out: Path, seconds: float, outside_s: float) -> tuple[float, int
 CURVE_COLUMNS = ("step", "compute", "flops", "val_pass_rate", "val_pass_rate_se")
 
 
-def write_curve(out: Path, folder: Path, seed: int) -> Path:
-    """The run's evaluations as folder/seed<N>.csv (compute: its device hours, what the run report
-    fits) and its metrics.jsonl as folder/seed<N>.metrics.jsonl.gz; returns the CSV's path."""
+def write_curve(out: Path, folder: Path, name: str) -> Path:
+    """The run's evaluations as folder/<name>.csv (compute: its device hours, what the run report
+    fits) and its metrics.jsonl as folder/<name>.metrics.jsonl.gz; returns the CSV's path."""
     import csv
     import gzip
     import shutil
@@ -100,7 +100,7 @@ def write_curve(out: Path, folder: Path, seed: int) -> Path:
     from workbench.tracking.sink import read_jsonl
 
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"seed{seed}.csv"
+    path = folder / f"{name}.csv"
     rows = eval_rows(read_jsonl(out / "metrics.jsonl"))  # in step order
     keys = ("step", "compute/device_hours", "compute/flops", "val/pass_rate", "val/pass_rate_se")
     with path.open("w", newline="") as f:
@@ -108,7 +108,7 @@ def write_curve(out: Path, folder: Path, seed: int) -> Path:
         w.writerow(CURVE_COLUMNS)
         for r in rows:
             w.writerow([int(r["step"]), *(f"{float(r.get(k) or 0.0):.6g}" for k in keys[1:])])
-    with (out / "metrics.jsonl").open("rb") as src, gzip.open(folder / f"seed{seed}.metrics.jsonl.gz", "wb") as dst:
+    with (out / "metrics.jsonl").open("rb") as src, gzip.open(folder / f"{name}.metrics.jsonl.gz", "wb") as dst:
         shutil.copyfileobj(src, dst)
     return path
 
@@ -152,7 +152,8 @@ def main() -> None:
             print(f"    gain within {args.minutes:g} min: {g:+.3f} (step {step}, {at / 60:.1f} min after the command started): "
                   f"{'OK' if g >= args.gain else 'MISSED'} (target {args.gain:+.2f})")
         if args.curves is not None:
-            print(f"    curve: {write_curve(Path(args.out).resolve() / f'seed{seed}', args.curves, seed)}")
+            name = f"{Path(args.config).stem}__seed{seed}"  # FAMILY__NAME: bench_forecast --family-prior groups by FAMILY
+            print(f"    curve: {write_curve(Path(args.out).resolve() / f'seed{seed}', args.curves, name)}")
         if not r["converged"]:
             print(f"    not converged: {r['reason']}")
         for e in r["events"]:

@@ -27,9 +27,10 @@ The sides run one after the other (`--sides`, in that order):
   `--workbench-steps` steps (2 x `--steps` by default: it has TRL's step-N pass rate to reach).
 
 Full size (the defaults: 8 prompts x 8 completions of up to 32 tokens a step, TRL 8 steps, the
-workbench 16, 64 validation prompts x 4 every 2 steps): a TRL step took about 250 s on this 2-core
-machine while others ran (the workbench's about 33 s), so TRL's side should take 15-20 minutes on a
-quiet one (an estimate: not yet timed there), the workbench's a few.
+workbench 16, 64 validation prompts x 4 every 2 steps), 2026-11-29 on the quiet 2-core machine:
+TRL's side took 644 s (307 s of training, 38 s a step; the rest start-up, checkpoint saves and
+their scoring), the failed vLLM-colocated try 102 s, the workbench's 725 s (469 s of run clock, 29 s
+a step; the rest start-up); figures on the Measured page.
 
 Scoring is one evaluator for all: the workbench run's own evaluations (the torch `Evaluator`,
 `--eval-prompts` validation prompts x `--eval-samples` completions at temperature 1, seeded with

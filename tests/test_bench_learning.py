@@ -44,10 +44,10 @@ def test_the_saved_curve_loads_in_the_scoreboard_and_the_metrics_are_kept_whole(
     from workbench.scaling.forecast.scoreboard import load_folder
 
     out = run_folder(tmp_path)
-    path = bench.write_curve(out, tmp_path / "curves", 0)
+    path = bench.write_curve(out, tmp_path / "curves", "smollm2__seed0")
     (curve,) = load_folder(tmp_path / "curves")
-    assert curve.name == path.stem == "seed0"
+    assert curve.name == path.stem == "smollm2__seed0"
     assert list(curve.score) == [0.06, 0.2, 0.3, 0.5]  # evaluations only, in step order
     assert curve.x_label == "compute" and curve.compute[-1] == pytest.approx(1200 / 1800)
-    with gzip.open(tmp_path / "curves" / "seed0.metrics.jsonl.gz", "rt") as f:
+    with gzip.open(tmp_path / "curves" / "smollm2__seed0.metrics.jsonl.gz", "rt") as f:
         assert f.read() == (out / "metrics.jsonl").read_text()
