@@ -39,6 +39,7 @@ TARGETS = {"r2": 0.95, "rmse": 0.03, "coverage": 0.8, "wall_s": 300.0, "A_ci_wid
 
 def run_seed(config: str, seed: int, out: Path, overrides: list[str]) -> dict:
     """`workbench run` as `make demo` runs it; returns the figures the targets are about."""
+    from workbench.runs.report import eval_rows
     from workbench.scaling import SigmoidFit
 
     sets = ["--set", f"seed={seed}", *(x for o in overrides for x in ("--set", o))]
@@ -70,16 +71,14 @@ def run_seed(config: str, seed: int, out: Path, overrides: list[str]) -> dict:
         "events": summary.get("events", []),
         "line": line,
         "ceiling_check": fit.ceiling_check,  # the run report's (workbench.scaling.decide.ceiling)
+        "evals": eval_rows(done.rows),  # the evaluation rows, in step order
     }
 
 
-def gain_within(out: Path, seconds: float, outside_s: float) -> tuple[float, int, float]:
-    """(gain, step, seconds): the pass rate at the last evaluation whose run clock plus `outside_s`
-    (the command's time outside the run clock) is within `seconds`, less the first evaluation's."""
-    from workbench.runs.report import eval_rows
-    from workbench.tracking.sink import read_jsonl
-
-    rows = eval_rows(read_jsonl(out / "metrics.jsonl"))  # in step order
+def gain_within(rows: list[dict], seconds: float, outside_s: float) -> tuple[float, int, float]:
+    """(gain, step, seconds): of the evaluation rows `rows` (in step order), the pass rate at the last
+    whose run clock plus `outside_s` (the command's time outside the run clock) is within `seconds`,
+    less the first's."""
     inside = [r for r in rows if float(r.get("compute/wall_seconds") or 0.0) + outside_s <= seconds] or rows[:1]
     last = inside[-1]
     at = float(last.get("compute/wall_seconds") or 0.0) + outside_s
@@ -89,19 +88,16 @@ def gain_within(out: Path, seconds: float, outside_s: float) -> tuple[float, int
 CURVE_COLUMNS = ("step", "compute", "flops", "val_pass_rate", "val_pass_rate_se")
 
 
-def write_curve(out: Path, folder: Path, name: str) -> Path:
-    """The run's evaluations as folder/<name>.csv (compute: its device hours, what the run report
-    fits) and its metrics.jsonl as folder/<name>.metrics.jsonl.gz; returns the CSV's path."""
+def write_curve(out: Path, rows: list[dict], folder: Path, name: str) -> Path:
+    """The run in `out`'s evaluation rows `rows` (in step order) as folder/<name>.csv (compute: its
+    device hours, what the run report fits) and its metrics.jsonl as folder/<name>.metrics.jsonl.gz;
+    returns the CSV's path."""
     import csv
     import gzip
     import shutil
 
-    from workbench.runs.report import eval_rows
-    from workbench.tracking.sink import read_jsonl
-
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.csv"
-    rows = eval_rows(read_jsonl(out / "metrics.jsonl"))  # in step order
     keys = ("step", "compute/device_hours", "compute/flops", "val/pass_rate", "val/pass_rate_se")
     with path.open("w", newline="") as f:
         w = csv.writer(f)
@@ -148,12 +144,12 @@ def main() -> None:
         print(f"{pinned}    fall-back: worst drop {fb['worst_drop']:.3f} = {fb['worst_drop_se']:.1f} SE "
               f"({fb['worst_drop_binomial_se']:.1f} binomial SE) at step {fb['worst_step']}: {'PASS' if fb['passed'] else 'FAIL'}")
         if args.gain is not None:
-            g, step, at = gain_within(Path(args.out).resolve() / f"seed{seed}", args.minutes * 60, r["wall_s"] - r["run_s"])
+            g, step, at = gain_within(r["evals"], args.minutes * 60, r["wall_s"] - r["run_s"])
             print(f"    gain within {args.minutes:g} min: {g:+.3f} (step {step}, {at / 60:.1f} min after the command started): "
                   f"{'OK' if g >= args.gain else 'MISSED'} (target {args.gain:+.2f})")
         if args.curves is not None:
             name = f"{Path(args.config).stem}__seed{seed}"  # FAMILY__NAME: bench_forecast --family-prior groups by FAMILY
-            print(f"    curve: {write_curve(Path(args.out).resolve() / f'seed{seed}', args.curves, name)}")
+            print(f"    curve: {write_curve(Path(args.out).resolve() / f'seed{seed}', r['evals'], args.curves, name)}")
         if not r["converged"]:
             print(f"    not converged: {r['reason']}")
         for e in r["events"]:

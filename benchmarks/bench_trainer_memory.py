@@ -42,7 +42,7 @@ def build_model_dir(path: Path, hidden: int, layers: int) -> None:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from workbench.engine.model.load import build_char_tokenizer
+    from workbench.engine.model.builtin import build_char_tokenizer
 
     tok = build_char_tokenizer("0123456789+=")
     config = Qwen2Config(vocab_size=VOCAB, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
@@ -113,21 +113,13 @@ def rss_bytes() -> int:
 
 
 def reset_peak_rss() -> None:
-    """Start this process's high-water mark (VmHWM) again from its resident set now.
+    """Start this process's high-water mark (VmHWM, read by bench_real_shape.vm_hwm) again from
+    its resident set now.
 
     Not `ru_maxrss`: Linux carries that over from the parent across fork and exec, so a child of a
     large process (pytest after vLLM, 2 GB) reports the parent's size as its own peak."""
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
-
-
-def peak_rss_bytes() -> int:
-    """This process's peak resident set since it started or since `reset_peak_rss`."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM line in /proc/self/status")
 
 
 def measure(variant: str, model_dir: Path, rows: int, micro_rows: int, prompt: int, completion: int, device: str) -> dict:
@@ -152,7 +144,9 @@ def measure(variant: str, model_dir: Path, rows: int, micro_rows: int, prompt: i
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base
     else:
-        peak = peak_rss_bytes() - base
+        from benchmarks.bench_real_shape import vm_hwm
+
+        peak = vm_hwm(os.getpid()) - base
     return {"variant": variant, "peak_bytes": peak}
 
 

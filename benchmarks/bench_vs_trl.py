@@ -62,6 +62,8 @@ from typing import Any, Optional
 
 import yaml
 
+from cli_run import run_env  # benchmarks/ is on sys.path: the script's folder
+
 REPO = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 SYSTEM_PROMPT = "Answer with only the number."
@@ -173,13 +175,6 @@ def run_settings(a: argparse.Namespace, model: Path, data: Path) -> dict:
     }  # fmt: skip
 
 
-def child_env() -> dict[str, str]:
-    """The environment of the child processes: the repository and benchmarks/ (vs_trl) importable."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")])}
-    env.pop("RAY_ADDRESS", None)
-    return env
-
-
 def last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1].strip() if lines else "no output"
@@ -194,7 +189,7 @@ def run_workbench(settings: dict, work: Path) -> Side:
     path, out = work / "workbench.yaml", work / "workbench"
     path.write_text(yaml.safe_dump(settings))
     proc = subprocess.run([sys.executable, "-m", "workbench.cli", "run", "--config", str(path), "--out", str(out),
-                           "--fresh", "--quiet", "--no-report"], env=child_env(), capture_output=True, text=True)  # fmt: skip
+                           "--fresh", "--quiet", "--no-report"], env=run_env(), capture_output=True, text=True)  # fmt: skip
     side.total_s = time.perf_counter() - t0
     if proc.returncode != 0:
         side.error = f"workbench run failed: {last_line(proc.stderr)}"
@@ -232,7 +227,7 @@ def run_trl(name: str, a: argparse.Namespace, settings: dict, work: Path) -> Sid
     spec, result = folder / "spec.json", folder / "result.json"
     spec.write_text(json.dumps(trl_spec(name, a, settings, folder / "out")))
     with open(folder / "log.txt", "w") as log:
-        proc = subprocess.run([sys.executable, str(HERE / "vs_trl.py"), str(spec), str(result)], env=child_env(),
+        proc = subprocess.run([sys.executable, str(HERE / "vs_trl.py"), str(spec), str(result)], env=run_env(),
                               stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     got = json.loads(result.read_text()) if result.is_file() else {}
     if proc.returncode != 0 or not got or got.get("error"):

@@ -33,6 +33,14 @@ class RunResult:
     stdout: str  # what the run printed (its report's lines with report=True)
 
 
+def run_env() -> dict[str, str]:
+    """A child process's environment: the repository and benchmarks/ importable, no RAY_ADDRESS."""
+    paths = [str(REPO), str(REPO / "benchmarks"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
 def workbench_run(config: Path, folder: Path, *, extra: list[str] | None = None, report: bool = False,
                   timeout: float = 7200) -> RunResult:  # fmt: skip
     """`workbench run --config CONFIG --out FOLDER`; its rows, summary and wall time."""
@@ -41,11 +49,8 @@ def workbench_run(config: Path, folder: Path, *, extra: list[str] | None = None,
 
     cmd = [sys.executable, "-m", "workbench.cli", "run", "--config", str(config), "--out", str(folder),
            "--fresh", "--quiet", *([] if report else ["--no-report"]), *(extra or [])]  # fmt: skip
-    paths = [str(REPO), str(REPO / "benchmarks"), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-    env.pop("RAY_ADDRESS", None)
     t0 = time.time()
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, cwd=REPO, env=run_env(), capture_output=True, text=True, timeout=timeout)
     wall = time.time() - t0
     summary_path = folder / "summary.json"
     if proc.returncode != 0 or not summary_path.exists():

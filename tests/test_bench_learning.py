@@ -32,19 +32,26 @@ def run_folder(tmp_path: Path) -> Path:
     return out
 
 
+def evals(out: Path) -> list[dict]:
+    from workbench.runs.report import eval_rows
+    from workbench.tracking.sink import read_jsonl
+
+    return eval_rows(read_jsonl(out / "metrics.jsonl"))  # what run_seed keeps of the run's rows
+
+
 def test_the_gain_is_read_at_the_last_evaluation_inside_the_window_start_up_counted(bench, tmp_path):
-    out = run_folder(tmp_path)
-    gain, step, at = bench.gain_within(out, 1000.0, 150.0)  # 800 s + 150 s of start-up fits, 1200 + 150 does not
+    rows = evals(run_folder(tmp_path))
+    gain, step, at = bench.gain_within(rows, 1000.0, 150.0)  # 800 s + 150 s of start-up fits, 1200 + 150 does not
     assert (step, at) == (10, 950.0)
     assert gain == pytest.approx(0.3 - 0.06)
-    assert bench.gain_within(out, 1000.0, 300.0)[1] == 5  # a slower start-up leaves step 10 outside
+    assert bench.gain_within(rows, 1000.0, 300.0)[1] == 5  # a slower start-up leaves step 10 outside
 
 
 def test_the_saved_curve_loads_in_the_scoreboard_and_the_metrics_are_kept_whole(bench, tmp_path):
     from workbench.scaling.forecast.scoreboard import load_folder
 
     out = run_folder(tmp_path)
-    path = bench.write_curve(out, tmp_path / "curves", "smollm2__seed0")
+    path = bench.write_curve(out, evals(out), tmp_path / "curves", "smollm2__seed0")
     (curve,) = load_folder(tmp_path / "curves")
     assert curve.name == path.stem == "smollm2__seed0"
     assert list(curve.score) == [0.06, 0.2, 0.3, 0.5]  # evaluations only, in step order

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -30,7 +31,8 @@ def main() -> None:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from benchmarks.bench_trainer_memory import make_groups, peak_rss_bytes, reset_peak_rss, rss_bytes
+    from benchmarks.bench_real_shape import vm_hwm
+    from benchmarks.bench_trainer_memory import make_groups, reset_peak_rss, rss_bytes
     from workbench.config import run_config_from_dict
     from workbench.engine.model.builtin import build_char_tokenizer
     from workbench.engine.train.trainer import Trainer
@@ -64,7 +66,7 @@ def main() -> None:
         stats = result.stats
         del weights  # the actor hands it to Ray's object store: not the trainer's memory
         assert stats["train/skipped"] == 0.0, stats
-    peak = peak_rss_bytes()
+    peak = vm_hwm(os.getpid())
     print(json.dumps({"config": str(d / "config.json"), "baseline": base, "peak": peak}))
 
 

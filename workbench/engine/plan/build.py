@@ -174,11 +174,11 @@ def count_adapters(s: Settings, shape: ModelShape, where: Optional[Path]) -> Set
     if not s.lora_rank:
         return s
     from workbench.config_checks import ALL_LINEAR, LoraConfig
-    from workbench.engine.plan.lora import adapter_params
+    from workbench.engine.plan.lora import adapted
 
-    if shape.known:
+    if shape.known:  # memory.adapters counts them from the shape; here only the targets are checked
         try:
-            adapter_params(shape, s.lora_rank, s.lora_targets)
+            adapted(shape, s.lora_targets)
         except ValueError as e:
             raise UserError(str(e)) from None
         return s
