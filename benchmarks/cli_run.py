@@ -57,3 +57,17 @@ def workbench_run(config: Path, folder: Path, *, extra: list[str] | None = None,
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
         raise SystemExit(f"{config.name}: `workbench run` failed (exit {proc.returncode})")
     return RunResult(folder, read_jsonl(folder / "metrics.jsonl"), json.loads(summary_path.read_text()), wall, proc.stdout)
+
+
+def finished_run(folder: Path) -> RunResult | None:
+    """An earlier `workbench_run` into `folder` that finished (its wall time the run's own), or None."""
+    sys.path.insert(0, str(REPO))
+    from workbench.tracking.sink import read_jsonl
+
+    summary_path = folder / "summary.json"
+    if not summary_path.exists():
+        return None
+    summary = json.loads(summary_path.read_text())
+    if summary.get("status") != "finished":
+        return None
+    return RunResult(folder, read_jsonl(folder / "metrics.jsonl"), summary, float(summary.get("wall_seconds", 0.0)), "")

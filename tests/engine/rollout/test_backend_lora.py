@@ -56,6 +56,7 @@ def test_an_adapter_push_reaches_the_running_engine_and_it_samples_the_trainers_
     cfg, gen, tr = setup
     llm = gen.llm
     assert gen.ping()["lora_rank"] == 8 and gen.engine_mode == "step"
+    assert gen.ping()["lora_ops"] == "patched"  # the ratios below are the grouped ops' (cpu_lora.py)
     first = gen.generate(0, [0, 1, 2, 3], 4, seed=1)
     for j, g in enumerate(first.groups):  # both rewards in each group: nothing filtered
         g.rewards = [1.0 if (c + j) % 2 else -1.0 for c in range(len(g.rewards))]

@@ -45,6 +45,7 @@ class VllmAdapter:
         shapes, peft_config = adapter_shapes(model_dir, lora)
         peft_config.base_model_name_or_path = str(model_dir)
         self.names = set(shapes)
+        self.ops_mode = "vllm"  # "patched" once the CPU generator groups vLLM's LoRA ops (cpu_lora.py)
         self.layers = sorted(adapted_layers(shapes))  # q_proj, ...: what vLLM's lora_target_modules holds it to
         self.folder = Path(tempfile.mkdtemp(prefix="wb-lora-"))
         write_adapter(self.folder, {n: torch.zeros(s) for n, s in shapes.items()}, peft_config)

