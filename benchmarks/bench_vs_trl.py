@@ -62,7 +62,7 @@ from typing import Any, Optional
 
 import yaml
 
-from cli_run import run_env  # benchmarks/ is on sys.path: the script's folder
+from cli_run import last_line, run_env, workbench_run  # benchmarks/ is on sys.path: the script's folder
 
 REPO = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
@@ -175,26 +175,18 @@ def run_settings(a: argparse.Namespace, model: Path, data: Path) -> dict:
     }  # fmt: skip
 
 
-def last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "no output"
-
-
 # --- the sides ----------------------------------------------------------------------------------
 def run_workbench(settings: dict, work: Path) -> Side:
     """`workbench run` with `settings`; its evaluations as Points (its run clock at each)."""
-    from workbench.tracking.sink import read_jsonl
-
-    side, t0 = Side("workbench"), time.perf_counter()
-    path, out = work / "workbench.yaml", work / "workbench"
+    side = Side("workbench")
+    path = work / "workbench.yaml"
     path.write_text(yaml.safe_dump(settings))
-    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "run", "--config", str(path), "--out", str(out),
-                           "--fresh", "--quiet", "--no-report"], env=run_env(), capture_output=True, text=True)  # fmt: skip
-    side.total_s = time.perf_counter() - t0
-    if proc.returncode != 0:
-        side.error = f"workbench run failed: {last_line(proc.stderr)}"
+    done = workbench_run(path, work / "workbench", check=False)
+    side.total_s = done.wall_s
+    if done.error:
+        side.error = f"workbench run failed: {done.error}"
         return side
-    evals = {int(r["step"]): r for r in read_jsonl(out / "metrics.jsonl") if "val/pass_rate" in r}
+    evals = {int(r["step"]): r for r in done.rows if "val/pass_rate" in r}
     side.points = [Point(s, float(r["val/pass_rate"]), float(r.get("val/pass_rate_se") or 0.0),
                          float(r.get("compute/wall_seconds") or 0.0)) for s, r in sorted(evals.items())]  # fmt: skip
     return side

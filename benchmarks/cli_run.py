@@ -31,6 +31,7 @@ class RunResult:
     summary: dict[str, Any]
     wall_s: float  # the subprocess's wall time, start-up included
     stdout: str  # what the run printed (its report's lines with report=True)
+    error: str = ""  # with check=False: the failed run's last line of output (rows and summary empty)
 
 
 def run_env() -> dict[str, str]:
@@ -41,9 +42,16 @@ def run_env() -> dict[str, str]:
     return env
 
 
+def last_line(text: str) -> str:
+    """A failed child's last non-blank line of output: its one-line error."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "no output"
+
+
 def workbench_run(config: Path, folder: Path, *, extra: list[str] | None = None, report: bool = False,
-                  timeout: float = 7200) -> RunResult:  # fmt: skip
-    """`workbench run --config CONFIG --out FOLDER`; its rows, summary and wall time."""
+                  timeout: float = 7200, check: bool = True) -> RunResult:  # fmt: skip
+    """`workbench run --config CONFIG --out FOLDER`; its rows, summary and wall time. A failed run
+    stops the bench (its output's tail on stderr), or with `check=False` comes back as `error`."""
     sys.path.insert(0, str(REPO))
     from workbench.tracking.sink import read_jsonl
 
@@ -53,6 +61,8 @@ def workbench_run(config: Path, folder: Path, *, extra: list[str] | None = None,
     proc = subprocess.run(cmd, cwd=REPO, env=run_env(), capture_output=True, text=True, timeout=timeout)
     wall = time.time() - t0
     summary_path = folder / "summary.json"
+    if (proc.returncode != 0 or not summary_path.exists()) and not check:
+        return RunResult(folder, [], {}, wall, proc.stdout, error=last_line(proc.stderr if proc.stderr.strip() else proc.stdout))
     if proc.returncode != 0 or not summary_path.exists():
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
         raise SystemExit(f"{config.name}: `workbench run` failed (exit {proc.returncode})")

@@ -45,6 +45,7 @@ from workbench.engine.run.learning import LearningWatch
 from workbench.engine.run.loop_checkpoint import LoopCheckpoint
 from workbench.engine.run.metrics import RunLog, run_summary, step_row
 from workbench.engine.run.prompt_supply import PromptSupply
+from workbench.engine.run.restarts import GeneratorRestarts
 from workbench.engine.train.group import TrainerDied, as_group_failure
 from workbench.engine.train.trainer import StepResult
 from workbench.runs.export import export_final
@@ -99,6 +100,7 @@ class RunCoordinator:
             accounting.discarded_from_rows(self.counters, [r for r in logged if r.get("step", 0) > self.step])
             self.earlier_rows = [r for r in logged if r.get("step", 0) <= self.step]
         self.log = RunLog(self.out, sinks, samples=cfg.samples)
+        self.restarts = GeneratorRestarts(self.log.event)
         if state is not None:
             self.log.back_to(self.step)  # steps logged after the checkpoint are redone: logged once
         else:
@@ -331,10 +333,11 @@ class RunCoordinator:
             chunk: Chunk = ray.get(ref)
         except ray.exceptions.RayActorError as e:
             # the actor died: Ray restarts it; give it the current weights, redo the chunk
-            self.log.event(f"generator {rank} died ({type(e).__name__}); regenerating chunk {cid}")
+            self.restarts.failed(rank, cid, e)  # one event a death, however often the resubmission fails
             workers.sync.resync(rank)
             loop.gen_refs[workers.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
             return
+        self.restarts.returned(rank)
         if chunk.meta and not self.generation:
             self.generation = dict(chunk.meta)  # every generator runs the same backend build
         self.prompts.saw(chunk.packed)

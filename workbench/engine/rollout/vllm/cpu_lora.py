@@ -5,7 +5,7 @@ vLLM 0.32 runs LoRA on the CPU through `vllm/lora/ops/torch_ops` (called by
 whole adapter matrix for each token of the batch, then multiplies token by token (`einsum("bi,
 boi->bo")`). With one adapter serving every request, as the generator's (adapter.py), that copy is
 most of the work: 64 sequences x 32 tokens of SmolLM2-135M took 6x as long as without LoRA
-(benchmarks/bench_lora_push.py --generate prints the figure). Here, when every token names the same
+(benchmarks/bench_vllm_lora.py prints the figure). Here, when every token names the same
 slot, the op is `x @ weights[slot].T`, the same product without the copies; any other batch (mixed
 slots, broadcast shapes) falls through to vLLM's own op unchanged.
 
