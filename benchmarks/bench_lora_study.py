@@ -7,8 +7,8 @@ Issue 45, item 6. Every run is `workbench run` on `--config` (the quickstart by 
 2 x 128, 2-digit addition, the torch generator; configs/smollm2.yaml is the pretrained chat model on
 word problems through the vLLM-CPU generator) in a subprocess, one at a time, seed by seed with the
 arms interleaved (so a cut-short study still has every arm, and load falls on all arms alike). A run
-folder that already holds a finished run of the same settings is read, not rerun: a study stopped
-half way resumes where it stopped (sweeps/lora_study.yaml is the quickstart grid for `workbench sweep`).
+folder that already holds a finished run of the same settings (as long or longer: cut at `--steps`)
+is read, not rerun: a study stopped half way resumes where it stopped (sweeps/lora_study.yaml is the quickstart grid for `workbench sweep`).
 
 1. The learning rate of each arm, tuned the same way: `--tune-steps` steps, seed 0, at each rate
    of its grid (full fine-tuning: the config's rate x 0.5, 1, 2; LoRA about 10x that, as "LoRA
@@ -20,8 +20,8 @@ half way resumes where it stopped (sweeps/lora_study.yaml is the quickstart grid
    whole-run bootstrap), then ranked with the paper's +-0.02 tie rule on A and B compared at a
    shared A (`workbench.scaling.decide.compare`, what `workbench compare` prints).
 4. Each arm's throughput: trained sequences/s, the generator's seconds a chunk, the trainer's
-   compute seconds a step, the weight push (gather + sync) a step, its FLOPs and device-hours at the
-   end, and the wall time.
+   compute seconds a step, the weight push (gather + sync) a step, its FLOPs, device-hours and
+   wall seconds at the last step (the run's own clock, start-up left out).
 
 Printed: the tuning table, the comparison (A and B with intervals, a verdict per row), the
 throughput table, and the answer per LoRA arm against full fine-tuning: does it change the
@@ -31,6 +31,7 @@ ceiling, the efficiency, or neither, at this scale. `--json` prints one object i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -68,19 +69,28 @@ def write_config(base: Path, folder: Path, name: str, lora: Optional[dict], lr: 
 
 
 def same_settings(folder: Path, lora: Optional[dict], lr: float, steps: int, seed: int) -> bool:
-    """Whether the finished run in `folder` ran these settings (its resolved config.json)."""
+    """Whether the finished run in `folder` ran these settings for `steps` steps or more (its resolved
+    config.json); the rate is constant after the warm-up (engine/train/optim.py), so a longer run's
+    first `steps` steps are a run of `steps`."""
     cfg = json.loads((folder / "config.json").read_text())
     had = cfg["model"].get("lora")
-    return (cfg["seed"] == seed and math.isclose(cfg["train"]["lr"], lr) and cfg["train"]["max_steps"] == steps
+    return (cfg["seed"] == seed and math.isclose(cfg["train"]["lr"], lr) and cfg["train"]["max_steps"] >= steps
             and (had is None) == (lora is None) and (lora is None or had["rank"] == lora["rank"]))  # fmt: skip
+
+
+def cut(done: RunResult, steps: int) -> RunResult:
+    """The run's rows up to step `steps` (its evaluations and train rows there)."""
+    return dataclasses.replace(done, rows=[r for r in done.rows if r.get("step", 0) <= steps])
 
 
 def one_run(base: Path, out: Path, name: str, lora: Optional[dict], lr: float, steps: int, seed: int) -> RunResult:
     out.mkdir(parents=True, exist_ok=True)
     done = finished_run(out / name)
     if done is not None and same_settings(out / name, lora, lr, steps, seed):
-        print(f"  {name}: read (finished earlier), val {last_pass(done.rows):.3f}", file=sys.stderr, flush=True)
-        return done
+        had = done.summary.get("steps", steps)
+        print(f"  {name}: read (finished earlier{f', its first {steps} of {had} steps' if had > steps else ''}), "
+              f"val {last_pass(cut(done, steps).rows):.3f}", file=sys.stderr, flush=True)  # fmt: skip
+        return cut(done, steps)
     done = workbench_run(write_config(base, out, name, lora, lr, steps, seed), out / name)
     print(f"  {name}: {done.summary.get('status')} in {done.wall_s:.0f} s, val {last_pass(done.rows):.3f}", file=sys.stderr, flush=True)
     return done
@@ -108,21 +118,26 @@ def curve(rows: list[dict]) -> tuple[list[float], list[float]]:
 
 
 def throughput(runs: list[RunResult]) -> dict[str, float]:
+    """Per-step means over the runs' train rows, and the counters at each run's last train row (the
+    run's own clock: start-up left out; a cut run's at its cut)."""
+    trains = [[r for r in d.rows if "train/loss" in r] for d in runs]
+
     def per_step(key: str) -> float:
-        vals = [r[key] for d in runs for r in d.rows if isinstance(r.get(key), (int, float)) and "train/loss" in r]
+        vals = [r[key] for rows in trains for r in rows if isinstance(r.get(key), (int, float))]
         return mean(vals) if vals else math.nan
 
-    push = [a + b for a, b in zip(
-        [r.get("time/weight_gather", 0.0) for d in runs for r in d.rows if "train/loss" in r],
-        [r.get("time/weight_sync", 0.0) for d in runs for r in d.rows if "train/loss" in r])]  # fmt: skip
+    def at_end(key: str) -> float:
+        return mean(float(rows[-1].get(key, math.nan)) for rows in trains if rows)
+
+    push = [r.get("time/weight_gather", 0.0) + r.get("time/weight_sync", 0.0) for rows in trains for r in rows]
     return {
-        "sequences_per_s": mean(d.summary.get("samples_per_second", math.nan) for d in runs),
+        "sequences_per_s": at_end("throughput/samples_per_second"),
         "generate_s": per_step("time/generate"),
         "train_compute_s": per_step("time/train_compute"),
         "push_s": mean(push) if push else math.nan,
-        "flops": mean(d.summary.get("compute/flops", math.nan) for d in runs),
-        "device_hours": mean(d.summary.get("compute/device_hours", math.nan) for d in runs),
-        "wall_s": mean(d.wall_s for d in runs),
+        "flops": at_end("compute/flops"),
+        "device_hours": at_end("compute/device_hours"),
+        "wall_s": at_end("compute/wall_seconds"),
     }
 
 
