@@ -100,7 +100,7 @@ class RunCoordinator:
             accounting.discarded_from_rows(self.counters, [r for r in logged if r.get("step", 0) > self.step])
             self.earlier_rows = [r for r in logged if r.get("step", 0) <= self.step]
         self.log = RunLog(self.out, sinks, samples=cfg.samples)
-        self.restarts = GeneratorRestarts(self.log.event)
+        self.gen_restarts = GeneratorRestarts(self.log.event)
         if state is not None:
             self.log.back_to(self.step)  # steps logged after the checkpoint are redone: logged once
         else:
@@ -333,11 +333,11 @@ class RunCoordinator:
             chunk: Chunk = ray.get(ref)
         except ray.exceptions.RayActorError as e:
             # the actor died: Ray restarts it; give it the current weights, redo the chunk
-            self.restarts.failed(rank, cid, e)  # one event a death, however often the resubmission fails
+            self.gen_restarts.failed(rank, cid, e)  # one event a death, however often the resubmission fails
             workers.sync.resync(rank)
             loop.gen_refs[workers.generate(rank, cid, prompts, self.cfg.seed * 1_000_003 + cid)] = (rank, prompts, cid)
             return
-        self.restarts.returned(rank)
+        self.gen_restarts.returned(rank)
         if chunk.meta and not self.generation:
             self.generation = dict(chunk.meta)  # every generator runs the same backend build
         self.prompts.saw(chunk.packed)
