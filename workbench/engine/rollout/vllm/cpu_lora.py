@@ -4,7 +4,7 @@ vLLM 0.32 runs LoRA on the CPU through `vllm/lora/ops/torch_ops` (called by
 `punica_wrapper/punica_cpu.py`): every op gathers `weights[token_lora_indices]`, a copy of the
 whole adapter matrix for each token of the batch, then multiplies token by token (`einsum("bi,
 boi->bo")`). With one adapter serving every request, as the generator's (adapter.py), that copy is
-most of the work: 64 sequences x 32 tokens of SmolLM2-135M took 6x as long as without LoRA
+most of the work: 64 sequences x 32 tokens of SmolLM2-135M took 4.4x as long as without LoRA (3.2x faster grouped)
 (benchmarks/bench_vllm_lora.py prints the figure). Here, when every token names the same
 slot, the op is `x @ weights[slot].T`, the same product without the copies; any other batch (mixed
 slots, broadcast shapes) falls through to vLLM's own op unchanged.
