@@ -87,10 +87,10 @@ def one_run(base: Path, out: Path, name: str, lora: Optional[dict], lr: float, s
     out.mkdir(parents=True, exist_ok=True)
     done = finished_run(out / name)
     if done is not None and same_settings(out / name, lora, lr, steps, seed):
-        had = done.summary.get("steps", steps)
+        had, done = done.summary.get("steps", steps), cut(done, steps)
         print(f"  {name}: read (finished earlier{f', its first {steps} of {had} steps' if had > steps else ''}), "
-              f"val {last_pass(cut(done, steps).rows):.3f}", file=sys.stderr, flush=True)  # fmt: skip
-        return cut(done, steps)
+              f"val {last_pass(done.rows):.3f}", file=sys.stderr, flush=True)  # fmt: skip
+        return done
     done = workbench_run(write_config(base, out, name, lora, lr, steps, seed), out / name)
     print(f"  {name}: {done.summary.get('status')} in {done.wall_s:.0f} s, val {last_pass(done.rows):.3f}", file=sys.stderr, flush=True)
     return done

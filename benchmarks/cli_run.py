@@ -52,32 +52,35 @@ def workbench_run(config: Path, folder: Path, *, extra: list[str] | None = None,
                   timeout: float = 7200, check: bool = True) -> RunResult:  # fmt: skip
     """`workbench run --config CONFIG --out FOLDER`; its rows, summary and wall time. A failed run
     stops the bench (its output's tail on stderr), or with `check=False` comes back as `error`."""
-    sys.path.insert(0, str(REPO))
-    from workbench.tracking.sink import read_jsonl
-
     cmd = [sys.executable, "-m", "workbench.cli", "run", "--config", str(config), "--out", str(folder),
            "--fresh", "--quiet", *([] if report else ["--no-report"]), *(extra or [])]  # fmt: skip
     t0 = time.time()
     proc = subprocess.run(cmd, cwd=REPO, env=run_env(), capture_output=True, text=True, timeout=timeout)
     wall = time.time() - t0
-    summary_path = folder / "summary.json"
-    if (proc.returncode != 0 or not summary_path.exists()) and not check:
+    if proc.returncode == 0 and (folder / "summary.json").exists():
+        return read_run(folder, wall, proc.stdout)
+    if not check:
         return RunResult(folder, [], {}, wall, proc.stdout, error=last_line(proc.stderr if proc.stderr.strip() else proc.stdout))
-    if proc.returncode != 0 or not summary_path.exists():
-        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit(f"{config.name}: `workbench run` failed (exit {proc.returncode})")
-    return RunResult(folder, read_jsonl(folder / "metrics.jsonl"), json.loads(summary_path.read_text()), wall, proc.stdout)
+    sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+    raise SystemExit(f"{config.name}: `workbench run` failed (exit {proc.returncode})")
+
+
+def read_run(folder: Path, wall: float, stdout: str = "", summary: dict[str, Any] | None = None) -> RunResult:
+    """A run folder's rows and summary (read here unless given) as a RunResult."""
+    sys.path.insert(0, str(REPO))
+    from workbench.tracking.sink import read_jsonl
+
+    if summary is None:
+        summary = json.loads((folder / "summary.json").read_text())
+    return RunResult(folder, read_jsonl(folder / "metrics.jsonl"), summary, wall, stdout)
 
 
 def finished_run(folder: Path) -> RunResult | None:
     """An earlier `workbench_run` into `folder` that finished (its wall time the run's own), or None."""
-    sys.path.insert(0, str(REPO))
-    from workbench.tracking.sink import read_jsonl
-
     summary_path = folder / "summary.json"
     if not summary_path.exists():
         return None
     summary = json.loads(summary_path.read_text())
     if summary.get("status") != "finished":
         return None
-    return RunResult(folder, read_jsonl(folder / "metrics.jsonl"), summary, float(summary.get("wall_seconds", 0.0)), "")
+    return read_run(folder, float(summary.get("wall_seconds", 0.0)), summary=summary)
