@@ -55,7 +55,7 @@ ONSET = (f"a training metric turns at the first step (after its first {EARLY}) f
          f"than 2 combined standard errors below the best earlier one")  # fmt: skip
 
 R = "health_rewards"  # benchmarks/health_rewards.py, on the workers' PYTHONPATH
-CORRECT = {"fn": "workbench.rl.rewards:correct", "weight": 1.0, "pass": True}
+CORRECT = {"fn": "workbench.rl.reward_functions:correct", "weight": 1.0, "pass": True}
 # name -> (overrides, expected rules, watched metrics with their unhealthy direction)
 RUNS: dict[str, tuple[dict[str, Any], list[str], dict[str, str]]] = {
     **{f"healthy-s{s}": ({"seed": s}, [], {}) for s in range(3)},

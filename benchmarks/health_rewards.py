@@ -1,10 +1,10 @@
 """Reward functions that make a quickstart run unhealthy on purpose, for benchmarks/bench_health.py.
 
-Written the way TRL users write them (`reward.functions`, workbench/rl/rewards.py) and imported
+Written the way TRL users write them (`reward.functions`, workbench/rl/reward_functions.py) and imported
 by the run's Ray workers through PYTHONPATH (the bench puts benchmarks/ on it):
 
 - `length_bonus`: a quarter point per character of the completion: with the task's checker
-  (`workbench.rl.rewards:correct`, +1 / -1) as the pass function, eight characters outweigh a right
+  (`workbench.rl.reward_functions:correct`, +1 / -1) as the pass function, eight characters outweigh a right
   answer, so the policy is paid to run on past its answer (the length and truncation rules).
 - `ends_in_zero`: 1.0 when the completion ends in "0" (a round number), whatever the sum: a
   surface pattern the policy finds fast, used as a heavy format bonus beside the true checker.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.rl.rewards import completion_text
+from workbench.rl.reward_functions import completion_text
 
 TRICK = "0"  # the surface pattern: a completion that ends in it
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from workbench.errors import one_line
 from workbench.rl.answers import canonical_number, find_answer
-from workbench.rl.rewards import completion_text
+from workbench.rl.reward_functions import completion_text
 
 
 def sum_correct(prompts: list, completions: list, answer: list, **kwargs: Any) -> list[float]:

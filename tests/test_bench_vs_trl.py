@@ -27,7 +27,7 @@ EXPECTED = [1.0, -1.0, 1.0, -1.0]  # the last number decides; a cut-off ramble e
 def test_the_reward_scores_the_same_called_by_trl_or_by_the_workbench(bench):
     from vs_trl import sum_correct
 
-    from workbench.rl.rewards import RewardState, load_reward_functions, score_batch
+    from workbench.rl.reward_functions import RewardState, load_reward_functions, score_batch
 
     prompt = [{"role": "system", "content": bench.SYSTEM_PROMPT}, {"role": "user", "content": "What is 7 + 5?"}]
     conversational = [[{"role": "assistant", "content": c}] for c in COMPLETIONS]

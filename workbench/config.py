@@ -427,7 +427,7 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError("eval.every_steps, eval.num_prompts and eval.samples_per_prompt must be >= 1")
     from workbench.rl.honoured import check_honoured
     from workbench.rl.recipe import validate_recipe
-    from workbench.rl.rewards import check_reward_functions
+    from workbench.rl.reward_functions import check_reward_functions
     from workbench.tasks.chat import check_system_prompt
 
     validate_recipe(cfg.recipe)  # recipe.off_policy.k >= 1 among them

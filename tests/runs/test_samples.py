@@ -178,7 +178,7 @@ def test_each_reward_functions_value_is_a_column(tmp_path, monkeypatch):
     from workbench.config import TaskConfig
     from workbench.engine.model.sampling import Completion
     from workbench.engine.rollout.scoring import verdict_groups
-    from workbench.rl.rewards import load_reward_functions
+    from workbench.rl.reward_functions import load_reward_functions
     from workbench.tasks.base import check_batch, load_task
 
     monkeypatch.syspath_prepend(str(HELPERS))
@@ -197,5 +197,5 @@ def test_each_reward_functions_value_is_a_column(tmp_path, monkeypatch):
     df = read_samples(tmp_path)
     assert df["completion"].tolist() == texts and df["reward"].tolist() == [1.5, 1.0, 0.5, 0.0]
     assert df["reward/trl_rewards:correct_number"].tolist() == [1.0, 1.0, 0.0, 0.0]
-    assert df["reward/workbench.rl.rewards:format_reward"].tolist() == [1.0, 0.0, 1.0, 0.0]
+    assert df["reward/workbench.rl.reward_functions:format_reward"].tolist() == [1.0, 0.0, 1.0, 0.0]
     assert df["advantage"].tolist() == pytest.approx([0.75, 0.25, -0.25, -0.75])  # norm "none": centred only

@@ -12,7 +12,7 @@ import pytest
 from workbench.config import TaskConfig
 from workbench.engine.model.sampling import Completion
 from workbench.engine.rollout.scoring import validation_metrics, verdict_groups
-from workbench.rl.rewards import RewardFunctionError, load_reward_functions
+from workbench.rl.reward_functions import RewardFunctionError, load_reward_functions
 from workbench.tasks.base import check_batch, load_task
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
@@ -33,7 +33,7 @@ def chat_task(tmp_path):
 
 
 FUNCTIONS = [{"fn": "trl_rewards:correct_number", "weight": 1.0, "pass": True},
-             {"fn": "workbench.rl.rewards:format_reward", "weight": 0.5}]  # fmt: skip
+             {"fn": "workbench.rl.reward_functions:format_reward", "weight": 0.5}]  # fmt: skip
 
 
 def test_functions_get_conversations_and_columns_and_the_verdict_is_theirs(chat_task):

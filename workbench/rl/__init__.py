@@ -42,8 +42,8 @@ _LAZY = {
     "token_logprobs": "workbench.rl.head",
     "token_entropy": "workbench.rl.head",
     "completion_logprobs": "workbench.rl.head",
-    "reward_for": "workbench.rl.reward",
-    "step_rewards": "workbench.rl.reward",
+    "reward_for": "workbench.rl.shaping",
+    "step_rewards": "workbench.rl.shaping",
 }
 
 __all__ = [

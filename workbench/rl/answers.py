@@ -11,7 +11,7 @@
 
 An answer that is a plain number is written canonically (commas dropped, "12.0" -> "12"), so an
 exact comparison with a numeric answer does not fail on its spelling. No answer found is None.
-The task checkers (workbench.tasks) and the shipped format reward (workbench.rl.rewards) both
+The task checkers (workbench.tasks) and the shipped format reward (workbench.rl.reward_functions) both
 read the formats here: one definition of "the answer follows the format".
 """
 

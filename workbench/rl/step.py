@@ -8,7 +8,7 @@ forward/backward over them.
 
 The order: groups beyond the staleness bound dropped (PipelineRL's k: a group whose oldest token
 is more than `recipe.off_policy.k` versions behind the trainer) -> the recipe's penalties on the
-rewards (rl/reward.step_rewards: the overlong penalty when length control is "penalty") ->
+rewards (rl/shaping.step_rewards: the overlong penalty when length control is "penalty") ->
 zero-variance filtering (groups whose rewards are all equal carry no signal) -> advantages (group
 baseline, batch- or prompt-level normalisation) -> per-token aggregation weights over the WHOLE
 step (so micro-batch gradients add up to the full-batch gradient). `batch` is any object with
@@ -25,7 +25,7 @@ import torch
 from workbench.rl.advantages import group_advantages, zero_variance_keep
 from workbench.rl.aggregation import aggregation_weights
 from workbench.rl.recipe import RecipeConfig
-from workbench.rl.reward import step_rewards
+from workbench.rl.shaping import step_rewards
 
 
 class RolloutBatch(Protocol):

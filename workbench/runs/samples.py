@@ -145,7 +145,7 @@ def group_note(texts: list[str], verdicts: list[Any]) -> dict[str, Any]:
 def val_records(examples: list[Any], ids: list[int], k: int, texts: list[str], outs: list[Any], verdicts: list[Any],
                 version: int, cap: int) -> list[dict[str, Any]]:  # fmt: skip
     """An evaluation's completions (prompt-major, `k` per prompt `ids`), the first `cap` of them."""
-    from workbench.rl.reward import reward_for  # here: rl/reward imports torch, which `workbench samples` does not need
+    from workbench.rl.shaping import reward_for  # here: rl/shaping imports torch, which `workbench samples` does not need
 
     out = []
     for i, (text, c, v) in enumerate(zip(texts[:cap], outs, verdicts)):

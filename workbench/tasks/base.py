@@ -18,7 +18,7 @@ sandbox)` gives one `Verdict` per completion; each example goes to its own domai
 task mix, workbench.tasks.mixture), code examples to `sandbox.run` / `sandbox.submit` (a
 LocalSandbox or the engine's RewardPool), refused without one (fail closed).
 `submit_checks(...)` starts the code checks at once and `.get()` gathers them later. With
-`reward.functions` (`task.reward_functions`, workbench.rl.rewards) the batch is then scored by them:
+`reward.functions` (`task.reward_functions`, workbench.rl.reward_functions) the batch is then scored by them:
 the pass function decides each verdict and the verdict carries the weighted reward.
 `task.answer_format` wraps the checker (`FormattedChecker`): it sees the answer the format finds.
 """
@@ -208,7 +208,7 @@ class PendingChecks:
         """The verdicts as `reward.functions` see them: each sample's reward their weighted sum, and
         passed when the pass function's value is > 0 (`task_verdict`: the task's checker's verdict
         stays, reward.validate_with: task). A sandbox error stays one (its group is dropped)."""
-        from workbench.rl.rewards import score_batch
+        from workbench.rl.reward_functions import score_batch
         from workbench.tasks.chat import reward_inputs
         from workbench.tasks.mixture import part_for
 
@@ -248,7 +248,7 @@ def check_batch(task: TaskData, completions: list[str], examples: list[Example],
     examples through `sandbox.run` / `sandbox.submit` (a `LocalSandbox` or a `RewardPool`), and with
     no sandbox they are refused (fail closed: model-written code never runs unsandboxed). With
     `task.reward_functions` (reward.functions) the pass function decides pass / fail and each
-    verdict carries the weighted reward (workbench.rl.rewards; a bad return is a RewardFunctionError)."""
+    verdict carries the weighted reward (workbench.rl.reward_functions; a bad return is a RewardFunctionError)."""
     return submit_checks(task, completions, examples, sandbox, **context).get()
 
 

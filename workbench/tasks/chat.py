@@ -3,7 +3,7 @@ the TRL-shaped inputs of reward functions.
 
     messages = parse_messages([{"role": "user", "content": "2+2?"}], "data.jsonl:3", "prompt")
     chat_prompt(task, ex)     # what the tokenizer's chat template gets: [{"role": ..., "content": ...}, ...]
-    prompts, completions, columns = reward_inputs(task, examples, texts)   # workbench.rl.rewards.score_batch
+    prompts, completions, columns = reward_inputs(task, examples, texts)   # workbench.rl.reward_functions.score_batch
 
 A prompt is a string, or (`task.chat_template: true` only) a list of {"role", "content"}
 messages: roles system, user or assistant, contents strings, and the last message the user's

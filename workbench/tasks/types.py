@@ -30,7 +30,7 @@ class Verdict:
     seconds: float = 0.0
     detail: str = ""
     # The sample's reward when `reward.functions` scored it (their weighted sum); None: the
-    # verdict's own +1 / -1 (workbench.rl.reward.reward_for).
+    # verdict's own +1 / -1 (workbench.rl.shaping.reward_for).
     reward: Optional[float] = None
     # Each reward function's own value for the sample, by spec (with `reward.functions`; kept samples show them).
     values: Optional[dict] = None
@@ -83,7 +83,7 @@ class TaskData:
     system_prompt: str = ""  # task.system_prompt: the system turn before each prompt (chat template only)
     # task.answer_format: where the checker finds the answer (workbench.rl.answers); None: the whole completion
     answer_format: Optional[str] = None
-    # reward.functions, imported (workbench.rl.rewards.RewardFunction); []: the verdict's +1 / -1
+    # reward.functions, imported (workbench.rl.reward_functions.RewardFunction); []: the verdict's +1 / -1
     reward_functions: list = field(default_factory=list)
 
 

@@ -7,8 +7,8 @@ Verdicts come from `workbench.tasks.base.check_batch` (one per completion, promp
 sample whose check hit a sandbox error is never scored as a wrong answer: in training its whole
 group is left out (counted in the chunk's `dropped_groups` and `reward/verdict/sandbox_error`),
 in validation the sample is left out of its prompt's mean (counted in `val/verdict/sandbox_error`).
-A verdict's reward is `rl/reward.reward_for` (+1 / -1), or, with `reward.functions`, the weighted
-sum they gave it (workbench.rl.rewards); `passed` is then the pass function's verdict, the one
+A verdict's reward is `rl/shaping.reward_for` (+1 / -1), or, with `reward.functions`, the weighted
+sum they gave it (workbench.rl.reward_functions); `passed` is then the pass function's verdict, the one
 validation counts, so a format bonus never moves `val/pass_rate`.
 More than half of a batch's checks failing that way stops the run (`refuse_broken_sandbox`).
 
@@ -27,7 +27,7 @@ import numpy as np
 
 from workbench.engine.batch import Group
 from workbench.runs.samples import group_note
-from workbench.rl.reward import reward_for
+from workbench.rl.shaping import reward_for
 from workbench.tasks.base import refuse_broken_sandbox, verdict_counts
 from workbench.tasks.types import VERDICTS, Example, Verdict
 

@@ -89,7 +89,7 @@ class RolloutWorker:
         fp32_head: bool, gpus: float = 0.0, threads: int = 1, rank: int = 0, reward_pool: Any = None,
         reward_functions: Optional[list] = None, validate_with: str = "pass",
     ):  # fmt: skip
-        from workbench.rl.rewards import load_reward_functions
+        from workbench.rl.reward_functions import load_reward_functions
         from workbench.tasks.base import load_task
 
         quiet_hf()

@@ -59,7 +59,7 @@ def preflight(cfg: RunConfig, *, build_model: bool) -> None:
         raise UserError(f"cannot create the run folder {out}: {e.strerror or e}") from None
 
     task = load_task(cfg.task)
-    from workbench.rl.rewards import load_reward_functions
+    from workbench.rl.reward_functions import load_reward_functions
 
     task.reward_functions = load_reward_functions(cfg.reward.functions)  # imported here: a bad path is one line before Ray
     if task.sandboxed:  # code rewards: refuse to start (one line) where the sandbox cannot run (issue 22)

@@ -25,11 +25,11 @@ file exists and that a traced step enters no package file this map leaves out.
                                    engine/model/forward.py, rl/head.py; vLLM: engine/rollout/vllm/backend.py)
   5. tasks/base.py                 submit_checks: each example's task (tasks/mixture.py), its checker
                                    (tasks/types.py; code in engine/sandbox_pool/pool.py)
-  6. engine/rollout/scoring.py     verdict_groups: groups scored by rl/reward.py, packed by engine/batch.py
+  6. engine/rollout/scoring.py     verdict_groups: groups scored by rl/shaping.py, packed by engine/batch.py
                                    (the texts kept as samples: runs/samples.py)
   7. engine/train/group.py         TrainerGroup.train: the batch to every trainer worker
   8. engine/train/trainer.py       train_step -> prepare (engine/batch.py build_batch; engine/model/devices.py)
-  9. rl/step.py                    prepare_step: every filter, the penalties (rl/reward.py), advantages
+  9. rl/step.py                    prepare_step: every filter, the penalties (rl/shaping.py), advantages
                                    (rl/advantages.py), aggregation weights (rl/aggregation.py, rl/_checks.py)
  10. rl/losses.py                  per micro-batch (engine/train/micro.py) on engine/model/policy.py's
                                    log-probs, beside the mismatch against the generator's (rl/mismatch.py;

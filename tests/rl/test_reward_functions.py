@@ -10,7 +10,7 @@ import pytest
 from workbench.config import run_config_from_dict
 from workbench.configtools import ConfigError
 from workbench.errors import UserError
-from workbench.rl.rewards import (
+from workbench.rl.reward_functions import (
     RewardFunctionError,
     correct,
     format_reward,
@@ -108,9 +108,9 @@ def test_shipped_functions_read_the_format_and_the_tasks_verdict():
     assert format_reward(conv, answer_format=["answer_tag", "answer_tag"]) == [1.0, 0.0]
     assert format_reward(["#### 3", "#### 3"], answer_format=["hash", None]) == [1.0, 0.0]  # no format: nothing to follow
     assert correct(["a", "b"], task_passed=[True, False]) == [1.0, -1.0]
-    cfg = run_config_from_dict({"reward": {"functions": [{"fn": "workbench.rl.rewards:correct", "pass": True},
-                                                         {"fn": "workbench.rl.rewards:format_reward", "weight": 0.2}]}})  # fmt: skip
-    assert [f.spec for f in load_reward_functions(cfg.reward.functions)] == ["workbench.rl.rewards:correct", "workbench.rl.rewards:format_reward"]
+    cfg = run_config_from_dict({"reward": {"functions": [{"fn": "workbench.rl.reward_functions:correct", "pass": True},
+                                                         {"fn": "workbench.rl.reward_functions:format_reward", "weight": 0.2}]}})  # fmt: skip
+    assert [f.spec for f in load_reward_functions(cfg.reward.functions)] == ["workbench.rl.reward_functions:correct", "workbench.rl.reward_functions:format_reward"]
 
 
 def test_none_for_a_sample_means_not_applicable_as_in_trl():

@@ -1,10 +1,10 @@
-"""Reward, in one place: what a completion scores and the penalties the step adds to it.
+"""Reward shaping, in one place: what a completion scores and the penalties the step adds to it.
 
     reward = reward_for(verdict.passed)                       # the generators score (rollout/scoring.py)
     rewards = step_rewards(batch.rewards, batch.lengths, recipe, max_new_tokens)   # rl/step.prepare_step
 
 - Scoring: ScaleRL's +1 for a correct completion, -1 for a wrong one, from the task's verdict;
-  with `reward.functions` the weighted sum of the user's functions instead (rl/rewards.py).
+  with `reward.functions` the weighted sum of the user's functions instead (rl/reward_functions.py).
 - Penalties: with `recipe.length_control.type == "penalty"` the DAPO overlong penalty
   (its formula: rl/length.overlong_penalty, in [-1, 0]) is added to each completion's reward
   when the step is prepared, before zero-variance filtering and advantages. The rollouts keep

@@ -3,7 +3,7 @@
     reward:
       functions:
         - {fn: mypkg.rewards:correct, weight: 1.0, pass: true}   # decides pass / fail
-        - {fn: workbench.rl.rewards:format_reward, weight: 0.2}
+        - {fn: workbench.rl.reward_functions:format_reward, weight: 0.2}
 
     fns = load_reward_functions(cfg.reward.functions)      # imported by path: a bad one is one line
     scores = score_batch(fns, prompts, completions, columns, example_ids)
