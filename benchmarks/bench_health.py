@@ -1,14 +1,15 @@
 """Do the run-health rules fire on real runs made unhealthy on purpose, and stay quiet on healthy ones?
 
-    .venv/bin/python benchmarks/bench_health.py [--steps 400] [--out runs/bench-health] [--only NAME] [--recheck]
+    .venv/bin/python benchmarks/bench_health.py [--steps 400] [--out runs/bench-health] [--only NAME ...] [--recheck] \
+        [--save examples/curves/health-bench]
 
 Issue 46, item 4. Each run is the quickstart (configs/quickstart.yaml: builtin:tiny, 2-digit
 addition, the ScaleRL recipe, torch generator on the CPU) cut to `--steps` trainer steps with an
 evaluation every 20 steps, run by `workbench run --fresh --no-report` in a subprocess, one at a
-time, with MLflow off. The runs (--only picks one by name):
+time, with MLflow off. The runs (--only picks some by name):
 
 - healthy-s0, healthy-s1, healthy-s2: the quickstart recipe as shipped, seeds 0-2; no rule should fire.
-- lr-100x: `train.lr` 100x the quickstart's (2e-2); expected: entropy and/or grad_spike.
+- lr-100x: `train.lr` 100x the quickstart's (2e-2); expected: entropy, grad_spike or zero_variance.
 - length-reward: a reward that pays 0.25 per character (benchmarks/health_rewards.py
   `length_bonus`) beside the task's checker as the pass function, `generation.max_new_tokens` 16;
   expected: length and truncation.
@@ -27,7 +28,10 @@ time, with MLflow off. The runs (--only picks one by name):
 The bench reads each run's summary.json `health` (what the engine wrote) and metrics.jsonl, and
 prints one progress line per run, then a table: the rules that fired and at which step, and the
 step where the watched metric turned by its own definition (ONSET below), independent of the rules'
-running medians. The wall time is this machine's, under whatever else runs on it.
+running medians. The wall time is this machine's, under whatever else runs on it. `--save DIR`
+writes each run's rows cut to what the rules read as DIR/<run>.health.jsonl.gz
+(tests/runs/test_health_routes.py checks that the unhealthy ones still raise their flags). The
+shipped routes' healthy seeds, at their own lengths: benchmarks/bench_health_routes.py.
 """
 
 from __future__ import annotations
@@ -59,7 +63,10 @@ CORRECT = {"fn": "workbench.rl.reward_functions:correct", "weight": 1.0, "pass":
 # name -> (overrides, expected rules, watched metrics with their unhealthy direction)
 RUNS: dict[str, tuple[dict[str, Any], list[str], dict[str, str]]] = {
     **{f"healthy-s{s}": ({"seed": s}, [], {}) for s in range(3)},
-    "lr-100x": ({"train.lr": 2.0e-2}, ["entropy", "grad_spike"], {"train/entropy": "down", "train/grad_norm": "up"}),
+    # when every group goes zero-variance the trainer skips its steps, and logs no entropy or
+    # gradient norm after the collapse (2026-12-07: 4 entropy values, under a window): zero_variance names it
+    "lr-100x": ({"train.lr": 2.0e-2}, ["entropy", "grad_spike", "zero_variance"],
+                {"train/entropy": "down", "train/grad_norm": "up", "train/zero_variance_frac": "up"}),
     "length-reward": ({"generation.max_new_tokens": 16,
                        "reward.functions": [CORRECT, {"fn": f"{R}:length_bonus", "weight": 1.0}]},
                       ["length", "truncation"], {"train/response_len": "up", "train/truncation_rate": "up"}),
@@ -178,10 +185,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=400, help="trainer steps per run (the vLLM runs: 200, their own)")
     ap.add_argument("--out", default="runs/bench-health", help="run folders go to OUT/<run> (kept, with their YAML)")
-    ap.add_argument("--only", choices=sorted(RUNS), default=None, help="run this one only")
+    ap.add_argument("--only", nargs="+", choices=sorted(RUNS), default=None, help="run these only")
     ap.add_argument("--recheck", action="store_true", help="apply the rules as they are now to the runs under OUT (no new run)")
+    ap.add_argument("--save", default=None, help="write each run's health rows to SAVE/<run>.health.jsonl.gz")
     args = ap.parse_args()
-    names = [args.only] if args.only else list(RUNS)
+    names = args.only or list(RUNS)
     out = Path(args.out).resolve()
     results = []
     for i, name in enumerate(names, 1):
@@ -190,6 +198,10 @@ def main() -> None:
         fired = ", ".join(f"{f['rule']}@{f['step']}" for f in r["flags"]) or "no flag"
         took = f" in {r['wall_s']:.0f} s" if math.isfinite(r["wall_s"]) else ""
         print(f"[{i}/{len(names)}] {name}: {r['status']}{took}, {fired}", flush=True)
+        if args.save:
+            from bench_health_routes import save
+
+            save(r["rows"], Path(args.save) / f"{name}.health.jsonl.gz")
     print(f"\n{args.steps} steps per run, evaluation every {EVERY}; ONSET: {ONSET}.\n")
     print(table(results))
     healthy = [r for r in results if not RUNS[r["name"]][1]]

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, range(a.threads))))
     import vllm
 
-    from workbench.config_checks import LoraConfig
+    from workbench.config import LoraConfig
     from workbench.engine.model.gguf import gguf_folder, smollm2_path
     from workbench.engine.rollout.vllm.adapter import VllmAdapter
     from workbench.engine.rollout.vllm.cpu_lora import patch_punica_cpu

@@ -11,7 +11,7 @@ the same Hugging Face folder), the same prompts (sums the bench writes to a JSON
 7 + 5?" under the system prompt "Answer with only the number."; the workbench's JSONL task splits
 them, and TRL trains on that training split as conversational prompts), the same reward
 (`vs_trl.sum_correct`: +1 when the completion's last number is the sum, else -1; TRL calls it as
-`reward_funcs=[f]`, the workbench as its `pass: true` reward function), the same group size
+`reward_funcs=[f]`, the workbench as its only reward function, unchanged), the same group size
 (`--generations`), prompts per step, completion length (`--tokens`), learning rate (constant, no
 warm-up), AdamW settings and gradient clip (the workbench's `train:` defaults), temperature 1.
 The sides run one after the other (`--sides`, in that order):
@@ -163,7 +163,7 @@ def run_settings(a: argparse.Namespace, model: Path, data: Path) -> dict:
         "model": {"path": str(model), "cache_dir": a.cache},
         "task": {"name": "jsonl", "path": str(data), "num_val": a.eval_prompts, "chat_template": True,
                  "system_prompt": SYSTEM_PROMPT},
-        "reward": {"functions": [{"fn": "vs_trl:sum_correct", "pass": True}]},
+        "reward": {"functions": [{"fn": "vs_trl:sum_correct"}]},
         "generation": {"backend": a.backend, "max_new_tokens": a.tokens, "temperature": 1.0,
                        "max_batch_sequences": a.prompts * a.generations},
         "train": {"prompts_per_step": a.prompts, "generations_per_prompt": a.generations,

@@ -1,8 +1,9 @@
 """TRL's side of benchmarks/bench_vs_trl.py, and the reward function both sides share.
 
 - `sum_correct`: the reward, written the way TRL users write one. TRL calls it as
-  `reward_funcs=[sum_correct]`; the workbench run as `reward.functions: [{fn: vs_trl:sum_correct,
-  pass: true}]` (its Ray workers import it through PYTHONPATH, which the bench sets to benchmarks/).
+  `reward_funcs=[sum_correct]`; the workbench run as `reward.functions: [{fn: vs_trl:sum_correct}]`
+  (the only function: it decides pass / fail, no flag; its Ray workers import it through
+  PYTHONPATH, which the bench sets to benchmarks/).
 - `train_trl(spec)`: TRL's GRPOTrainer on the spec's model and prompts (loss_type "cispo"), a
   checkpoint at each evaluation step, and the training wall time at each step with the checkpoint
   saves taken out. The bench runs it in a child process, `python benchmarks/vs_trl.py SPEC.json

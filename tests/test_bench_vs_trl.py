@@ -34,7 +34,7 @@ def test_the_reward_scores_the_same_called_by_trl_or_by_the_workbench(bench):
     # GRPOTrainer's call: keywords only, the dataset's other columns among them
     by_trl = sum_correct(prompts=[prompt] * 4, completions=conversational, completion_ids=[[1]] * 4,
                          trainer_state=RewardState(0), answer=["12"] * 4)  # fmt: skip
-    fns = load_reward_functions([{"fn": "vs_trl:sum_correct", "pass": True}])
+    fns = load_reward_functions([{"fn": "vs_trl:sum_correct"}])  # TRL's shape: the only function decides, no flag
     by_workbench = score_batch(fns, [prompt] * 4, conversational, {"answer": ["12"] * 4, "task_passed": [False] * 4},
                                example_ids=[0, 1, 2, 3])  # fmt: skip
     assert by_trl == by_workbench.rewards == EXPECTED

@@ -32,7 +32,7 @@ def test_overrides_leave_the_callers_mapping_untouched():
 
 def test_every_config_field_has_a_one_line_meaning():
     """The config reference and `workbench config show` read each field's attribute docstring
-    (workbench/config.py says so): a field added without one fails here."""
+    (workbench/config/__init__.py says so): a field added without one fails here."""
     from workbench.commands.config import config_keys
 
     keys = config_keys()
@@ -102,3 +102,11 @@ def test_lazy_names_tab_complete():
     import workbench
 
     assert {"Session", "RunView", "__version__"} <= set(dir(workbench))
+
+
+def test_wrong_keys_in_the_recipe_and_elsewhere_are_named_together():
+    with pytest.raises(UserError) as e:
+        run_config_from_dict({"recipe": {"loss": {"epsmax": 1}}, "train": {"lrr": 1}})
+    msg = str(e.value)
+    assert msg.startswith("2 problems in the config: (1) unknown config key 'recipe.loss.epsmax' (did you mean 'recipe.loss.eps_max'?)")
+    assert "(2) unknown config key 'train.lrr' (did you mean 'train.lr'?)" in msg

@@ -10,12 +10,12 @@ The layers, lowest first. A module may import from its own layer and the ones be
     errors, configtools, config_aliases   leaf helpers
     scaling               the science of the curve: stdlib, numpy, scipy (+ pandas, altair for tables and charts)
     rl                    the recipe's math: torch, never Ray
-    tasks                 verifiable tasks
-    config, config_checks RunConfig and its cross-field checks
+    tasks, envs           verifiable tasks (tasks/env: environments' episodes); the shipped environments (stdlib only)
+    config                RunConfig, one module per section beside its checks (workbench/config/)
     tracking              recording: the metrics.jsonl sink, the MLflow store and queries, a session's MLflow run
     runs                  the run record, read by everyone: folder, view, fit and report, forecast, fits of many runs
     engine, kernel        the run on Ray (its sub-packages free among themselves, cycles aside); the Jupyter kernel
-    widgets, sweep, session   the notebook face
+    widgets, sweep, session, session_attach   the notebook face
     doors                 workbench/__init__, workbench.cli and workbench.commands (compare, ui, check)
 
 A room's own command module (scaling.fit_command, engine.run.run_command, ...) sits in its room: a command that
@@ -38,12 +38,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "configtools", "config_aliases"),
     ("scaling",),
     ("rl",),
-    ("tasks",),
-    ("config", "config_checks"),
+    ("tasks", "envs"),
+    ("config",),
     ("tracking",),
     ("runs",),
     ("engine", "kernel"),
-    ("widgets", "sweep", "session"),
+    ("widgets", "sweep", "session", "session_attach"),
     ("cli", "commands"),  # the doors: workbench.cli and workbench.commands.*; workbench/__init__ too
 ]
 # (importer, imported) -> why this upward import inside a function is fine. Keep it empty if you can.

@@ -27,3 +27,10 @@ def test_no_function_is_over_100_lines():
                 if n > MAX_FUNCTION_LINES:
                     long[f"{p.relative_to(PACKAGE)}:{node.lineno} {node.name}"] = n
     assert not long, long
+
+
+def test_session_keeps_to_control_and_constructors():
+    """workbench/session.py stays under 300 lines (issue 53): control, polling and constructors; a new job
+    goes to the module that owns it (finding a run that exists: session_attach.py)."""
+    n = len((PACKAGE / "session.py").read_text().splitlines())
+    assert n < 300, f"workbench/session.py has {n} lines: move a cohesive part to its own module"

@@ -1,15 +1,18 @@
-"""TRL's and verl's config names, mapped to workbench config keys: the one table of them.
+"""TRL's, PEFT's and verl's names, mapped to the workbench's: config keys (`ALIASES`) and logged
+metrics (`METRIC_ALIASES`); the one table of each.
 
-Each row is (tool, their name, our key, note). TRL names are `GRPOConfig` fields (with the
-transformers `TrainingArguments` it extends); verl names are dotted paths in verl's
-`ppo_trainer.yaml`. `ours` is a dotted RunConfig key, or None where the workbench has no such
-setting (the note says what to do instead). The note says where the meaning differs; empty: the
-same meaning.
+Each config row is (tool, their name, our key, note). TRL names are `GRPOConfig` fields (with the
+transformers `TrainingArguments` it extends), `GRPOTrainer`'s arguments (`reward_funcs`,
+`peft_config`) and TRL's script `ModelConfig` (`model_name_or_path`, `use_peft`, `lora_r`); PEFT
+names are `peft.LoraConfig` fields, met under `model.lora` (`section`); verl names are dotted paths
+in verl's `ppo_trainer.yaml`. `ours` is a dotted RunConfig key, or None where the workbench has no
+such setting (the note says what to do instead). The note says where the meaning differs; empty:
+the same meaning. Each metric row is (tool, the metric it logs, ours in docs/metrics.md, note).
 
 Two readers: the unknown-key error (`configtools.from_dict` suggests `train.lr (TRL's
 learning_rate)` for `train.learning_rate`), and the manual's page docs/reference/trl-verl.md,
-generated from this table by docs/_hooks/reference.py. tests/test_config_aliases.py checks that
-every `ours` key exists in RunConfig.
+generated from these tables by docs/_hooks/reference.py. tests/test_config_aliases.py checks that
+every `ours` key exists in RunConfig and every `ours` metric is in the metrics glossary.
 
     alias_for("train.learning_rate").hint()   # "did you mean train.lr (TRL's learning_rate)?"
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-Tool = Literal["TRL", "verl"]
+Tool = Literal["TRL", "PEFT", "verl"]
 
 
 @dataclass(frozen=True)
@@ -31,12 +34,17 @@ class Alias:
     """The workbench config key; None: the workbench has no such setting."""
     note: str = ""
     """Where the meaning differs (empty: the same meaning)."""
+    section: str = ""
+    """The workbench section this name is met in and only there (PEFT's `r` as `model.lora.r`); empty: anywhere."""
+    example: str = ""
+    """Our key written out, where its value is shaped unlike theirs (the error shows it); empty: none."""
 
     def hint(self) -> str:
         """What the unknown-key error says for a key that is this tool's name."""
         if self.ours is None:
             return f"{self.tool}'s {self.theirs} has no workbench key: {self.note}"
-        return f"did you mean {self.ours} ({self.tool}'s {self.theirs})?"
+        example = f", e.g. {self.example}" if self.example else ""
+        return f"did you mean {self.ours} ({self.tool}'s {self.theirs}){example}?"
 
 
 _A = Alias
@@ -93,6 +101,47 @@ ALIASES: tuple[Alias, ...] = (
     _A("TRL", "save_total_limit", "checkpoint.keep"),
     _A("TRL", "eval_steps", "eval.every_steps"),
     _A("TRL", "output_dir", "out_dir"),
+    _A("TRL", "run_name", "name", "The run's folder (runs/<name>) and its MLflow (and W&B) run name."),
+    _A("TRL", "num_train_epochs", None,
+       "runs are counted in steps: train.max_steps x train.prompts_per_step prompts in all."),
+    _A("TRL", "top_p", None,
+       "the workbench samples from the full softmax at generation.temperature, with no top-p or top-k: the "
+       "log-probs the loss compares are then the full distribution's (a truncated sampler's are not); remove it."),
+    _A("TRL", "top_k", None,
+       "the workbench samples from the full softmax at generation.temperature, with no top-k or top-p; remove it."),
+    _A("TRL", "reward_funcs", "reward.functions",
+       "GRPOTrainer's argument: a list of {fn: package.module:function, weight: 1.0}, each an importable "
+       "function called as TRL calls it (prompts, completions, the dataset's columns, trainer_state). "
+       "A reward model's hub id is not taken.", example="reward.functions: [{fn: my_rewards:accuracy}]"),
+    _A("TRL", "reward_weights", "reward.functions",
+       "Each function's own weight: {fn: ..., weight: 2.0} in reward.functions (default 1.0).",
+       example="reward.functions: [{fn: my_rewards:accuracy, weight: 2.0}]"),
+    _A("TRL", "peft_config", "model.lora",
+       "GRPOTrainer's argument: PEFT's LoraConfig(r, lora_alpha, lora_dropout, target_modules) is "
+       "model.lora: {rank, alpha, dropout, target_modules}.", example="model.lora: {rank: 16, alpha: 32}"),
+    _A("TRL", "use_peft", "model.lora",
+       "No switch: setting model.lora (e.g. model.lora.rank=8) turns LoRA on; null is full fine-tuning.",
+       example="model.lora.rank=8"),
+    _A("TRL", "lora_r", "model.lora.rank", "TRL's ModelConfig; setting it turns LoRA on."),
+    _A("TRL", "lora_alpha", "model.lora.alpha", "TRL's ModelConfig (PEFT's own name too)."),
+    _A("TRL", "lora_dropout", "model.lora.dropout", "TRL's ModelConfig (PEFT's own name too)."),
+    _A("TRL", "lora_target_modules", "model.lora.target_modules", "TRL's ModelConfig."),
+    _A("TRL", "model_name_or_path", "model.path",
+       "TRL's ModelConfig: a hub id or a local folder (or, here, a .gguf file or builtin:tiny)."),
+    _A("TRL", "model_revision", "model.revision", "TRL's ModelConfig."),
+    _A("TRL", "torch_dtype", "model.dtype", "auto, bfloat16 or float32 (float16 is refused: no loss scaling)."),
+    _A("TRL", "bf16", "model.dtype", "true is bfloat16, which auto picks on a CUDA GPU."),
+    _A("TRL", "report_to", "tracking.wandb.project",
+       "wandb is tracking.wandb.project (W&B beside MLflow); mlflow is tracking.mlflow, on by default; none is "
+       "tracking.mlflow false. The run folder's metrics.jsonl is always written.", example="tracking.wandb.project=NAME"),
+    _A("TRL", "logging_steps", None,
+       "every step's metrics are logged as the step ends (metrics.jsonl, MLflow, W&B): there is no interval to set."),
+    _A("TRL", "log_completions", "tracking.wandb.log_completions",
+       "On by default: every step's kept samples (samples.groups_per_step groups, each evaluation's "
+       "samples.val_cap) go to W&B as the tables completions and val/completions; they are always in "
+       "<run>/samples/ (workbench samples, the dashboard's Samples tab).", example="tracking.wandb.log_completions=true"),
+    # --- PEFT: peft.LoraConfig's names, written under model.lora ---
+    _A("PEFT", "r", "model.lora.rank", "PEFT's LoraConfig.r.", section="model.lora"),
     # --- verl: ppo_trainer.yaml ---
     _A("verl", "data.train_batch_size", "train.prompts_per_step",
        "verl's rollout batch, in prompts, is split into train_batch_size / ppo_mini_batch_size optimizer steps; "
@@ -155,6 +204,101 @@ ALIASES: tuple[Alias, ...] = (
     _A("verl", "trainer.nnodes", "resources.nodes"),
     _A("verl", "trainer.experiment_name", "name"),
     _A("verl", "trainer.project_name", "tracking.experiment"),
+    _A("verl", "trainer.logger", "tracking.wandb.project",
+       "wandb is tracking.wandb.project; mlflow is tracking.mlflow, on by default; console is the run's "
+       "own printout. The run folder's metrics.jsonl is always written.", example="tracking.wandb.project=NAME"),
+    _A("verl", "trainer.log_val_generations", "samples.val_cap",
+       "Validation completions kept per evaluation in <run>/samples/ (workbench samples RUN --val)."),
+    _A("verl", "actor_rollout_ref.model.lora_rank", "model.lora.rank",
+       "verl's 0 (no LoRA) is model.lora: null; any rank turns LoRA on."),
+    _A("verl", "actor_rollout_ref.model.lora_alpha", "model.lora.alpha"),
+    _A("verl", "actor_rollout_ref.model.target_modules", "model.lora.target_modules"),
+    _A("verl", "actor_rollout_ref.rollout.top_p", None,
+       "the workbench samples from the full softmax at generation.temperature, with no top-p or top-k; remove it."),
+    _A("verl", "actor_rollout_ref.rollout.top_k", None,
+       "the workbench samples from the full softmax at generation.temperature, with no top-k or top-p; remove it."),
+    _A("verl", "custom_reward_function.path", "reward.functions",
+       "verl's is a .py file whose custom_reward_function.name is called as compute_score(data_source, "
+       "solution_str, ground_truth, extra_info); ours is a list of {fn: package.module:function}, an importable "
+       "module, each called as TRL calls it: (prompts, completions, the dataset's columns) -> a list of floats.",
+       example="reward.functions: [{fn: my_rewards:accuracy}]"),
+    _A("verl", "custom_reward_function.name", "reward.functions",
+       "The function's name: the part after the colon in {fn: package.module:function}.",
+       example="reward.functions: [{fn: my_rewards:accuracy}]"),
+)
+
+
+@dataclass(frozen=True)
+class MetricAlias:
+    tool: Tool
+    theirs: str
+    """The metric as the tool logs it (TRL: GRPOTrainer's and Trainer's log keys; verl: its tracking keys)."""
+    ours: Optional[str]
+    """The workbench metric (docs/metrics.md's name, placeholders as written there); None: not logged."""
+    note: str = ""
+    """Where the meaning differs (empty: the same meaning)."""
+
+
+_M = MetricAlias
+METRIC_ALIASES: tuple[MetricAlias, ...] = (
+    # --- TRL: GRPOTrainer's logs (eval_ before a name: the same over the eval set) ---
+    _M("TRL", "reward", "train/reward_mean", "The mean of each completion's weighted sum of the reward functions."),
+    _M("TRL", "reward_std", None,
+       "not logged; train/zero_variance_frac is the share whose group's rewards were all equal."),
+    _M("TRL", "frac_reward_zero_std", "train/zero_variance_frac",
+       "TRL counts groups; ours counts the step's fresh completions in such groups (the same share when "
+       "groups are whole), the ones the zero-variance filter dropped."),
+    _M("TRL", "rewards/<name>/mean", "rewards/<name>/mean", "Over the samples the function gave a value (its Nones left out)."),
+    _M("TRL", "rewards/<name>/std", "rewards/<name>/std"),
+    _M("TRL", "eval_rewards/<name>/mean", "val/rewards/<name>/mean"),
+    _M("TRL", "eval_reward", "val/pass_rate",
+       "Ours is the share of validation completions that pass (mean@k over eval.samples_per_prompt), "
+       "the curve the forecast fits; each function's mean is val/rewards/<name>/mean."),
+    _M("TRL", "completions/mean_length", "train/response_len"),
+    _M("TRL", "completions/clipped_ratio", "train/truncation_rate",
+       "The share of completions cut by the length limit before EOS."),
+    _M("TRL", "kl", "train/kl_mean", "With recipe.loss.kl_coef above 0 (TRL: beta); the same k3 estimator."),
+    _M("TRL", "entropy", "train/entropy"),
+    _M("TRL", "clip_ratio/region_mean", "train/clip_fraction",
+       "The share of tokens whose ratio was clipped (CISPO: capped), both sides together."),
+    _M("TRL", "clip_ratio/low_mean", "train/clip_fraction", "Ours counts both sides in one share."),
+    _M("TRL", "clip_ratio/high_mean", "train/clip_fraction", "Ours counts both sides in one share."),
+    _M("TRL", "sampling/importance_sampling_ratio/mean", "train/tis_ratio_mean",
+       "With recipe.loss.tis_cap (TRL: vllm_importance_sampling_correction): pi_old / pi_gen before the cap."),
+    _M("TRL", "sampling/sampling_logp_difference/mean", "train/mismatch_kl",
+       "Ours measures the generator/trainer gap as a KL (k3) per token, each under the version that sampled it."),
+    _M("TRL", "num_tokens", "tokens/trained",
+       "TRL counts the prompt and completion tokens seen; tokens/generated counts the completions sampled."),
+    _M("TRL", "loss", "train/loss"),
+    _M("TRL", "grad_norm", "train/grad_norm"),
+    _M("TRL", "learning_rate", "train/lr"),
+    _M("TRL", "epoch", None, "not logged: runs are counted in steps (compute/*, tokens/*, samples/* count the work)."),
+    # --- verl: its tracking keys (trainer.logger) ---
+    _M("verl", "critic/score/mean", "train/reward_mean", "The reward function's score, before any KL in the reward."),
+    _M("verl", "critic/rewards/mean", "train/reward_mean",
+       "verl's is the score less its in-reward KL penalty (algorithm.use_kl_in_reward); ours puts KL in the "
+       "loss (recipe.loss.kl_coef), so the reward is the score."),
+    _M("verl", "critic/advantages/mean", None,
+       "not logged; each kept sample's advantage is in <run>/samples/ (workbench samples)."),
+    _M("verl", "response_length/mean", "train/response_len"),
+    _M("verl", "response_length/clip_ratio", "train/truncation_rate"),
+    _M("verl", "actor/pg_loss", "train/pg_loss"),
+    _M("verl", "actor/pg_clipfrac", "train/clip_fraction", "Ours counts both sides (verl's pg_clipfrac_lower too)."),
+    _M("verl", "actor/ppo_kl", None,
+       "not logged; train/ratio_mean, train/ratio_min and train/ratio_max show how far the trained policy moved."),
+    _M("verl", "actor/entropy", "train/entropy"),
+    _M("verl", "actor/kl_loss", "train/kl_mean", "With recipe.loss.kl_coef above 0 (verl: use_kl_loss)."),
+    _M("verl", "actor/grad_norm", "train/grad_norm"),
+    _M("verl", "actor/lr", "train/lr"),
+    _M("verl", "training/rollout_probs_diff_mean", "train/mismatch_kl",
+       "verl's is the mean |p_rollout - p_trainer| per token; ours a KL (k3) estimate of the same gap."),
+    _M("verl", "val-core/<data_source>/reward/mean@<n>", "val/pass_rate/<domain>",
+       "The validation score per data source: val/pass_rate/<domain> in a task mix, val/pass_rate over all."),
+    _M("verl", "timing_s/gen", "time/generate"),
+    _M("verl", "timing_s/update_actor", "time/train"),
+    _M("verl", "perf/throughput", "throughput/samples_per_second",
+       "verl's counts tokens per second per GPU; ours trained samples per second of wall time."),
+    _M("verl", "perf/total_num_tokens", "tokens/trained"),
 )
 
 
@@ -163,12 +307,17 @@ def alias_for(key: str) -> Optional[Alias]:
 
     A key matches a row when its trailing parts are the row's name's trailing parts: all of a
     one-part TRL name (`train.learning_rate`, `learning_rate`), at least two of a verl path
-    (`rollout.n`, `actor_rollout_ref.rollout.n`), so a bare `n` or `lr` is no match. The row
-    matching the most parts wins; on a tie, the first in the table.
+    (`rollout.n`, `actor_rollout_ref.rollout.n`), so a bare `n` or `lr` is no match; a row with a
+    `section` matches its name in that section only (`model.lora.r`). The row matching the most
+    parts wins; on a tie, the first in the table.
     """
     parts = key.split(".")
     best, best_n = None, 0
     for alias in ALIASES:
+        if alias.section:  # met only in its section: PEFT's `r` as model.lora.r, never a bare r
+            if key == f"{alias.section}.{alias.theirs}" and best_n < 99:
+                best, best_n = alias, 99
+            continue
         theirs = alias.theirs.split(".")
         n = 0
         while n < min(len(parts), len(theirs)) and parts[-1 - n] == theirs[-1 - n]:

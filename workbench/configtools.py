@@ -2,33 +2,53 @@
 
 One dataclass per concern (lingua style). `from_dict` builds a dataclass tree from plain
 mappings and refuses unknown keys with the full dotted path and the keys that would fit, so a
-typo in a YAML file never becomes a silent default. `apply_overrides` takes CLI strings such as
+typo in a YAML file never becomes a silent default. It reports every problem of the tree at once
+(a verl YAML's dozen foreign keys in one error, each with its workbench key where it has one:
+workbench/config_aliases.py), not the first one only. `apply_overrides` takes CLI strings such as
 `train.lr=1e-6` and parses their values as YAML scalars.
 
     cfg = from_dict(RunConfig, yaml.safe_load(open("run.yaml")))
     cfg = apply_overrides(cfg, ["train.lr=1e-6", "recipe.loss.type=ppo_clip"])
+    fn = import_spec("mypkg.rewards:correct", "reward.functions")   # a config value naming your code
+
+`import_spec` is the one importer of `package.module:name` values (`task.checker`,
+`reward.functions`): any failure of the import (it runs the user's module) is one UserError.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
 import re
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, Optional, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
 from workbench.config_aliases import alias_for
-from workbench.errors import UserError
+from workbench.errors import UserError, one_line
 
 T = TypeVar("T")
 
 
 class ConfigError(UserError):
-    """A configuration value or key is wrong; the message names the key."""
+    """A configuration value or key is wrong; the message names the key. `problems`: each problem's
+    own message, where one error reports several (`ConfigError.of`); else the message alone."""
+
+    def __init__(self, message: str, problems: Optional[list[str]] = None) -> None:
+        super().__init__(message)
+        self.problems: list[str] = list(problems) if problems else [message]
+
+    @classmethod
+    def of(cls, problems: list[str]) -> "ConfigError":
+        """One error for `problems` (at least one), on one line: a single problem is its own message."""
+        if len(problems) == 1:
+            return cls(problems[0])
+        listed = "; ".join(f"({i}) {p}" for i, p in enumerate(problems, 1))
+        return cls(f"{len(problems)} problems in the config: {listed}", problems)
 
 
 def _type_name(tp: Any) -> str:
@@ -50,8 +70,10 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
             try:
                 return _coerce(value, arg, path)
             except ConfigError as e:
-                errors.append(str(e))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{path}: {value!r} fits none of {tp}")
+                errors.append(e)
+        if len(errors) == 1:  # Optional[X]: X's own error, all its problems kept
+            raise errors[0]
+        raise ConfigError(f"{path}: {value!r} fits none of {tp}")
     if origin is typing.Literal:
         allowed = get_args(tp)
         if value not in allowed:
@@ -68,7 +90,14 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
             raise ConfigError(f"{path}: expected a list, got {value!r}")
         args = get_args(tp)
         inner = args[0] if args else Any
-        items = [_coerce(v, inner, f"{path}[{i}]") for i, v in enumerate(value)]
+        items, problems = [], []
+        for i, v in enumerate(value):
+            try:
+                items.append(_coerce(v, inner, f"{path}[{i}]"))
+            except ConfigError as e:  # every item's problems, not the first item's alone
+                problems += e.problems
+        if problems:
+            raise ConfigError.of(problems)
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, dict):
@@ -100,34 +129,48 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
     return value
 
 
-def _alias_hint(key: str, value: Any) -> str:
-    """The hint for an unknown key that is TRL's or verl's name (for a mapping, any key in it), else ""."""
-    names = [key] + ([f"{key}.{k}" for k in flatten(value)] if isinstance(value, dict) else [])
-    for name in names:
-        alias = alias_for(name)
-        if alias is not None:
-            return alias.hint()
-    return ""
+def _unknown_key(key: Any, value: Any, fields: list[str], path: str) -> list[str]:
+    """The problems of an unknown key: a TRL or verl name points to its workbench key; a mapping of
+    their names (verl's `actor_rollout_ref: {...}`) gets one problem per name under it that has one,
+    and one for the rest; anything else a look-alike key and the keys valid here."""
+    dotted = bool(re.fullmatch(r"[\w.]+", path))  # a key path like train.x (not a described context)
+    where = f"{path}.{key}" if path else str(key)
+    name = where if dotted else str(key)  # what alias_for matches: the dotted path where there is one
+    alias = alias_for(name)
+    if alias is not None:  # a TRL or verl name: its workbench key beats a look-alike
+        return [f"unknown config key '{where}' ({alias.hint()})"]
+    leaves = list(flatten(value)) if isinstance(value, dict) else []
+    known = [(leaf, alias_for(f"{name}.{leaf}")) for leaf in leaves]
+    problems = [f"unknown config key '{where}.{leaf}' ({a.hint()})" for leaf, a in known if a is not None]
+    rest = [leaf for leaf, a in known if a is None]
+    if problems and rest:
+        shown = ", ".join(rest[:6]) + (f" and {len(rest) - 6} more" if len(rest) > 6 else "")
+        problems.append(f"unknown config key '{where}' (no workbench key for its {shown})")
+    if problems:
+        return problems
+    close = difflib.get_close_matches(str(key), fields, n=1)
+    hint = f" (did you mean '{f'{path}.' if dotted and path else ''}{close[0]}'?)" if close else ""
+    return [f"unknown config key '{where}'{hint}; valid keys here: {sorted(fields)}"]
 
 
 def from_dict(cls: type[T], data: dict | None, path: str = "") -> T:
-    """Build dataclass `cls` from a mapping; unknown keys raise ConfigError naming them."""
+    """Build dataclass `cls` from a mapping; unknown keys and wrong values raise one ConfigError
+    naming every one of them (`.problems`), in this section and the sections under it."""
     data = dict(data or {})
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = [k for k in data if k not in fields]
-    if unknown:
-        key = unknown[0]
-        close = difflib.get_close_matches(str(key), list(fields), n=1)
-        dotted = bool(re.fullmatch(r"[\w.]+", path))  # a key path like train.x (not a described context)
-        hint = f" (did you mean '{f'{path}.' if dotted else ''}{close[0]}'?)" if close else ""
-        where = f"{path}.{key}" if path else str(key)
-        known = _alias_hint(f"{path}.{key}" if dotted and path else str(key), data[key])
-        hint = f" ({known})" if known else hint  # a TRL or verl name: its workbench key beats a look-alike
-        raise ConfigError(f"unknown config key '{where}'{hint}; valid keys here: {sorted(fields)}")
+    problems: list[str] = []
     kwargs = {}
     for name, value in data.items():
-        kwargs[name] = _coerce(value, hints[name], f"{path}.{name}" if path else name)
+        if name not in fields:
+            problems += _unknown_key(name, value, list(fields), path)
+            continue
+        try:
+            kwargs[name] = _coerce(value, hints[name], f"{path}.{name}" if path else name)
+        except ConfigError as e:
+            problems += e.problems
+    if problems:
+        raise ConfigError.of(problems)
     try:
         obj = cls(**kwargs)
     except TypeError as e:
@@ -216,3 +259,21 @@ def load_yaml(path: str | Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a mapping at the top level, got {type(data).__name__}")
     return data
+
+
+def import_spec(spec: str, what: str) -> Any:
+    """The callable named 'package.module:name' (dots after the colon reach attributes, e.g.
+    'mypkg.judges:Judge.score'). `what` names the setting in the one-line UserError a failure gives:
+    "<what>: cannot import '<spec>': <Error>: <message>", or "<what>: '<spec>' is not callable"."""
+    module_name, _, attr = str(spec).partition(":")
+    if not module_name or not attr:
+        raise UserError(f"{what}: {spec!r} is not package.module:name")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except Exception as e:  # noqa: BLE001 - an import runs the user's module: any failure is one line
+        raise UserError(f"{what}: cannot import {spec!r}: {type(e).__name__}: {one_line(e)}") from None
+    if not callable(obj):
+        raise UserError(f"{what}: {spec!r} is not callable")
+    return obj

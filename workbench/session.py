@@ -16,6 +16,7 @@
     s = Session.open("runs/my-run") # a finished run's folder, read-only, without Ray
 
 Session keeps control, constructors and the live config (`cfg`); each other job has one owner.
+Finding a run that already exists (attach's three kinds, resume_from's checks): `workbench.session_attach`.
 Polling the run's actor (rows, status, a sweep's stop request, the end): `workbench.engine.run.feed.RunFeed`.
 Config (defaults, recipe swap, overrides, name, out_dir): `workbench.runs.folder.resolve_config`.
 Everything read-only (curve, fit, forecast, chart, status): `session.view`, a RunView (holding a copy
@@ -37,8 +38,9 @@ from typing import Any
 from workbench.engine.failures import RunFailed, show_one_line_in_ipython
 from workbench.engine.run.feed import RunFeed
 from workbench.errors import UserError, as_number
-from workbench.runs.folder import attached_config, checkpoint_step, has_checkpoint, resolve_config, run_folder, with_max_steps
-from workbench.runs.view import TERMINAL, RunView, folder_config
+from workbench.runs.folder import has_checkpoint, resolve_config, with_max_steps
+from workbench.runs.view import RunView
+from workbench.session_attach import find_for_attach, resumable_config
 from workbench.tracking import run_tracking
 
 
@@ -258,52 +260,11 @@ class Session:
         restart) or by `workbench run` in a terminal. A live Session run is controlled through its named
         Ray actor (the recorded cluster, or RAY_ADDRESS); a live `workbench run` is watched from its
         folder with no Ray connection (`stop()` asks its driver to stop; pause/resume are refused); an
-        ended run opens read-only (curve, fit, chart). Dropping the session leaves the run going."""
-        import sys
-
-        from workbench.engine.run.registry import find_run
-        from workbench.runs.follow import FolderFeed, FolderRun
-
-        try:
-            entry = find_run(target)
-        except UserError as missing:  # a Session run on a shared cluster may be recorded on another machine
-            s = cls._attach_actor(str(target), tracking=tracking, x=x)
-            if s is None:
-                raise missing from None
-            return s
-        if entry.detached and (s := cls._attach_actor(entry.name, tracking=tracking, x=x)) is not None:
-            return s
-        status, _ = entry.status()
-        if status in TERMINAL:
-            print(f"run '{entry.name}' has ended ({status}): opened read-only from {entry.out_dir}", file=sys.stderr)
-            return cls.open(entry.out_dir, x=x)
-        cfg = attached_config({"out_dir": entry.out_dir, "max_steps": entry.max_steps}, entry.name)
-        s = cls._with_view(RunView(cfg, x=x), tracking=False)  # its driver tracks it in MLflow, not this session
-        run = FolderRun(entry.out_dir, entry.name, max_steps=entry.max_steps, status=entry.status)
-        s.feed = FolderFeed(run, s.view)
-        s._poll()
-        print(f"watching run '{entry.name}' from its folder {entry.out_dir} (its driver runs it; pid {entry.pid}): "
-              "read-only, stop() asks it to stop", file=sys.stderr)
-        return s
-
-    @classmethod
-    def _attach_actor(cls, name: str, *, tracking: bool, x: str) -> "Session | None":
-        """A live Session run's named, detached actor, through Ray; None when no cluster or no such actor."""
-        from workbench.engine import attach, cluster
-        from workbench.runs.liveness import tell_dead_runs
-
-        try:
-            cluster.hold(cluster.connect(start_if_missing=False))
-            handle = attach(name)
-        except UserError:
-            return None
-        tell_dead_runs()  # end the MLflow runs of drivers that died (this one may be among them)
-        st = handle.status()
-        s = cls._with_view(RunView(attached_config(st, name), x=x), tracking=tracking)
-        s.feed = RunFeed(handle, s.view)
-        if st.get("resumed_from") is not None:  # the actor holds only rows since its resume
-            s.view.load_rows(Path(st["out_dir"]) / "metrics.jsonl", until_step=st["resumed_from"])
-        s.view.state = st
+        ended run opens read-only (curve, fit, chart). Dropping the session leaves the run going.
+        Finding the run and its kind: workbench/session_attach.py."""
+        found = find_for_attach(target, tracking=tracking, x=x)
+        s = cls._with_view(found.view, tracking=found.tracking)
+        s.feed, s._finished = found.feed, found.feed is None  # an ended run: read-only, as Session.open
         s._poll()
         return s
 
@@ -312,15 +273,7 @@ class Session:
                     tracking: bool = True, x: str = "compute/device_hours") -> "Session":
         """Continue a stopped run (out_dir, or name under <project>/runs) from its last checkpoint and start
         it: it keeps its MLflow run (reopened), its curve and, by default, its step target."""
-        path = run_folder(target)
-        if not has_checkpoint(path):
-            raise UserError(f"{path} has no checkpoint: nothing to resume from")
-        cfg = folder_config(path)
-        done = checkpoint_step(path) or 0
-        goal = with_max_steps(cfg, max_steps).train.max_steps if max_steps is not None else cfg.train.max_steps
-        if goal <= done:  # nothing to train: refuse rather than restart a run that would end at once
-            raise UserError(f"run '{cfg.name}' is already at step {done} (its last checkpoint) and its step target is {goal}: "
-                            f"pass max_steps > {done} to train it further")
+        cfg = resumable_config(target, max_steps)
         s = cls._with_view(RunView(cfg, x=x), tracking=tracking, cfg=cfg)
         s._resume = True
         return s.start(max_steps=max_steps, max_minutes=max_minutes)

@@ -21,8 +21,8 @@ from typing import Any
 
 CONFIG_INTRO = """# Configuration reference
 
-Generated from `workbench/config.py` and `workbench/rl/recipe.py`: each key's meaning is its
-field's docstring there. A run config is the defaults, then a YAML file (`--config`), then
+Generated from `workbench/config/` (one module per section) and `workbench/rl/recipe.py`: each
+key's meaning is its field's docstring there. A run config is the defaults, then a YAML file (`--config`), then
 `--set key=value` overrides; unknown keys fail with the dotted path and a suggestion. `recipe:`
 is a preset name (`scalerl`, `qwen-dapo`, ...) or `{base: scalerl, ...changes}`; `recipe=NAME`
 as an override swaps the whole preset. Print a resolved config with its meanings:
@@ -89,28 +89,44 @@ def cli_page() -> str:
 
 ALIASES_INTRO = """# TRL and verl names
 
-Coming from TRL's `GRPOConfig` (and the transformers `TrainingArguments` it extends) or from verl's
-`ppo_trainer.yaml`? Each row gives the workbench key for a name you know, and where the meaning
-differs. Generated from `workbench/config_aliases.py`, which the config loader reads too: a TRL or
-verl name in a YAML file or a `--set` is refused with its workbench key, e.g.
+Coming from TRL's `GRPOConfig` (and the transformers `TrainingArguments` it extends, `GRPOTrainer`'s
+arguments and TRL's `ModelConfig`), from PEFT's `LoraConfig`, or from verl's `ppo_trainer.yaml`?
+Each row gives the workbench key for a name you know, and where the meaning differs; the
+[metrics](#metrics) below map the names TRL and verl log to the workbench's. Generated from
+`workbench/config_aliases.py`, which the config loader reads too: a TRL, PEFT or verl name in a YAML
+file or a `--set` is refused with its workbench key, and a file with several such names is refused
+once, naming them all:
 
     $ workbench config show --set train.learning_rate=1e-6
-    workbench config: error: unknown config key 'train.learning_rate' (did you mean train.lr (TRL's learning_rate)?); ...
+    workbench config: error: unknown config key 'train.learning_rate' (did you mean train.lr (TRL's learning_rate)?)
 
 Every key is in the [configuration reference](config.md). A TRL default is not a workbench default:
 `workbench config show` prints the resolved values.
 """
+METRICS_INTRO = """## Metrics
+
+What TRL and verl log, and the workbench metric that measures the same thing (every one is in the
+[metrics glossary](../metrics.md)); none: the workbench does not log it. TRL's `eval_` names are its
+metrics over the eval set; the workbench's are `val/*`.
+"""
 
 
 def aliases_page() -> str:
-    from workbench.config_aliases import ALIASES
+    from workbench.config_aliases import ALIASES, METRIC_ALIASES
 
     lines = [ALIASES_INTRO]
-    for tool, title in (("TRL", "TRL (`GRPOConfig`)"), ("verl", "verl (`ppo_trainer.yaml`)")):
+    for tool, title in (("TRL", "TRL (`GRPOConfig`, `GRPOTrainer`, `ModelConfig`)"),
+                        ("PEFT", "PEFT (`LoraConfig`, under `model.lora`)"), ("verl", "verl (`ppo_trainer.yaml`)")):
         lines += ["", f"## {title}", "", f"| {tool} | workbench | where it differs |", "|---|---|---|"]
         for a in (a for a in ALIASES if a.tool == tool):
             ours = f"`{a.ours}`" if a.ours else "none"
             lines.append(f"| `{a.theirs}` | {ours} | {_cell(a.note, text=True)} |")
+    lines += ["", METRICS_INTRO]
+    for tool in ("TRL", "verl"):
+        lines += ["", f"### {tool}'s metrics", "", f"| {tool} logs | workbench | where it differs |", "|---|---|---|"]
+        for m in (m for m in METRIC_ALIASES if m.tool == tool):
+            ours = f"`{m.ours}`" if m.ours else "none"
+            lines.append(f"| `{m.theirs}` | {ours} | {_cell(m.note, text=True)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -114,3 +114,30 @@ def test_a_code_file_row_is_its_line_and_runs_in_the_sandbox(tmp_path, capsys):
     assert rc == 0 and [(r["example"], r["domain"], r["verdict"]) for r in as_json(out)] == [(3, "code", "pass"), (2, "code", "fail")]
     rc, out, err = check(capsys, "--config", cfg, "--completions", write(tmp_path, "b.jsonl", [{"example": 1, "completion": "x"}]))
     assert rc == 2 and out == "" and "example row 1 does not exist" in err
+
+
+def test_reward_functions_are_called_and_each_ones_values_printed(tmp_path, capsys, monkeypatch):
+    """With reward.functions, check calls them as a run does (a TRL accuracy_reward: None for a gold
+    solution it cannot parse) and prints each one's name and values, the weighted reward and the
+    pass function's verdict."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "helpers"))
+    rows = [{"prompt": f"{i}+{i}=", "answer": str(2 * i), "solution": "see the figure" if i == 3 else str(2 * i)} for i in range(6)]
+    data = write(tmp_path, "d.jsonl", rows)
+    functions = [{"fn": "trl_rewards:accuracy_reward", "pass": True}, {"fn": "trl_rewards:short_bonus", "weight": 0.5}]
+    cfg = write(tmp_path, "c.yaml", {"task": {"name": "jsonl", "path": data, "num_val": 2, "checker": "exact"},
+                                     "eval": {"num_prompts": 2}, "reward": {"functions": functions}})  # fmt: skip
+    comp = write(tmp_path, "c.jsonl", [{"example": 2, "completion": "4"}, {"example": 1, "completion": "5"},
+                                       {"example": 3, "completion": "6"}])  # fmt: skip
+    rc, out, _ = check(capsys, "--config", cfg, "--completions", comp, "--json")
+    assert rc == 0
+    got = as_json(out)
+    assert [(r["verdict"], r["values"]["accuracy_reward"]) for r in got] == [("pass", 1.0), ("fail", 0.0), ("not_applicable", None)]
+    assert [r["reward"] for r in got] == pytest.approx([1.0 + 0.25, 0.25, 0.25])  # + 0.5 x short_bonus (1 / (1 + 1))
+    assert [r["values"]["short_bonus"] for r in got] == [0.5] * 3
+    rc, out, _ = check(capsys, "--config", cfg, "--completions", comp)
+    lines = out.splitlines()
+    assert rc == 0 and lines[0] == "reward functions: accuracy_reward (weight 1, decides pass / fail), short_bonus (weight 0.5)"
+    assert "accuracy_reward 1  short_bonus 0.5" in lines[1] and "not_applicable" in lines[3] and "accuracy_reward none" in lines[3]
+    assert lines[-2:] == ["accuracy_reward: mean +0.5 std 0.7071 over 2, none on 1", "short_bonus: mean +0.5 std 0 over 3, none on 0"]

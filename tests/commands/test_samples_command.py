@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.cli import main
-from workbench.config_checks import SamplesConfig
+from workbench.config import SamplesConfig
 from workbench.runs.samples import SampleWriter
 
 
@@ -81,3 +81,20 @@ def test_a_run_without_samples_says_so(tmp_path, capsys):
     assert "no samples in" in capsys.readouterr().err
     assert main(["samples", str(tmp_path / "missing")]) == 2
     assert "no run folder" in capsys.readouterr().err
+
+
+def test_group_headers_count_the_whole_group_and_lines_say_what_was_trained(tmp_path, capsys):
+    """--failed shows a group's failures under its whole count (1/4 passed, not 0/3); each training
+    completion says the advantage and loss weight the trainer trained it with, or "not trained"."""
+    w = SampleWriter(tmp_path, SamplesConfig())
+    one = [_rec(3, "6", True, advantage=1.5), *(_rec(3, "7", False, advantage=-0.5) for _ in range(3))]
+    same = [_rec(4, "8", True) for _ in range(4)]  # zero variance: the trainer left it out
+    w.write(2, "train", [{**r, "trained": True, "loss_weight": 0.125} for r in one] +
+            [{**r, "trained": False, "loss_weight": 0.0} for r in same])  # fmt: skip
+    assert main(["samples", str(tmp_path), "--step", "2", "--failed"]) == 0
+    out = capsys.readouterr().out
+    assert "=== step 2 · train · prompt 3 · 1/4 passed" in out and out.count("--- [") == 3
+    assert "FAIL · reward -1.00 · adv -0.50 · weight 0.125 · v0" in out
+    assert main(["samples", str(tmp_path), "--step", "2", "--contains", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "prompt 4 · 4/4 passed" in out and out.count("not trained") == 4 and "adv" not in out

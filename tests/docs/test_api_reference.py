@@ -16,7 +16,7 @@ import pytest
 import workbench
 import workbench.scaling as scaling
 from workbench.config import RunConfig, load_run_config
-from workbench.config_aliases import ALIASES
+from workbench.config_aliases import ALIASES, METRIC_ALIASES
 
 HEADING = re.compile(r'<h3 id="([^"]+)" class="doc doc-heading">(.*?)</h3>', re.S)
 PLACEHOLDER = re.compile(r"<([a-z_]+)>")
@@ -106,4 +106,6 @@ def test_the_trl_verl_page_lists_every_name_and_its_key(built_site):
         assert f"{a.theirs} {a.ours or 'none'}" in page, (a.tool, a.theirs)
         if a.note:
             assert " ".join(a.note.split()) in page, a.theirs
+    for m in METRIC_ALIASES:  # the metrics section: <name> and <domain> shown as text, not eaten as tags
+        assert f"{m.theirs} {m.ours or 'none'}" in page, (m.tool, m.theirs)
     assert "did you mean train.lr (TRL's learning_rate)?" in page

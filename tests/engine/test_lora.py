@@ -30,7 +30,6 @@ LORA = {"model.lora": {"rank": 4, "alpha": 8.0}}
     ({"model.lora.dropout": 1.0}, "model.lora.dropout must be in [0, 1)"),
     ({"model.lora.target_modules": []}, "non-empty list of layer names or 'all-linear'"),
     ({"model.lora.target_modules": "attention"}, "non-empty list of layer names or 'all-linear'"),
-    ({"model.lora.rank": 4, "resources.trainer_workers": 2, "resources.trainer_gpus": 1}, "LoRA under FSDP2 is not supported yet"),
     ({"model.lora.rank": 4, "generation.backend": "vllm"}, "vLLM has no LoRA for GPT-2, the builtin model"),
     ({"model.lora.rank": 1024, "generation.backend": "vllm", "model.path": "m"}, "vLLM takes ranks up to 512"),
 ])  # fmt: skip
@@ -56,7 +55,7 @@ def _tiny_llama(tmp_path):
 
 
 def test_only_fp32_adapters_train_over_the_frozen_base_in_its_own_dtype(tmp_path):
-    from workbench.config_checks import LoraConfig
+    from workbench.config import LoraConfig
 
     model = apply_lora(_tiny_llama(tmp_path), LoraConfig(rank=2, target_modules=["q_proj", "v_proj"]))
     trainable = adapter_state(model)
@@ -71,7 +70,7 @@ def test_only_fp32_adapters_train_over_the_frozen_base_in_its_own_dtype(tmp_path
 
 
 def test_a_target_the_model_lacks_or_its_head_is_refused_naming_its_layers(tmp_path):
-    from workbench.config_checks import LoraConfig
+    from workbench.config import LoraConfig
 
     with pytest.raises(UserError) as e:
         apply_lora(_tiny_llama(tmp_path), LoraConfig(target_modules=["q_proj", "c_attn"]))
@@ -142,7 +141,13 @@ def test_the_kl_penalty_holds_the_lora_policy_to_the_frozen_base(tiny_config):
     assert first == pytest.approx(0.0, abs=1e-6) and second > 1e-6  # the adapters start as the base, then move away
 
 
-def test_a_lora_checkpoint_resumes_to_the_same_next_step(tiny_config, tmp_path):
+def _bytes(folder) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def test_a_lora_checkpoint_holds_the_adapters_alone_and_resumes_to_the_same_next_step(tiny_config, tmp_path):
+    import torch.distributed.checkpoint as dcp
+
     cfg = tiny_config({**LORA, "train.lr": 1e-3}, for_actors=True)
     steps = batches(cfg, 3)
     tr = Trainer(**trainer_parts(cfg))
@@ -150,11 +155,40 @@ def test_a_lora_checkpoint_resumes_to_the_same_next_step(tiny_config, tmp_path):
         tr.train_step(steps[i], i)
     tr.save(str(tmp_path / "ck"))
     continued = _next(tr, steps[2], 2)
+    # the frozen base is not in it: the adapters and their AdamW states alone, a small fraction of a full checkpoint
+    saved = dcp.FileSystemReader(str(tmp_path / "ck" / "trainer_dcp")).read_metadata().state_dict_metadata
+    weights = {k.removeprefix("model.model.") for k in saved if k.startswith("model.")}
+    assert weights == set(adapter_state(tr.model))
+    full_cfg = tiny_config({"train.lr": 1e-3}, for_actors=True)
+    full = Trainer(**trainer_parts(full_cfg))
+    full.train_step(batches(full_cfg, 1)[0], 0)
+    full.save(str(tmp_path / "full"))
+    # rank 4 on a 32-wide model is a large share of it; on real shapes a LoRA checkpoint is 0.5-2% (bench_lora_checkpoint.py)
+    assert _bytes(tmp_path / "ck") * 2 < _bytes(tmp_path / "full"), (_bytes(tmp_path / "ck"), _bytes(tmp_path / "full"))
+    # a resume reads the base from model.path again and the adapters from the checkpoint
     back = Trainer(**trainer_parts(cfg))
     assert back.load(str(tmp_path / "ck")) == 2
     _same(_next(back, steps[2], 2), continued, atol=0)
     # AdamW holds state for the adapters alone
     assert {id(p) for p in back.optimizer.state} == {id(p) for p in adapter_state(back.model).values()}
+
+
+def test_a_lora_checkpoint_that_holds_the_base_too_still_resumes(tiny_config, tmp_path):
+    """Checkpoints of earlier versions held the frozen base beside the adapters: they still load."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    cfg = tiny_config({**LORA, "train.lr": 1e-3}, for_actors=True)
+    steps = batches(cfg, 2)
+    tr = Trainer(**trainer_parts(cfg))
+    tr.train_step(steps[0], 0)
+    tr.save(str(tmp_path / "ck"))
+    model_sd, optim_sd = get_state_dict(tr.policy, tr.optimizer)  # the base included, as before
+    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp_path / "ck" / "trainer_dcp"), no_dist=True)
+    continued = _next(tr, steps[1], 1)
+    back = Trainer(**trainer_parts(cfg))
+    assert back.load(str(tmp_path / "ck")) == 1
+    _same(_next(back, steps[1], 1), continued, atol=0)
 
 
 def test_lora_on_a_hugging_face_llama_with_the_fp32_head(tiny_config, tmp_path):
@@ -233,6 +267,45 @@ def test_a_lora_run_exports_its_merged_policy_and_its_adapter_with_the_trainers_
     assert len(saved) == len(held[1])
     for name, value in held[1].items():  # PEFT's file names drop the adapter's name ("default")
         torch.testing.assert_close(saved["base_model.model." + name.replace(".default.", ".")], value, atol=0, rtol=0)
+    # step 1's snapshot holds the adapters alone (fp32), like its checkpoint did; its merged policy exports too
+    snap = load_file(str(next((run / "checkpoints" / "policies" / "step_000001").glob("*.safetensors"))))
+    assert snap and all(".lora_" in k and v.dtype == torch.float32 for k, v in snap.items())
+    merged_first = AutoModelForCausalLM.from_pretrained(export_policy(run, tmp_path / "merged-first", step=1).out)
+    first_base = AutoModelForCausalLM.from_pretrained(conf["base_model_name_or_path"], dtype=torch.float32)
+    first_adapter = _hf_logprobs(PeftModel.from_pretrained(first_base, first.out).eval(), rows)
+    torch.testing.assert_close(_hf_logprobs(merged_first.float().eval(), rows), first_adapter, atol=1e-4, rtol=0)
+    assert (first_adapter - want).abs().max() > 1e-5  # step 1's policy, not step 3's
+
+
+def test_export_adapter_works_from_python_and_names_the_hub_id(tiny_config, tmp_path):
+    """`RunView.export` and `Session.export` take `adapter=` as the command does; a model that came
+    from the hub (its snapshot folder in the hub cache's layout) is named by its id and commit."""
+    import dataclasses
+    import json
+    import shutil
+
+    from workbench import RunView, Session
+
+    cfg = tiny_config({**LORA, "train.lr": 1e-2}, for_actors=True)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = tmp_path / "hub" / "models--acme--tiny-chat" / "snapshots" / commit
+    shutil.copytree(cfg.model.path, snapshot)
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, path=str(snapshot), revision=commit))
+    tr = Trainer(**trainer_parts(cfg))
+
+    def save(path):
+        tr.train_step(batches(cfg, 1)[0], 0)
+        tr.save(path)
+
+    run = checkpointed_run(tmp_path / "run", cfg, {1: save})
+    view = RunView.open(run).export(tmp_path / "view", adapter=True)
+    session = Session.open(run).export(tmp_path / "session", adapter=True)
+    assert view.kind == session.kind == "adapter" and view.step == session.step == 1
+    for out in (view.out, session.out):
+        conf = json.loads((out / "adapter_config.json").read_text())
+        assert (conf["base_model_name_or_path"], conf["revision"]) == ("acme/tiny-chat", commit)
+    assert (view.out / "adapter_model.safetensors").read_bytes() == (session.out / "adapter_model.safetensors").read_bytes()
+    assert RunView.open(run).export(tmp_path / "merged").kind == "policy"  # the default stays the merged policy
 
 
 def test_a_full_fine_tuning_run_has_no_adapter_to_export(tiny_config, tmp_path):

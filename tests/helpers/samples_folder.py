@@ -1,11 +1,14 @@
 """A finished run folder with kept samples (written by workbench.runs.samples' own SampleWriter) and a
-real health flag (entropy collapses from step 40: workbench.runs.health.check_health over its rows,
-in summary.json as the engine writes it), for the dashboard's Samples tab and banner, without Ray.
+real health flag (entropy collapses from step 40 and validation falls back to its start:
+workbench.runs.health.check_health over its rows, in summary.json as the engine writes it), for
+the dashboard's Samples tab and banner, without Ray.
 
 Its samples, by construction:
 - train steps 5, 10, ..., 70: two groups of 4 completions; group 0 (prompt 2*step) all pass,
   group 1 (prompt 2*step+1) one pass; group 1's last completion is long (folded) and truncated;
-  advantages are each group's rewards minus their mean; a `reward/format` column.
+  as the trainer marks them, group 0 is not trained (zero variance: advantage NaN, loss weight 0)
+  and group 1 is, with its rewards minus their mean as advantages and a loss weight of 1/4 each;
+  a `reward/format` column.
 - evaluations at steps 0, 10, ..., 70: validation prompts 0..3 (domains "add" for even ids, "count"
   for odd), 2 completions each; prompt p's completions pass from step 20*p on (0 passes
   from the start, 3 from step 60), so steps 0 -> 70 gains prompts 1, 2, 3.
@@ -17,7 +20,7 @@ import json
 from pathlib import Path
 
 from tests.helpers.run_folder import write_run
-from workbench.config_checks import SamplesConfig
+from workbench.config import SamplesConfig
 from workbench.runs.health import check_health
 from workbench.runs.samples import SampleWriter
 
@@ -29,7 +32,8 @@ LONG = "\n".join(f"step {i}: keep counting the digits again" for i in range(30))
 def _rec(group: int, pid: int, domain: str, text: str, passed: bool, reward: float, adv: float, version: int, **kw) -> dict:
     return {"group": group, "prompt_id": pid, "domain": domain, "prompt": f"Question {pid}: what is {pid} + {pid}?",
             "completion": text, "passed": passed, "verdict": "pass" if passed else "fail", "reward": reward,
-            "reward/format": 0.5 if passed else 0.0, "advantage": adv, "version": version, "version_last": version,
+            "reward/format": 0.5 if passed else 0.0, "advantage": adv, "loss_weight": kw.get("loss_weight", 0.0),
+            "trained": kw.get("trained", False), "version": version, "version_last": version,
             "length": len(text.split()), "truncated": kw.get("truncated", False), "interrupted": False}  # fmt: skip
 
 
@@ -41,7 +45,9 @@ def train_records(step: int) -> list[dict]:
         for j, (p, r) in enumerate(zip(passes, rewards)):
             long = g == 1 and j == 3
             text = LONG if long else (f"{2 * step + g} * 2 = {4 * step + 2 * g}" if p else "I think it is 7")
-            out.append(_rec(g, 2 * step + g, "add", text, p, r, r - mean, step - 1, truncated=long))
+            trained = mean not in (1.0, -1.0)  # zero variance: left out by the trainer
+            out.append(_rec(g, 2 * step + g, "add", text, p, r, r - mean if trained else float("nan"), step - 1,
+                            truncated=long, trained=trained, loss_weight=0.25 if trained else 0.0))
     return out
 
 
@@ -55,9 +61,12 @@ def write_samples_run(folder: Path) -> Path:
     """The run folder described above; returns it."""
     write_run(folder, LAST // 10 + 1, every=10)
     rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    first_val = next(r["val/pass_rate"] for r in rows if "val/pass_rate" in r)
     for r in rows:
         if "train/entropy" in r and r["step"] >= COLLAPSE:
             r["train/entropy"] = 0.05
+        if "val/pass_rate" in r and r["step"] >= COLLAPSE:  # validation loses its gain: a collapse, not learning to answer
+            r["val/pass_rate"] = first_val
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     w = SampleWriter(folder, SamplesConfig())
     for step in range(0, LAST + 1, 5):

@@ -51,8 +51,12 @@ def gives_none(completions, **kwargs):
     return None
 
 
+RAISE_CALLS: list[int] = []  # raises_on_seven's calls: the size of each batch it was given
+
+
 def raises_on_seven(completions, **kwargs):
     """Raises when any completion contains a 7."""
+    RAISE_CALLS.append(len(completions))
     if any("7" in _text(c) for c in completions):
         raise ValueError("cannot score a seven")
     return [0.0] * len(completions)
@@ -79,3 +83,35 @@ def says_seven(completions, **kwargs):
 def raises_two_lines(completions, **kwargs):
     """Raises with a message of several lines, as many libraries' errors are."""
     raise ValueError("the judge said:\n  status 503\n  try later")
+
+
+def accuracy_reward(completions, solution, **kwargs):
+    """As TRL's `trl.rewards.accuracy_reward`: 1.0 when the completion's last number is the gold
+    solution, 0.0 when not, None when the gold solution cannot be parsed (TRL: not applicable)."""
+    out = []
+    for c, sol in zip(completions, solution):
+        gold = re.fullmatch(r"\s*(-?\d+)\s*", str(sol))
+        if gold is None:
+            out.append(None)
+            continue
+        nums = re.findall(r"-?\d+", _text(c))
+        out.append(1.0 if nums and nums[-1] == gold.group(1) else 0.0)
+    return out
+
+
+def progress(completions, trainer_state, **kwargs):
+    """A schedule read from TRL's trainer_state: the share of max_steps done (its epoch must be there too)."""
+    assert trainer_state.epoch >= 0.0
+    return [trainer_state.global_step / trainer_state.max_steps] * len(completions)
+
+
+def correct(completions, **kwargs):
+    """Shares its name with workbench.rl.reward_functions:correct (the metric names tell them apart)."""
+    return [0.0] * len(completions)
+
+
+def raises_on_batches_of_three(completions, **kwargs):
+    """Fails on a batch of three (a batch-size bug), never on fewer."""
+    if len(completions) == 3:
+        raise RuntimeError("batch of three")
+    return [0.0] * len(completions)

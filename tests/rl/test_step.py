@@ -1,12 +1,13 @@
 """prepare_step (rl/step.py), the pure plan of one RL step: which rows are trained on, their advantages
-and weights, the skip reasons, the staleness stats, and the overlong penalty's place before the
-zero-variance filter."""
+and weights, the skip reasons, the staleness stats, the overlong penalty's place before the
+zero-variance filter, and what each sequence of the batch was trained with (the kept samples')."""
 
 from __future__ import annotations
 
 import dataclasses
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from workbench.rl.recipe import load_recipe
@@ -83,3 +84,26 @@ def test_groups_beyond_the_staleness_bound_are_dropped_here_first():
     assert stats["train/staleness_max"] == 0.0  # over the fresh rows only
     _, none, why = prepare_step(batch, version=10 + k + 1, recipe=recipe, max_new_tokens=8)
     assert none is None and why == "no groups within the staleness bound"
+
+
+def test_each_sequence_carries_what_it_was_trained_with_in_the_batchs_order():
+    """`rows.trained`: per sequence of the whole batch, trained or not (stale, zero variance), its
+    advantage (the rows' own, after the penalty) and its share of the loss."""
+    base = load_recipe("scalerl")
+    recipe = dataclasses.replace(base, length_control=dataclasses.replace(base.length_control, type="penalty"))
+    k = recipe.off_policy.k
+    # group 0: zero variance; group 1: both right, one overlong (the penalty gives it signal);
+    # group 2: stale; group 3: one right, one wrong
+    batch = rollouts([1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0], [0, 0, 1, 1, 2, 2, 3, 3],
+                     lengths=[2, 2, 2, 8, 3, 3, 2, 4], versions=10, width=11)  # fmt: skip
+    batch.versions[4, 1] = 10 - k - 1
+    _, rows, why = prepare_step(batch, 10, recipe, max_new_tokens=8)
+    assert why == "" and rows.num_rows == 4
+    t = rows.trained
+    assert len(t) == 8 and t.trained.tolist() == [False, False, True, True, False, False, True, True]
+    assert torch.isnan(torch.from_numpy(t.advantage[~t.trained])).all() and (t.loss_weight[~t.trained] == 0).all()
+    assert t.advantage[t.trained].tolist() == rows.advantages.tolist()
+    assert t.advantage[2] > 0 > t.advantage[3]  # the overlong one, penalised below its twin
+    assert t.loss_weight[t.trained].tolist() == pytest.approx(rows.weights.sum(1).tolist())
+    assert float(t.loss_weight.sum()) == pytest.approx(1.0)  # prompt aggregation: each trained group 1/2
+    assert t.loss_weight[2] + t.loss_weight[3] == pytest.approx(0.5)

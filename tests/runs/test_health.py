@@ -49,6 +49,12 @@ def turned(key: str, value, rows: list[dict] | None = None) -> list[dict]:
     return rows
 
 
+def unlearned(rows: list[dict]) -> list[dict]:
+    """The same rows with validation flat at its start: a run that is not learning, so a fall in
+    entropy is a collapse, not the policy learning to answer."""
+    return [{**r, "val/pass_rate": 0.2} if "val/pass_rate" in r else r for r in rows]
+
+
 def only(flags: list[dict], rule: str) -> dict:
     assert [f.rule for f in flags] == [rule], flags
     return flags[0]
@@ -72,7 +78,7 @@ CASES = {
 @pytest.mark.parametrize("rule", sorted(CASES))
 def test_each_rule_fires_at_the_step_the_metric_turns_and_not_before(rule):
     key, value = CASES[rule]
-    rows = turned(key, value)
+    rows = unlearned(turned(key, value))
     flag = only(check_health(rows), rule)
     assert flag.step == TURN and flag.metric == key
     assert f"workbench samples RUN --step {TURN}" in flag.message
@@ -83,7 +89,7 @@ def test_each_rule_fires_at_the_step_the_metric_turns_and_not_before(rule):
 def test_an_entropy_collapse_within_the_first_window_is_flagged_where_it_fell():
     """lr 100x collapses entropy by step 6 (benchmarks/bench_health.py): a median of the first
     window would already hold the fall and never flag; its peak is the start."""
-    rows = healthy()
+    rows = unlearned(healthy())
     fall = {1: 0.61, 2: 0.49, 3: 0.36, 4: 0.15, 5: 0.11, 6: 0.03}
     for r in rows:
         if "train/entropy" in r:
@@ -144,7 +150,7 @@ def test_one_unlucky_evaluation_after_a_lucky_best_is_not_a_divergence():
 
 
 def test_thresholds_come_from_the_health_config():
-    rows = turned("train/entropy", lambda s, v: 0.5 * v)  # a 50% fall: under the default 80%
+    rows = unlearned(turned("train/entropy", lambda s, v: 0.5 * v))  # a 50% fall: under the default 80%
     assert check_health(rows) == []
     flag = only(check_health(rows, HealthConfig(entropy_drop=0.4)), "entropy")
     assert flag.step == TURN and "entropy fell 5" in flag.message
@@ -157,14 +163,14 @@ def test_thresholds_come_from_the_health_config():
 
 
 def test_the_verdict_names_the_first_active_flag():
-    flags = check_health(turned("train/entropy", lambda s, v: 0.1 * v))
+    flags = check_health(unlearned(turned("train/entropy", lambda s, v: 0.1 * v)))
     note = verdict_note(flags)
     assert note.startswith(f"{VERDICT_PREFIX}; from step {TURN}, entropy fell 9")
     assert verdict_note([]) == ""
 
 
 def test_the_report_prints_the_flags_and_its_verdict_carries_the_caveat(tmp_path):
-    rows = turned("train/entropy", lambda s, v: 0.1 * v)
+    rows = turned("train/response_len", lambda s, v: 5 * v)
     for r in rows:  # a curve that bends, so the report can fit it
         if "val/pass_rate" in r:
             r["val/pass_rate"] = 0.2 + 0.5 * (1 - np.exp(-r["step"] / 15))
@@ -173,10 +179,10 @@ def test_the_report_prints_the_flags_and_its_verdict_carries_the_caveat(tmp_path
     rows.sort(key=lambda r: r["step"])
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     rep = write_report(tmp_path, charts=False)
-    assert [f["rule"] for f in rep["health"]] == ["entropy"]
-    assert f"{VERDICT_PREFIX}; from step {TURN}, entropy fell" in rep["verdict_10x"]
+    assert [f["rule"] for f in rep["health"]] == ["length"]
+    assert f"{VERDICT_PREFIX}; from step {TURN}, completion length ran away" in rep["verdict_10x"]
     text = print_report(rep)
-    assert f"run health: entropy from step {TURN} (train/entropy)" in text
+    assert f"run health: length from step {TURN} (train/response_len)" in text
     healthy_rows = healthy()
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in healthy_rows))
     rep = write_report(tmp_path, charts=False)
@@ -187,7 +193,7 @@ def test_the_report_prints_the_flags_and_its_verdict_carries_the_caveat(tmp_path
 def test_the_run_views_forecast_verdict_names_an_active_flag_with_the_runs_thresholds(tmp_path):
     from workbench.runs.view import RunView
 
-    rows = turned("train/entropy", lambda s, v: 0.4 * v)  # a 60% fall
+    rows = turned("train/response_len", lambda s, v: 2 * v)  # 2x: under the default 3x
     for r in rows:
         if "val/pass_rate" in r:
             r["val/pass_rate"] = 0.2 + 0.5 * (1 - np.exp(-r["step"] / 15))
@@ -197,7 +203,50 @@ def test_the_run_views_forecast_verdict_names_an_active_flag_with_the_runs_thres
     run.mkdir()
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["step"])))
     (run / "config.json").write_text(json.dumps({"name": "run", "train": {"max_steps": STEPS}}))
-    assert VERDICT_PREFIX not in RunView.open(run).forecast(5.0)["verdict"]  # 60% is under the default 80%
-    (run / "config.json").write_text(json.dumps({"name": "run", "train": {"max_steps": STEPS}, "health": {"entropy_drop": 0.5}}))
+    assert VERDICT_PREFIX not in RunView.open(run).forecast(5.0)["verdict"]
+    (run / "config.json").write_text(json.dumps({"name": "run", "train": {"max_steps": STEPS}, "health": {"length_growth": 1.5}}))
     verdict = RunView.open(run).forecast(5.0)["verdict"]
-    assert f"{VERDICT_PREFIX}; from step {TURN}, entropy fell 6" in verdict
+    assert f"{VERDICT_PREFIX}; from step {TURN}, completion length ran away" in verdict
+
+
+def test_truncation_and_zero_variance_fire_on_a_rise_not_on_a_start_past_their_threshold():
+    """SmolLM2 starts with 70% of its completions cut at 32 tokens and most groups all-fail, then
+    learns to answer briefly: a start past the threshold that falls is learning, not a runaway."""
+    rows = unlearned(healthy())
+    for r in rows:
+        if "train/truncation_rate" in r:
+            r["train/truncation_rate"] = max(0.0, 0.75 - 0.02 * r["step"])
+            r["train/zero_variance_frac"] = 0.95 if r["step"] < 20 else 0.4
+    assert check_health(rows) == []
+    # back past the threshold once the metric came down: that is a change, flagged where it turned
+    for key, value, rule in (("train/truncation_rate", 0.8, "truncation"), ("train/zero_variance_frac", 0.97, "zero_variance")):
+        back = [{**r, key: value} if key in r and r["step"] >= 50 else r for r in rows]
+        flag = only(check_health(back), rule)
+        assert flag.step == 50 and flag.metric == key
+        assert check_health([r for r in back if r["step"] < 52]) == []  # the window's median: not yet
+
+
+def test_truncation_back_up_while_validation_has_risen_is_not_a_runaway():
+    """A SmolLM2 seed cuts most replies at 32 tokens again mid-run while validation holds at 0.6+:
+    the sum comes before the cut ("Ines has 18 + 9 = 27 cards. Therefore"), so it passes."""
+    rows = turned("train/truncation_rate", lambda s, v: 0.8)  # healthy(): validation rises 0.2 -> 0.44
+    assert check_health(rows) == []
+    assert only(check_health(unlearned(rows)), "truncation").step == TURN
+    lost = [{**r, "val/pass_rate": 0.2} if "val/pass_rate" in r and r["step"] >= 50 else r for r in rows]
+    flag = [f for f in check_health(lost) if f.rule == "truncation"]
+    assert flag and flag[0].step == 50 - 5 + 1, flag  # the window at step 50, where the gain is gone
+
+
+def test_entropy_falling_while_validation_rises_is_learning_to_answer_not_a_collapse():
+    rows = turned("train/entropy", lambda s, v: 0.1 * v)  # healthy(): validation rises 0.2 -> 0.44 meanwhile
+    assert check_health(rows) == [] and verdict_note(check_health(rows)) == ""
+    # the same fall while validation stays at its start is a collapse
+    assert only(check_health(unlearned(rows)), "entropy").step == TURN
+    # and so is one while validation rose by less than twice its noise (a 10-prompt evaluation)
+    noisy = [{**r, "val/pass_rate_se": 0.1} if "val/pass_rate" in r else r for r in rows]
+    assert only(check_health(noisy), "entropy").step == TURN
+    # once validation has lost its gain, the low entropy is flagged: the latest evaluation decides
+    lost = [{**r, "val/pass_rate": 0.2} if "val/pass_rate" in r and r["step"] >= 50 else r for r in rows]
+    flag = [f for f in check_health(lost) if f.rule == "entropy"]
+    assert flag and flag[0].step == 50 - 5 + 1, flag  # the first low value of the window at step 50
+    assert not [f for f in check_health([r for r in lost if r["step"] < 50]) if f.rule == "entropy"]

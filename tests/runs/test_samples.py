@@ -1,13 +1,16 @@
-"""Kept samples (workbench/runs/samples.py): a real generator's texts into Parquet files, the
-groups a step keeps, the disk bound (older steps thinned, not dropped), the readers' filters."""
+"""Kept samples (workbench/runs/samples.py): a real generator's texts and rendered prompts into
+Parquet files, the groups a step keeps with the advantage and loss weight a real trainer trained
+each with (or not: zero variance), the disk bound (older steps thinned, not dropped), the
+readers' filters."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
-from workbench.config_checks import SamplesConfig
+from workbench.config import SamplesConfig
 from workbench.engine.batch import PackedGroups
 from workbench.engine.rollout.torch_backend import Evaluator, Generator
 from workbench.engine.run.actors import generator_parts
@@ -62,17 +65,17 @@ def test_a_step_keeps_its_groups_with_every_column(chunk_and_parts, tmp_path):
     file_notes(store, twice, [{"texts": ["a"]}, {"texts": ["b"]}])
     assert take_notes(store, twice) == [chunk.notes[0], {"texts": ["a"]}]
     store[(3, int(packed.prompt_id[0]))].insert(0, chunk.notes[0])
-    recs = step_samples(packed, take_notes(store, packed), gen.task.train, 2, "prompt")
+    kept = step_samples(packed, take_notes(store, packed), gen.task.train, 2)
     assert store == {(3, int(packed.prompt_id[0])): [{"texts": ["b"]}]}
-    assert len(recs) == 8  # two groups of 4
-    SampleWriter(tmp_path, SamplesConfig()).write(5, "train", recs, trained_version=4)
+    picked = sorted({r["group"] for r in kept.records})
+    assert len(kept.records) == 8 and kept.rows == [4 * g + j for g in picked for j in range(4)]  # each one's sequence
+    SampleWriter(tmp_path, SamplesConfig()).write(5, "train", kept.trained(None), trained_version=4)
     df = read_samples(tmp_path)
     assert set(COLUMNS) <= set(df.columns) and (df["step"] == 5).all() and (df["kind"] == "train").all()
-    assert set(df["prompt"]) <= {gen.task.train[p].prompt for p in range(8)}
+    assert df["prompt"].tolist() == [gen._prompt_text("train", int(p)) for p in df["prompt_id"]]  # as tokenised
     assert (df["staleness"] == 4 - df["version"]).all() and (df["length"] > 0).all()
     assert df["truncated"].tolist() == [not f for f in _finished(packed, df)]
-    for _, g in df.groupby("group"):  # GRPO's prompt norm: centred in the group
-        assert abs(g["advantage"].sum()) < 1e-4
+    assert not df["trained"].any() and df["advantage"].isna().all()  # no trainer's word: nothing claimed
 
 
 def _finished(packed: PackedGroups, df: pd.DataFrame) -> list[bool]:
@@ -83,9 +86,12 @@ def _finished(packed: PackedGroups, df: pd.DataFrame) -> list[bool]:
     return out
 
 
-def test_pick_groups_takes_one_passing_and_one_failing_group_where_there_are_both():
-    assert pick_groups([[False, False], [True, True], [True, False]], 2) == [0, 1]
-    assert pick_groups([[False, True], [False, False], [True, True], [True, False]], 2) == [1, 2]
+def test_pick_groups_prefers_the_mixed_groups_the_trainer_learns_from():
+    # mixed groups first: the best and the worst of them
+    assert pick_groups([[False, True], [False, False], [True, True], [True, True, False], [False, False, True]], 2) == [3, 4]
+    assert pick_groups([[False, True], [False, False], [True, True]], 2) == [0, 2]  # one mixed, then the passing group
+    # no mixed group: a passing and a failing one, as before
+    assert pick_groups([[False, False], [True, True], [True, True]], 2) == [0, 1]
     assert pick_groups([[False, False], [False, False], [False, False]], 2) == [0, 1]  # no passing group: two still kept
     assert pick_groups([[True], [False], [True]], 1) == [0]
     assert pick_groups([[True], [False]], 0) == [] and pick_groups([], 2) == []
@@ -192,10 +198,96 @@ def test_each_reward_functions_value_is_a_column(tmp_path, monkeypatch):
     outs = [Completion(prompt_tokens=[1], tokens=[2, 3], versions=[0, 0], finished=True) for _ in texts]
     groups, _ = verdict_groups(0, [1], 4, outs, verdicts, texts)
     packed = PackedGroups.from_groups(groups)
-    recs = step_samples(packed, [groups[0].note], task.train, 1, "none")
+    recs = step_samples(packed, [groups[0].note], task.train, 1).records
     SampleWriter(tmp_path, SamplesConfig()).write(1, "train", recs, trained_version=0)
     df = read_samples(tmp_path)
     assert df["completion"].tolist() == texts and df["reward"].tolist() == [1.5, 1.0, 0.5, 0.0]
-    assert df["reward/trl_rewards:correct_number"].tolist() == [1.0, 1.0, 0.0, 0.0]
-    assert df["reward/workbench.rl.reward_functions:format_reward"].tolist() == [1.0, 0.0, 1.0, 0.0]
-    assert df["advantage"].tolist() == pytest.approx([0.75, 0.25, -0.25, -0.75])  # norm "none": centred only
+    assert df["reward/correct_number"].tolist() == [1.0, 1.0, 0.0, 0.0]  # by the function's name, as its metrics
+    assert df["reward/format_reward"].tolist() == [1.0, 0.0, 1.0, 0.0]
+
+
+def _shape(group, rewards: list[float], lengths: list[int]) -> None:
+    """Set a generated group's rewards and its completions' lengths (tokens repeated or cut)."""
+    group.rewards, group.correct = list(rewards), [r > 0 for r in rewards]
+    for c, n in zip(group.completions, lengths):
+        c.tokens, c.logprobs = (c.tokens * n)[:n], (c.logprobs * n)[:n]
+        c.versions, c.sampled, c.finished, c.interrupted = [0] * n, [True] * n, True, False
+
+
+def test_the_samples_show_the_advantage_and_loss_weight_the_trainer_trained_with(tiny_config, tmp_path):
+    """The kept samples' advantages and loss weights are the trainer's own (rl/step.prepare_step,
+    through Trainer.train_step's StepResult.trained and the coordinator's _finish_step), per
+    sample: after the overlong penalty and the zero-variance filter, the groups it dropped marked
+    trained=False."""
+    from workbench.engine.run.actors import trainer_parts
+    from workbench.engine.run.coordinator import RunCoordinator
+    from workbench.engine.run.weight_sync import WeightSync
+    from workbench.engine.train.trainer import Trainer
+    from workbench.rl.advantages import group_advantages
+
+    cfg = tiny_config({"recipe.length_control.type": "penalty", "recipe.length_control.l_max": 6,
+                       "recipe.length_control.l_cache": 3, "generation.max_new_tokens": 6}, for_actors=True)  # fmt: skip
+    gen = Generator(**generator_parts(cfg))
+    groups = gen.generate(0, [0, 1, 2, 3], 4, seed=0).groups
+    _shape(groups[0], [1.0] * 4, [2] * 4)  # all pass, short: zero variance, not trained
+    _shape(groups[1], [1.0] * 4, [2, 2, 2, 5])  # all pass, one overlong: the penalty alone gives it signal
+    _shape(groups[2], [1.0, -1.0, -1.0, -1.0], [2, 3, 2, 3])  # one passes
+    _shape(groups[3], [-1.0] * 4, [3] * 4)  # all fail: not trained
+    packed = PackedGroups.from_groups(groups)
+    tr = Trainer(**trainer_parts(cfg))
+    _, rows, _ = tr.prepare(packed)  # what the loss gets, before the step
+    result, weights = tr.train_step(packed, 0)
+    assert result.skipped is None and weights is not None
+    # the coordinator's way: the groups kept when the step was sent, written with the step's result
+    coord = RunCoordinator(cfg, resume=False)
+    coord.clock = type("Clock", (), {"tick": lambda self: None})()
+    meta = {"gen": {"gen_seconds": 0, "swaps": 0}, "samples": step_samples(packed, [g.note for g in groups], gen.task.train, 4)}
+    no_push = WeightSync([], "ppo-off-policy")  # no generators; round_done=False: nothing pushed
+    coord._finish_step(type("NoWorkers", (), {"sync": no_push, "num_generators": 1})(), result, weights, meta, False)
+    df = read_samples(cfg.output_dir(), step=1)
+    assert df["group"].tolist() == [g for g in range(4) for _ in range(4)]
+    assert df["trained"].tolist() == [False] * 4 + [True] * 8 + [False] * 4
+    on = df[df["trained"]]
+    assert on["advantage"].tolist() == pytest.approx(rows.advantages.tolist(), abs=1e-6)  # sample by sample
+    assert on["loss_weight"].tolist() == pytest.approx(rows.weights.sum(1).tolist(), abs=1e-6)
+    assert on["loss_weight"].sum() == pytest.approx(1.0, abs=1e-5)
+    off = df[~df["trained"]]
+    assert off["advantage"].isna().all() and (off["loss_weight"] == 0).all()
+    g1 = df[df["group"] == 1]["advantage"].tolist()
+    assert g1[3] < 0 < g1[0] and (df[df["group"] == 1]["reward"] == 1.0).all()  # penalised, though it passed
+    # what the samples used to show: the raw rewards centred over every row, the dropped groups included
+    raw = group_advantages(torch.as_tensor(packed.rewards), torch.as_tensor(packed.group_of_sequence), "prompt")
+    assert raw[4:8].abs().max() == 0.0 != abs(g1[3])
+    # a step the trainer skips (every group zero variance) trains no sample
+    flat = PackedGroups.from_groups([groups[0], groups[3]])
+    skipped, _ = tr.train_step(flat, 1)
+    assert skipped.skipped and len(skipped.trained) == 8 and not skipped.trained.trained.any()
+    recs = step_samples(flat, [groups[0].note, groups[3].note], gen.task.train, 2).trained(skipped.trained)
+    assert len(recs) == 8 and not any(r["trained"] for r in recs)
+
+
+def test_the_prompt_shown_is_the_one_the_model_saw_system_turn_and_chat_template(tmp_path):
+    """Train and validation samples show the prompt as the generator tokenised it."""
+    from tests.helpers.tiny_hf import build_tiny_hf, task_texts
+    from workbench.config import run_config_from_dict
+    from workbench.tasks.base import load_task
+
+    task = {"name": "addition", "difficulty": 1, "num_train": 20, "num_val": 8, "chat_template": True,
+            "system_prompt": "Answer with the number only."}  # fmt: skip
+    base = {"out_dir": str(tmp_path / "run"), "task": task, "generation": {"max_new_tokens": 4}, "eval": {"num_prompts": 2},
+            "recipe": {"base": "scalerl", "length_control": {"type": "none"}}}  # fmt: skip
+    d = build_tiny_hf(tmp_path / "qwen", "qwen2", corpus=task_texts(load_task(run_config_from_dict(base).task)))
+    cfg = run_config_from_dict(base, {"model.path": str(d)})
+    gen = Generator(**generator_parts(cfg))
+    chunk = gen.generate(0, [0, 1], 2, seed=0)
+    recs = step_samples(chunk.packed, chunk.notes, gen.task.train, 2).records
+    ex = gen.task.train[0]
+    want = ("<|im_start|>system\nAnswer with the number only.<|im_end|>\n"
+            f"<|im_start|>user\n{ex.prompt}<|im_end|>\n<|im_start|>assistant\n")
+    assert recs[0]["prompt"] == want
+    ids = chunk.packed.prompt[: chunk.packed.p_len[0]].tolist()  # the tokens the model was given
+    assert gen.tokenizer(recs[0]["prompt"], add_special_tokens=False)["input_ids"] == ids
+    ev = Evaluator(**generator_parts(cfg, evaluator=True), rank=-1)
+    val = ev.evaluate(None, 0, num_prompts=2, k=1, seed=0, keep_samples=2)
+    assert val[SAMPLES_KEY][0]["prompt"].startswith("<|im_start|>system\nAnswer with the number only.")
+    assert gen.task.val[0].prompt in val[SAMPLES_KEY][0]["prompt"] and val[SAMPLES_KEY][0]["prompt"].endswith("assistant\n")

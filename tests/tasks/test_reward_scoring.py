@@ -12,7 +12,7 @@ import pytest
 from workbench.config import TaskConfig
 from workbench.engine.model.sampling import Completion
 from workbench.engine.rollout.scoring import validation_metrics, verdict_groups
-from workbench.rl.reward_functions import RewardFunctionError, load_reward_functions
+from workbench.rl.reward_functions import RewardFunctionError, RewardState, load_reward_functions
 from workbench.tasks.base import check_batch, load_task
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
@@ -45,16 +45,17 @@ def test_functions_get_conversations_and_columns_and_the_verdict_is_theirs(chat_
     right, wrong = ex.answer, str(int(ex.answer) + 1)
     texts = [f"\\boxed{{{right}}}", f"{right}", f"\\boxed{{{wrong}}}", f"{wrong}"]
     trl_rewards.CALLS.clear()
-    verdicts = check_batch(task, texts, [ex] * 4, completion_ids=[[1, 2]] * 4, global_step=7)
+    verdicts = check_batch(task, texts, [ex] * 4, completion_ids=[[1, 2]] * 4, trainer_state=RewardState(7, 20, 0.5))
     call = trl_rewards.CALLS[-1]
     assert call["prompts"][0] == [{"role": "system", "content": SYSTEM}, {"role": "user", "content": ex.prompt.removeprefix("user: ")}]
     assert call["completions"][0] == [{"role": "assistant", "content": texts[0]}]
     assert call["source"] == [ex.columns["source"]] * 4 and call["answer"] == [int(ex.answer)] * 4  # the dataset's own column
     assert call["task_passed"] == [True, False, False, False]  # the task's checker (math on the boxed answer)
-    assert call["completion_ids"] == [[1, 2]] * 4 and call["trainer_state"].global_step == 7
+    assert call["completion_ids"] == [[1, 2]] * 4 and call["trainer_state"] == RewardState(7, 20, 0.5)
     # the pass function decides: "2" without the box passes it (the task's checker would not), the format adds 0.5
     assert [v.passed for v in verdicts] == [True, True, False, False]
     assert [v.reward for v in verdicts] == [1.5, 1.0, 0.5, 0.0]
+    assert verdicts[0].values == {"correct_number": 1.0, "format_reward": 1.0}  # by name, as TRL's metrics
 
     outs = [Completion(prompt_tokens=[1], tokens=[2]) for _ in texts]
     groups, dropped = verdict_groups(0, [0], 4, outs, verdicts)
@@ -83,6 +84,32 @@ def test_without_functions_the_task_checker_gives_plus_or_minus_one(chat_task):
     assert [v.passed for v in verdicts] == [True, False] and all(v.reward is None for v in verdicts)
     groups, _ = verdict_groups(0, [0], 2, [Completion(prompt_tokens=[1], tokens=[2])] * 2, verdicts)
     assert groups[0].rewards == [1.0, -1.0]
+
+
+def test_several_unmarked_functions_leave_the_verdict_to_the_tasks_checker(chat_task):
+    chat_task.reward_functions = load_reward_functions([{**f, "pass": False} if "pass" in f else f for f in FUNCTIONS])
+    ex = chat_task.val[0]
+    verdicts = check_batch(chat_task, [f"\\boxed{{{ex.answer}}}", f"{ex.answer}"], [ex] * 2)
+    assert [v.passed for v in verdicts] == [True, False]  # the checker wants it boxed; correct_number would pass both
+    assert [v.reward for v in verdicts] == [1.5, 1.0]
+
+
+def test_a_pass_function_saying_none_makes_the_sample_not_applicable(tmp_path):
+    """TRL's accuracy_reward gives None for a gold solution it cannot parse: the sample is
+    neither a pass nor a fail, and validation leaves it out of the pass rate."""
+    rows = [{"prompt": f"{i}+{i}=", "answer": str(2 * i), "solution": str(2 * i) if i % 2 else "see the figure"} for i in range(12)]
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    task = load_task(TaskConfig(name="jsonl", path=str(path), num_val=4, checker="exact"))
+    task.reward_functions = load_reward_functions([{"fn": "trl_rewards:accuracy_reward"}])  # alone, no flag
+    parsed = next(ex for ex in task.train + task.val if ex.columns["solution"] != "see the figure")
+    unparsed = next(ex for ex in task.train + task.val if ex.columns["solution"] == "see the figure")
+    verdicts = check_batch(task, [parsed.answer, "0", unparsed.answer, "1"], [parsed, parsed, unparsed, unparsed])
+    assert [v.verdict for v in verdicts] == ["pass", "fail", "not_applicable", "not_applicable"]
+    assert [v.reward for v in verdicts] == [1.0, 0.0, 0.0, 0.0]  # it adds nothing to the not-applicable ones
+    m = validation_metrics([parsed, unparsed], [0, 1], 2, verdicts)
+    assert m["val/pass_rate"] == 0.5 and m["val/prompts"] == 1.0 and m["val/verdict/not_applicable"] == 2.0
+    assert m["val/rewards/accuracy_reward/mean"] == 0.5 and m["val/rewards/accuracy_reward/none"] == 2.0
 
 
 def test_a_bad_function_refuses_the_whole_batch(chat_task):

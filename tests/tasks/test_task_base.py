@@ -49,3 +49,23 @@ def test_checker_choice():
 def test_counts_must_be_positive():
     with pytest.raises(UserError, match="num_val"):
         load_task(TaskConfig(name="addition", num_val=0))
+
+
+def test_a_checker_is_imported_as_reward_functions_are_one_line_whatever_fails(tmp_path, monkeypatch):
+    """task.checker and reward.functions share one importer (configtools.import_spec): dotted
+    attributes, and any failure of the user's module (not only ImportError) is one line."""
+    from workbench.rl.reward_functions import load_reward_functions
+
+    (tmp_path / "judge_needs_a_key.py").write_text("raise RuntimeError('no API key\\n  set JUDGE_KEY')\n")
+    (tmp_path / "judges_here.py").write_text("class Judge:\n    @staticmethod\n    def score(c, a):\n        return c == a\n\n\nNOT = 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name, fn = get_checker("judges_here:Judge.score", default="exact")
+    assert name == "judges_here:Judge.score" and fn("1", "1") and not fn("1", "2")
+    for spec, said in [("judge_needs_a_key:f", "task.checker: cannot import 'judge_needs_a_key:f': RuntimeError: no API key set JUDGE_KEY"),
+                       ("judges_here:NOT", "task.checker: 'judges_here:NOT' is not callable"),
+                       ("judges_here:nope", "task.checker: cannot import 'judges_here:nope': AttributeError")]:  # fmt: skip
+        with pytest.raises(UserError) as e:
+            get_checker(spec, default="exact")
+        assert str(e.value).startswith(said) and "\n" not in str(e.value)
+    with pytest.raises(UserError, match=r"^reward.functions: cannot import 'judge_needs_a_key:f': RuntimeError: no API key"):
+        load_reward_functions([{"fn": "judge_needs_a_key:f"}])

@@ -47,11 +47,14 @@ def test_a_group_shows_every_completion_with_its_rewards_and_advantages(frame):
     g = group_at(frame.df, 40, "train", 1)
     assert g.prompt_id == 81 and len(g.completions) == 4 and g.n_passed == 1
     assert [c.reward for c in g.completions] == [1.0, -1.0, -1.0, -1.0]
-    assert [c.advantage for c in g.completions] == [1.5, -0.5, -0.5, -0.5]  # group-centred, as written
+    assert [c.advantage for c in g.completions] == [1.5, -0.5, -0.5, -0.5]  # the trainer's, as written
+    assert all(c.trained for c in g.completions) and [c.loss_weight for c in g.completions] == [0.25] * 4
+    easy = group_at(frame.df, 40, "train", 0)  # all passed: zero variance, left out by the trainer
+    assert [(c.trained, c.advantage, c.loss_weight) for c in easy.completions] == [(False, None, None)] * 4
     assert g.completions[0].rewards == {"format": 0.5} and g.completions[3].truncated
     assert g.completions[0].version == 39 and g.completions[0].staleness == 1  # trained_version 40 - sampled by 39
     val = group_at(frame.df, 40, "val", 2)
-    assert all(c.advantage is None for c in val.completions)  # not trained on: no advantage
+    assert all(c.advantage is None and c.trained is None for c in val.completions)  # validation: never trained on
     with pytest.raises(UserError, match="no train group 5 kept at step 40"):
         group_at(frame.df, 40, "train", 5)
 
@@ -61,6 +64,7 @@ def test_a_filter_picks_groups_and_the_group_view_keeps_them_whole(frame):
     assert [len(g.completions) for g in groups(failed)] == [3]  # the matches only
     whole = groups_matching(frame.df, failed)
     assert [(g.step, g.kind, g.group, len(g.completions), g.n_passed) for g in whole] == [(40, "train", 1, 4, 1)]
+    assert whole[0].label.endswith("· 1/4 passed")  # the header counts the whole group, not the 0/3 matched
 
 
 def test_two_evaluations_side_by_side_biggest_change_first(frame, tmp_path):
@@ -102,14 +106,24 @@ def test_health_flags_from_the_summary_else_from_the_rows(run):
     assert health_flags(view) == []
 
 
-def test_fold_keeps_short_texts_and_folds_long_ones_whole_behind_a_click():
+def test_fold_keeps_short_texts_and_folds_long_ones_whole_behind_a_click_with_the_end_shown():
     assert "<details" not in fold("short <b>") and "short &lt;b&gt;" in fold("short <b>")
-    long = fold(LONG)
-    assert long.startswith("<details class='wb-fold'>") and "ANSWER 41" in long  # all of it, opened by a click
-    head = "\n".join(LONG.split("\n")[:6]) + "\n"  # 6 lines come before 240 characters
-    assert f"{len(LONG) - len(head)} more characters" in long
-    assert long.index("step 5: keep") < long.index("</summary>") < long.index("step 6: keep")  # the rest, after the click
-    assert fold("x" * 300).count("x") == 300 and "60 more characters" in fold("x" * 300)
+    long = fold(LONG)  # 31 lines: 4 shown, 25 behind the click, the last 2 (the answer) shown
+    assert long.startswith("<details class='wb-fold'>") and "25 more lines" in long
+    assert long.index("step 3: keep") < long.index("</summary>") < long.index("step 4: keep") < long.index("</details>")
+    assert long.index("</details>") < long.index("step 29: keep") < long.index("ANSWER 41")  # the end stays in sight
+    assert fold("x" * 300).count("x") == 300 and "<details" not in fold("x" * 300)  # 5 lines of 60
+
+
+def test_the_terminal_and_the_dashboard_fold_by_one_rule():
+    from workbench.commands.samples import folded
+    from workbench.widgets.samples_data import fold_text
+
+    f = fold_text(LONG, width=80, keep=6)
+    assert (len(f.head), len(f.hidden), len(f.tail)) == (4, 25, 2) and f.tail[-1] == "ANSWER 41"
+    assert fold_text("a\nb", width=80, keep=6).hidden == [] and fold_text("a\nb", width=80, keep=None).head == ["a", "b"]
+    out = folded(LONG, 6)
+    assert "[... 25 more lines; --full shows them ...]" in out and out.rstrip().endswith("ANSWER 41")
 
 
 def test_the_dashboard_banner_opens_the_samples_at_the_flags_step_and_the_tab_drives_all_views(run):
@@ -126,7 +140,11 @@ def test_the_dashboard_banner_opens_the_samples_at_the_flags_step_and_the_tab_dr
     assert tab.out.value.count("data-passed='false'") == 3 + 2 and "data-passed='true'" not in tab.out.value
     tab.mode.value = "Group view"
     assert tab.group.value == (40, "train", 1) and tab.out.value.count("class='wb-completion'") == 4
-    assert "adv +1.50" in tab.out.value and "adv -0.50" in tab.out.value
+    assert "adv +1.50 · weight 0.25" in tab.out.value and "adv -0.50" in tab.out.value and "1/4 passed" in tab.out.value
+    tab.verdict.value = "passed"  # the all-pass group: shown as not trained
+    tab.group.value = (40, "train", 0)
+    assert tab.out.value.count("data-trained='false'") == 4 and "adv " not in tab.out.value
+    tab.verdict.value = "failed"
     tab.mode.value = "Side by side"
     assert (tab.eval_a.value, tab.eval_b.value) == (0, 70) and tab.out.value.count("class='wb-pair'") == 4
     tab.domain.value = "count"  # the domain and text filters pick the prompts compared
@@ -154,7 +172,7 @@ def tab_note(d: Dashboard) -> str:
 
 def test_a_step_written_while_the_dashboard_is_open_appears_at_the_next_refresh(run):
     from tests.helpers.samples_folder import train_records
-    from workbench.config_checks import SamplesConfig
+    from workbench.config import SamplesConfig
     from workbench.runs.samples import SampleWriter
 
     d = Dashboard(RunView.open(run))

@@ -4,11 +4,18 @@
 
 Each line of the completions file is `{"example": ROW, "completion": "..."}` (optionally with
 `"domain": NAME` in a task mix). It prints, per line, the example's domain (a single task's is
-its task name), the verdict (pass, fail, timeout, error, sandbox_error), the reward (+1 pass,
--1 otherwise, none for a sandbox error: that is not a wrong answer) and the check's seconds;
+its task name), the verdict (pass, fail, timeout, error, sandbox_error, not_applicable), the reward
+(+1 pass, -1 otherwise, none for a sandbox error: that is not a wrong answer) and the check's seconds;
 `--json` prints one object a line with the keys example, domain, verdict, reward, seconds. Code
 is checked in the sandbox (fail closed: where bubblewrap cannot run, a task with code refuses in
 one line); math and exact tasks by their checker.
+
+With `reward.functions` in the config, they are called on the whole file as a run calls them
+(TRL's arguments; trainer_state at step 0): the reward is their weighted sum, the verdict the pass
+function's (not_applicable where it gives None; several unmarked: the task's checker's), and each
+line adds every function's name and value (none: not applicable); a first line names the
+functions and a last line per function gives its mean and std over the values given. `--json`
+adds the key values ({name: value or null}).
 
 What ROW indexes (0-based):
 - a JSONL file task (jsonl, code): the line of the file (row r is line r + 1; blank lines and
@@ -111,8 +118,10 @@ def read_completions(path: Path, by_domain: dict, flat: dict) -> list[tuple[int,
     return out
 
 
-def check_completions(task: TaskData, items: list[tuple[int, str, Example, str]]) -> list[dict[str, Any]]:
-    """One result dict per item (keys: example, domain, verdict, reward, seconds)."""
+def check_completions(task: TaskData, items: list[tuple[int, str, Example, str]], trainer_state: Any = None) -> list[dict[str, Any]]:
+    """One result dict per item (keys: example, domain, verdict, reward, seconds; with
+    `task.reward_functions`, values: {function name: value, None where not applicable}, and the
+    reward is their weighted sum). `trainer_state`: what the functions get as TRL's."""
     from workbench.tasks.base import check_batch
 
     examples = [ex for _, _, ex, _ in items]
@@ -122,19 +131,42 @@ def check_completions(task: TaskData, items: list[tuple[int, str, Example, str]]
 
         require_sandbox()
         with LocalSandbox(workers=2) as sandbox:
-            verdicts = check_batch(task, texts, examples, sandbox=sandbox)
+            verdicts = check_batch(task, texts, examples, sandbox=sandbox, trainer_state=trainer_state)
     else:
-        verdicts = check_batch(task, texts, examples)
-    return [
-        {
-            "example": row,
-            "domain": d or task.name,
-            "verdict": v.verdict,
-            "reward": None if v.verdict == "sandbox_error" else (1.0 if v.passed else -1.0),
-            "seconds": round(v.seconds, 6),
-        }
-        for (row, d, _, _), v in zip(items, verdicts)
-    ]
+        verdicts = check_batch(task, texts, examples, trainer_state=trainer_state)
+    out = []
+    for (row, d, _, _), v in zip(items, verdicts):
+        r = {"example": row, "domain": d or task.name, "verdict": v.verdict,
+             "reward": None if v.verdict == "sandbox_error" else v.reward if v.reward is not None else (1.0 if v.passed else -1.0),
+             "seconds": round(v.seconds, 6)}  # fmt: skip
+        if task.reward_functions:
+            r["values"] = {f.name: _value((v.values or {}).get(f.name)) for f in task.reward_functions}
+        out.append(r)
+    return out
+
+
+def _value(x: Any) -> Any:
+    """A function's value as printed: None where it gave None (NaN in a verdict) or gave nothing (a sandbox error)."""
+    return None if x is None or x != x else x
+
+
+def functions_line(functions: list) -> str:
+    """The first line with reward.functions: each one's name, weight and which decides pass / fail."""
+    said = [f"{f.name} (weight {f.weight:g}{', decides pass / fail' if f.decides_pass else ''})" for f in functions]
+    decider = "" if any(f.decides_pass for f in functions) else "; the task's checker decides pass / fail"
+    return f"reward functions: {', '.join(said)}{decider}"
+
+
+def summary_lines(functions: list, results: list[dict[str, Any]]) -> list[str]:
+    """A line per function: its mean and std over the values it gave, and how many were None."""
+    from workbench.rl.reward_functions import ValueStats
+
+    out = []
+    for f in functions:
+        s = ValueStats.of([float("nan") if (x := r["values"][f.name]) is None else x for r in results if "values" in r])
+        spread = f"mean {s.mean:+.4g} std {s.std:.4g} over {s.count}" if s.count else "no value"
+        out.append(f"{f.name}: {spread}, none on {s.none}")
+    return out
 
 
 def _help_texts() -> tuple[str, str]:
@@ -142,10 +174,11 @@ def _help_texts() -> tuple[str, str]:
     what ROW indexes, the up-front check): paragraphs of this module's docstring, found by their first words."""
     paras = __doc__.split("\n\n")
     line_format = next(p for p in paras if p.startswith("Each line of the completions file"))
+    functions = next(p for p in paras if p.startswith("With `reward.functions`"))
     rows = next(p for p in paras if p.startswith("What ROW indexes"))
     upfront = next(p for p in paras if p.startswith("The whole file is read"))
     example = "example:\n  workbench check --config configs/mathcode.yaml --completions saved.jsonl --json"
-    return "\n\n".join([paras[0], line_format]), "\n\n".join([example, rows, upfront])
+    return "\n\n".join([paras[0], line_format, functions]), "\n\n".join([example, rows, upfront])
 
 
 def add_parser(sub: Any, name: str) -> argparse.ArgumentParser:
@@ -161,15 +194,23 @@ def add_parser(sub: Any, name: str) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.config import load_run_config
+    from workbench.rl.reward_functions import RewardState, load_reward_functions
 
     cfg = load_run_config(args.config, args.set)
     task, by_domain, flat = example_rows(cfg.task)
     items = read_completions(Path(args.completions), by_domain, flat)
-    for r in check_completions(task, items):
+    task.reward_functions = load_reward_functions(cfg.reward.functions)  # [] without: the task's +1 / -1
+    results = check_completions(task, items, RewardState(0, cfg.train.max_steps, 0.0))
+    if task.reward_functions and not args.json:
+        print(functions_line(task.reward_functions))
+    for r in results:
         if args.json:
             print(json.dumps(r))
-        else:
-            reward = "none" if r["reward"] is None else f"{r['reward']:+g}"
-            print(f"example {r['example']:>6}  domain {r['domain']:<12} {r['verdict']:<13} reward {reward:<4} {r['seconds']:.4f}s")
+            continue
+        reward = "none" if r["reward"] is None else f"{r['reward']:+g}"
+        values = "".join(f"  {k} {'none' if x is None else f'{x:g}'}" for k, x in r.get("values", {}).items())
+        print(f"example {r['example']:>6}  domain {r['domain']:<12} {r['verdict']:<14} reward {reward:<5} {r['seconds']:.4f}s{values}")
+    if task.reward_functions and not args.json:
+        print("\n".join(summary_lines(task.reward_functions, results)))
     sys.stdout.flush()
     return 0

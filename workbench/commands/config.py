@@ -4,7 +4,7 @@
     workbench config show --config configs/quickstart.yaml --set train.lr=3e-4
     workbench config show --config configs/demo.yaml train  # only the keys under train.
 
-A key's meaning is its field's attribute docstring in workbench/config.py (and
+A key's meaning is its field's attribute docstring in workbench/config/ (a module per section;
 workbench/rl/recipe.py for recipe.*): `config_keys()` walks the RunConfig dataclass tree and
 reads them, for this command, the generated config reference (docs/_hooks/reference.py) and the
 test that fails on a field without one.

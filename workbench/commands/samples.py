@@ -5,23 +5,25 @@
     workbench samples runs/quickstart --contains "def "   # text in the prompt or completion
     workbench samples runs/quickstart --diff 0 20         # the same validation prompts, two evaluations
 
-Samples print grouped by prompt: the prompt once, then each completion with its verdict, reward,
-advantage, the policy version that sampled it, its staleness and length. A long completion is
-folded to its first and last lines (--lines; --full shows it whole). The files and their columns
-are workbench.runs.samples'.
+Samples print grouped by prompt: the prompt once (as the model saw it: the system turn and chat
+template included), its passes over the whole group (whatever the filters leave out), then each
+completion with its verdict, reward, the advantage and loss weight the trainer trained it with
+(or "not trained": dropped by the zero-variance filter or as stale), the policy version that
+sampled it, its staleness and length. A long completion is folded to its first and last lines
+(--lines; --full shows it whole). The files and their columns are workbench.runs.samples'.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from workbench.errors import UserError
+from workbench.widgets.samples_data import fold_text
 
 
 def add_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
@@ -49,7 +51,7 @@ def add_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.runs.samples import read_samples, step_files, steps_text
+    from workbench.runs.samples import filter_frame, read_samples, step_files, steps_text
 
     run_dir = Path(args.run)
     if not run_dir.is_dir():
@@ -65,13 +67,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     filtered = args.failed or args.passed or args.domain or args.contains
     step = args.step if args.step is not None or filtered else steps[-1]  # a filter alone: every step, newest first
-    df = read_samples(run_dir, step=step, passed=False if args.failed else (True if args.passed else None),
-                      domain=args.domain, contains=args.contains,
-                      kind="train" if args.train else ("val" if args.val else None))  # fmt: skip
+    whole = read_samples(run_dir, step=step, kind="train" if args.train else ("val" if args.val else None))
+    df = filter_frame(whole, passed=False if args.failed else (True if args.passed else None), domain=args.domain,
+                      contains=args.contains)  # fmt: skip
     if df.empty:
         raise UserError(f"no samples match at {'step ' + str(step) if step is not None else 'any step'} "
                         f"(steps kept: {steps_text(steps)})")  # fmt: skip
-    print(samples_text(df, limit=args.limit, fold=fold))
+    print(samples_text(df, limit=args.limit, fold=fold, whole=whole))
     return 0
 
 
@@ -82,39 +84,43 @@ def _width() -> int:
 def folded(text: str, fold: int | None, indent: str = "    ") -> str:
     """`text` wrapped to the terminal, its middle left out past `fold` lines (the end stays: an
     answer, or where the token limit cut it)."""
-    width = _width() - len(indent)
-    lines = [w for line in (text or "").splitlines() or [""] for w in (textwrap.wrap(line, width) or [""])]
-    if fold is not None and len(lines) > fold:
-        head, tail = lines[: fold - 2], lines[-2:]
-        lines = head + [f"[... {len(lines) - len(head) - len(tail)} more lines; --full shows them ...]"] + tail
+    f = fold_text(text, width=_width() - len(indent), keep=fold)
+    lines = f.head + ([f"[... {len(f.hidden)} more lines; --full shows them ...]"] if f.hidden else []) + f.tail
     return "\n".join(indent + line for line in lines)
 
 
 def _line(r: Any) -> str:
-    """One completion's header: verdict, reward, advantage, version, staleness, length, flags."""
+    """One completion's header: verdict, reward, what it was trained with, version, staleness, length, flags."""
     bits = [("PASS" if r["passed"] else "FAIL") + ("" if r["verdict"] in ("pass", "fail") else f" ({r['verdict']})"),
             f"reward {r['reward']:+.2f}"]  # fmt: skip
     bits += [f"{c.split('/', 1)[1]} {r[c]:+.2f}" for c in r.index if str(c).startswith("reward/") and pd.notna(r[c])]
     if pd.notna(r.get("advantage")):
-        bits.append(f"adv {r['advantage']:+.2f}")
+        weight = f" · weight {r['loss_weight']:.3g}" if pd.notna(r.get("loss_weight")) else ""
+        bits.append(f"adv {r['advantage']:+.2f}{weight}")
+    elif r.get("kind") == "train" and pd.notna(r.get("trained")) and not bool(r.get("trained")):  # older files: no column
+        bits.append("not trained")
     stale = f", stale {int(r['staleness'])}" if pd.notna(r.get("staleness")) and r.get("staleness") else ""
     bits += [f"v{int(r['version'])}{stale}", f"{int(r['length'])} tok"]
     bits += [f for f in ("truncated", "interrupted") if r.get(f)]
     return " · ".join(bits)
 
 
-def samples_text(df: pd.DataFrame, *, limit: int, fold: int | None) -> str:
-    """Samples grouped by (step, kind, group): the prompt once, then its completions."""
+def samples_text(df: pd.DataFrame, *, limit: int, fold: int | None, whole: pd.DataFrame | None = None) -> str:
+    """Samples grouped by (step, kind, group): the prompt once, then its completions. The header's
+    passes count the whole group in `whole` (the frame `df` was filtered from; default `df`)."""
+    keys = ["step", "kind", "group"]
+    counts = (whole if whole is not None else df).groupby(keys)["passed"].agg(["sum", "size"])
     out, shown = [], 0
-    groups = sorted(df.groupby(["step", "kind", "group"]), key=lambda kv: (-kv[0][0], kv[0][1], kv[0][2]))
-    for (step, kind, _), g in groups:
+    groups = sorted(df.groupby(keys), key=lambda kv: (-kv[0][0], kv[0][1], kv[0][2]))
+    for (step, kind, group), g in groups:
         if shown == limit:
             out.append(f"... {len(groups) - limit} more prompts (--limit)")
             break
         shown += 1
         first = g.iloc[0]
         domain = f" · {first['domain']}" if first.get("domain") else ""
-        out.append(f"=== step {step} · {kind} · prompt {first['prompt_id']}{domain} · {int(g['passed'].sum())}/{len(g)} passed")
+        passed, size = counts.loc[(step, kind, group)]
+        out.append(f"=== step {step} · {kind} · prompt {first['prompt_id']}{domain} · {int(passed)}/{int(size)} passed")
         out.append(folded(first["prompt"], fold, "  "))
         for i, (_, r) in enumerate(g.iterrows()):
             out.append(f"  --- [{i}] {_line(r)}")

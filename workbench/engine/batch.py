@@ -231,6 +231,7 @@ class Chunk:
     weight_swaps: int = 0
     meta: dict = field(default_factory=dict)
     verdicts: dict = field(default_factory=dict)  # verdict -> count over the chunk's checks
+    reward_values: dict = field(default_factory=dict)  # reward.functions: name -> rl.reward_functions.ValueStats
     reward_wait: float = 0.0  # seconds between the end of decoding and the last verdict
     dropped_groups: int = 0  # groups left out because a check of theirs hit a sandbox error
     notes: list = field(default_factory=list)  # per group (in `packed` order): its Group.note, for the kept samples

@@ -55,7 +55,7 @@ RECIPE_FIELDS: dict[str, str] = {
 def check_honoured(cfg: Any) -> None:
     """ConfigError (one line) for a setting of the run config `cfg` the engine would not honour."""
     g, r, t = cfg.generation, cfg.resources, cfg.train
-    if g.max_ahead_steps < 1:  # the coordinator would run it as 1
+    if g.max_ahead_steps != "auto" and g.max_ahead_steps < 1:  # the coordinator would run it as 1
         raise ConfigError(f"generation.max_ahead_steps={g.max_ahead_steps}: the pipeline keeps at least one step of "
                           "rollouts ahead of the trainer; set it >= 1")  # fmt: skip
     if r.trainer_gpus > 1:  # a trainer worker computes on one device (engine/model/devices.resolve_device)
@@ -81,8 +81,8 @@ def _check_generators_used(op: Any, g: Any, t: Any) -> None:
     """Generators the off-policy algorithm can never keep busy: a step's prompts go out in at most one
     chunk per generator, and only so many steps are in flight at once (coordinator._dispatch_generation)."""
     why = {"sync": (1, "one step's"), "ppo-off-policy": (op.k, f"recipe.off_policy.k={op.k} steps'"),
-           "pipeline": (min(op.k, g.max_ahead_steps), "min(recipe.off_policy.k, generation.max_ahead_steps)="
-                        f"{min(op.k, g.max_ahead_steps)} steps'")}[op.algorithm]  # fmt: skip
+           "pipeline": (g.ahead_cap(op.k), "min(recipe.off_policy.k, generation.max_ahead_steps)="
+                        f"{g.ahead_cap(op.k)} steps'")}[op.algorithm]  # fmt: skip
     steps, said = why if why[0] <= t.max_steps else (t.max_steps, f"train.max_steps={t.max_steps} steps'")
     most = steps * t.prompts_per_step  # prompt chunks in flight at most
     if g.num_generators > most:

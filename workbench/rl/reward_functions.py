@@ -2,12 +2,13 @@
 
     reward:
       functions:
-        - {fn: mypkg.rewards:correct, weight: 1.0, pass: true}   # decides pass / fail
-        - {fn: workbench.rl.reward_functions:format_reward, weight: 0.2}
+        - {fn: mypkg.rewards:accuracy_reward}          # alone it decides pass / fail, as in TRL (no flag)
+        - {fn: workbench.rl.reward_functions:format_reward, weight: 0.2}   # a second one: mark the decider pass: true,
+                                                                             # or the task's checker decides
 
-    fns = load_reward_functions(cfg.reward.functions)      # imported by path: a bad one is one line
-    scores = score_batch(fns, prompts, completions, columns, example_ids)
-    scores.rewards, scores.passed                          # the weighted sums; the pass function's value > 0
+    fns = load_reward_functions(cfg.reward.functions)      # imported by path (configtools.import_spec): a bad one is one line
+    scores = score_batch(fns, prompts, completions, columns, example_ids, trainer_state=RewardState(3, 100, 0.2))
+    scores.rewards, scores.passed, scores.values          # the weighted sums; the pass verdicts; each function's values
 
 Each function is called once per batch the way TRL's GRPOTrainer calls it:
 `f(prompts=..., completions=..., completion_ids=..., trainer_state=..., **columns) -> list[float]`.
@@ -17,34 +18,47 @@ For a conversational task (`task.chat_template: true`) a prompt is its message l
 other columns, one list each (a synthetic task: `answer`, and the family's own columns), plus
 `answer` (the answer the task checks against; a dataset's own `answer` column wins),
 `answer_format` and `task_passed` (the task's own checker's verdict: for code, the sandbox's).
-`trainer_state.global_step` is the policy version that sampled the completions.
+`trainer_state` has TRL's TrainerState fields that reward functions read: `global_step` (optimizer
+steps the trainer has taken, as the scoring generator last heard: the version of the newest
+weights pushed to it), `max_steps` (train.max_steps) and `epoch` (global_step x
+train.prompts_per_step / training prompts).
 
-The step's reward of a sample is sum(weight * value). Exactly one function has `pass: true`:
-a sample passes when its value is > 0, and that verdict alone feeds `val/pass_rate` (the curve
-the sigmoid is fitted to), so a format bonus never inflates the forecast.
+The step's reward of a sample is sum(weight * value). One function decides pass / fail: the one
+with `pass: true`, or the only function when there is one (TRL has no such flag). With several
+and none marked, the task's own checker decides (every task has one: its checker, or the sandbox
+for code). A sample passes when the deciding function's value is > 0; that verdict alone feeds
+`val/pass_rate` (the curve the sigmoid is fitted to), so a format bonus never inflates the forecast.
 
-As in TRL, a function may give None for a sample it does not apply to (a multi-task reward): it
-adds nothing to that sample's reward (its value is kept as NaN); the pass function must score
-every sample. A function that raises, returns something that is not a list of that many finite
-numbers (or None), is one `RewardFunctionError` line naming the function and the example; the whole batch is refused, so no
-step trains on a partial batch (the run stops with that line). Functions run in the generator's
-process: they are the user's own trusted code and receive model text only as data (code answers
-are still run only in the sandbox, by the task's checker).
+`None` means "not applicable", as in TRL (its `accuracy_reward` gives None when it cannot parse
+the gold answer), for every function, the pass function included: the function adds nothing to
+that sample's reward (its value is kept as NaN) and the sample is left out of that function's
+`rewards/<name>/mean` and counted in `rewards/<name>/none`; a None from the pass function makes
+the sample's verdict `not_applicable` (left out of val/pass_rate; tasks/base.py). A function's
+name in metrics and kept samples is its `__name__`, as TRL names it; two functions of one name
+are told apart by their paths, package.module.function (`function_names`).
+
+A function that raises, or returns something that is not a list of that many finite numbers (or
+None), is one `RewardFunctionError` line naming the function and the example; the whole batch is
+refused, so no step trains on a partial batch (the run stops with that line). To name the sample
+a raising function fails on, it is called again on halves of the batch, at most
+`MAX_CULPRIT_CALLS` more times. Functions run in the generator's process: they are the user's own
+trusted code and receive model text only as data (code answers are still run only in the
+sandbox, by the task's checker).
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from workbench.configtools import ConfigError
+from workbench.configtools import ConfigError, import_spec
 from workbench.errors import UserError, one_line
 from workbench.rl.answers import follows_format
 
 FUNCTION_KEYS = ("fn", "weight", "pass")
+MAX_CULPRIT_CALLS = 4  # more calls of a raising function, on parts of its batch, to name the sample
 
 
 class RewardFunctionError(UserError):
@@ -57,25 +71,72 @@ class RewardFunction:
     fn: Callable[..., Any]
     weight: float
     decides_pass: bool
+    name: str  # its name in metrics (rewards/<name>/mean) and kept samples (function_names)
 
 
 @dataclass(frozen=True)
 class RewardState:
-    """What a reward function gets as `trainer_state` (TRL passes its TrainerState)."""
+    """What a reward function gets as `trainer_state`: TRL's TrainerState fields (see the module docstring)."""
 
-    global_step: int  # the policy version that sampled the completions
+    global_step: int = 0  # optimizer steps the trainer has taken
+    max_steps: int = 0  # train.max_steps
+    epoch: float = 0.0  # passes over the training prompts so far
 
 
 @dataclass
 class BatchScores:
     rewards: list[float]  # the weighted sum per sample
-    passed: list[bool]  # the pass function's value > 0
-    values: dict[str, list[float]]  # each function's own values, by spec (NaN: None, not applicable)
+    # the deciding function's value > 0 per sample (None: it gave None, not applicable); None: no
+    # function decides (several, none marked): the task's checker does
+    passed: Optional[list[Optional[bool]]]
+    values: dict[str, list[float]]  # each function's own values, by name (NaN: None, not applicable)
+
+
+@dataclass
+class ValueStats:
+    """One function's values over some samples, kept as sums so that chunks add up."""
+
+    count: int = 0  # values given (None left out)
+    total: float = 0.0
+    squares: float = 0.0
+    none: int = 0  # samples it gave None for
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> "ValueStats":
+        """The sums of `values` (NaN: None, counted in `none`)."""
+        given = [float(v) for v in values if not math.isnan(v)]
+        return cls(len(given), sum(given), sum(v * v for v in given), len(values) - len(given))
+
+    def merged(self, other: "ValueStats") -> "ValueStats":
+        """The sums over both sets of samples (two chunks of one step)."""
+        return ValueStats(self.count + other.count, self.total + other.total, self.squares + other.squares, self.none + other.none)
+
+    @property
+    def mean(self) -> float:
+        """Mean over the values given (TRL's nanmean); NaN when none was given."""
+        return self.total / self.count if self.count else math.nan
+
+    @property
+    def std(self) -> float:
+        """Sample standard deviation (Bessel-corrected, as TRL's nanstd); 0.0 for one value."""
+        if self.count < 2:
+            return 0.0 if self.count else math.nan
+        return math.sqrt(max(0.0, (self.squares - self.total * self.total / self.count) / (self.count - 1)))
+
+
+def value_metrics(stats: dict[str, ValueStats], prefix: str) -> dict[str, float]:
+    """`<prefix>/<name>/mean` and `/std` (only where the function gave a value) and `/none` (its Nones) per function."""
+    out: dict[str, float] = {}
+    for name, s in stats.items():
+        if s.count:  # a function that applied to no sample has no mean (no point, not a zero)
+            out.update({f"{prefix}/{name}/mean": s.mean, f"{prefix}/{name}/std": s.std})
+        out[f"{prefix}/{name}/none"] = float(s.none)
+    return out
 
 
 def check_reward_functions(functions: Sequence[Any]) -> None:
     """`reward.functions`' shape, at config load: mappings with `fn` as package.module:function, a
-    finite weight and exactly one `pass: true`. ConfigError otherwise (nothing is imported here)."""
+    finite weight and at most one `pass: true`. ConfigError otherwise (nothing is imported here)."""
     if not functions:
         return
     for i, f in enumerate(functions):
@@ -95,30 +156,29 @@ def check_reward_functions(functions: Sequence[Any]) -> None:
         if not isinstance(f.get("pass", False), bool):
             raise ConfigError(f"{where}.pass: expected true or false, got {f['pass']!r}")
     deciders = [f["fn"] for f in functions if f.get("pass", False)]
-    if len(deciders) != 1:
-        said = "none has" if not deciders else f"{len(deciders)} have ({', '.join(deciders)})"
-        raise ConfigError(f"reward.functions: exactly one function must have pass: true (it decides val/pass_rate); {said}")
+    if len(deciders) > 1:
+        raise ConfigError(f"reward.functions: at most one function may have pass: true (it decides val/pass_rate; "
+                          f"none: the only function, or the task's checker); {len(deciders)} have ({', '.join(deciders)})")  # fmt: skip
 
 
-def import_function(spec: str) -> Callable[..., Any]:
-    """The callable named 'package.module:function' (dots after the colon reach attributes)."""
-    module_name, _, attr = spec.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except Exception as e:  # noqa: BLE001 - an import runs user code: any failure is one line
-        raise UserError(f"reward.functions: cannot import {spec!r}: {type(e).__name__}: {one_line(e)}") from None
-    if not callable(obj):
-        raise UserError(f"reward.functions: {spec!r} is not callable")
-    return obj
+def function_names(specs: Sequence[str], fns: Sequence[Callable[..., Any]]) -> list[str]:
+    """Each function's name in metrics: its `__name__` (TRL's), or the spec's last part for a
+    callable without one; a name two share becomes each one's path (package.module.function), and
+    the same function listed twice is told apart by its position (`..._2`)."""
+    base = [getattr(fn, "__name__", None) or spec.partition(":")[2].split(".")[-1] for spec, fn in zip(specs, fns)]
+    names = [spec.replace(":", ".") if base.count(b) > 1 else b for spec, b in zip(specs, base)]
+    return [f"{n}_{i + 1}" if names.count(n) > 1 else n for i, n in enumerate(names)]
 
 
 def load_reward_functions(functions: Sequence[dict]) -> list[RewardFunction]:
-    """`reward.functions` checked and imported ([] when empty: the task's own +1 / -1)."""
+    """`reward.functions` checked and imported ([] when empty: the task's own +1 / -1). The only
+    function decides pass / fail unless it says `pass: false`."""
     check_reward_functions(functions)
-    return [RewardFunction(f["fn"], import_function(f["fn"]), float(f.get("weight", 1.0)), bool(f.get("pass", False)))
-            for f in functions]  # fmt: skip
+    fns = [import_spec(f["fn"], "reward.functions") for f in functions]
+    names = function_names([f["fn"] for f in functions], fns)
+    alone = len(functions) == 1
+    return [RewardFunction(f["fn"], fn, float(f.get("weight", 1.0)), bool(f.get("pass", alone)), name)
+            for f, fn, name in zip(functions, fns, names)]  # fmt: skip
 
 
 def _bad_value(v: Any) -> Optional[str]:
@@ -138,7 +198,7 @@ def _call(f: RewardFunction, kwargs: dict[str, Any], n: int, example_ids: Sequen
         out = f.fn(**kwargs)
     except Exception as e:  # noqa: BLE001 - a user's function: any failure is one line
         raise RewardFunctionError(
-            f"reward function {f.spec} raised {type(e).__name__}: {one_line(e)} on {_first_raising(f, kwargs, n, example_ids)}; "
+            f"reward function {f.spec} raised {type(e).__name__}: {one_line(e)} on {_culprit(f, kwargs, n, example_ids)}; "
             "the batch is not trained on"
         ) from None
     if hasattr(out, "tolist") and not isinstance(out, (list, tuple)):
@@ -150,10 +210,6 @@ def _call(f: RewardFunction, kwargs: dict[str, Any], n: int, example_ids: Sequen
         raise RewardFunctionError(f"reward function {f.spec} returned {len(out)} values for {n} completions "
                                   f"(examples {example_ids[0]}..{example_ids[-1]}); the batch is not trained on")  # fmt: skip
     for i, v in enumerate(out):
-        if v is None and f.decides_pass:
-            raise RewardFunctionError(f"reward function {f.spec} returned None for example {example_ids[i]} (completion {i} "
-                                      "of the batch): the pass function decides every sample's verdict, so it must score "
-                                      "each one; the batch is not trained on")  # fmt: skip
         why = None if v is None else _bad_value(v)  # None: not applicable to this sample (TRL's convention)
         if why is not None:
             raise RewardFunctionError(f"reward function {f.spec} returned {why} for example {example_ids[i]} "
@@ -161,31 +217,54 @@ def _call(f: RewardFunction, kwargs: dict[str, Any], n: int, example_ids: Sequen
     return [None if v is None else float(v) for v in out]
 
 
-def _first_raising(f: RewardFunction, kwargs: dict[str, Any], n: int, example_ids: Sequence[Any]) -> str:
-    """'example <id>': the first sample the function raises on alone (the batch call raised)."""
-    for i in range(n):
-        one = {k: (v[i : i + 1] if isinstance(v, list) and len(v) == n else v) for k, v in kwargs.items()}
+def _culprit(f: RewardFunction, kwargs: dict[str, Any], n: int, example_ids: Sequence[Any]) -> str:
+    """Where the batch call raised: the sample, found by calling `f` on halves of the batch (the
+    first half raises: the culprit is in it; else in the second), at most MAX_CULPRIT_CALLS times;
+    a range of samples when the calls ran out, the whole batch when no part raises alone."""
+
+    def raises(a: int, b: int) -> bool:
+        part = {k: (v[a:b] if isinstance(v, list) and len(v) == n else v) for k, v in kwargs.items()}
         try:
-            f.fn(**one)
-        except Exception:  # noqa: BLE001 - we are looking for the sample it fails on
-            return f"example {example_ids[i]} (completion {i} of the batch)"
-    return f"a batch of {n} completions (examples {example_ids[0]}..{example_ids[-1]}; no single one raises alone)"
+            f.fn(**part)
+        except Exception:  # noqa: BLE001 - we are looking for the samples it fails on
+            return True
+        return False
+
+    lo, hi, confirmed, calls = 0, n, True, 0  # [lo, hi) holds the culprit; confirmed: it raised on that range alone
+    while calls < MAX_CULPRIT_CALLS and (hi - lo > 1 or not confirmed):
+        calls += 1
+        if hi - lo == 1:  # narrowed to one sample by elimination: does it raise alone?
+            confirmed = raises(lo, hi)
+            if not confirmed:
+                return (f"a batch of {n} completions (examples {example_ids[0]}..{example_ids[-1]}; no part of it "
+                        f"raised alone in {calls} more calls)")  # fmt: skip
+            break
+        mid = (lo + hi) // 2
+        if raises(lo, mid):
+            hi, confirmed = mid, True
+        else:
+            lo, confirmed = mid, False
+    found = f", found in {calls} more calls on parts of the batch" if calls else ""
+    if hi - lo == 1:
+        return f"example {example_ids[lo]} (completion {lo} of the batch{found})"
+    return f"one of examples {example_ids[lo]}..{example_ids[hi - 1]} (completions {lo}..{hi - 1} of the batch{found})"
 
 
 def score_batch(
     functions: Sequence[RewardFunction], prompts: list, completions: list, columns: dict[str, list], example_ids: Sequence[Any],
-    *, completion_ids: Optional[list] = None, global_step: int = 0,
+    *, completion_ids: Optional[list] = None, trainer_state: Optional[RewardState] = None,
 ) -> BatchScores:  # fmt: skip
     """Every function called once on the batch, TRL's way; the weighted sums and the pass verdicts."""
     n = len(completions)
     kwargs = {**columns, "prompts": prompts, "completions": completions,
-              "completion_ids": completion_ids, "trainer_state": RewardState(global_step)}  # fmt: skip
-    got = {f.spec: _call(f, kwargs, n, example_ids) for f in functions}
+              "completion_ids": completion_ids, "trainer_state": trainer_state or RewardState()}  # fmt: skip
+    got = {f.name: _call(f, kwargs, n, example_ids) for f in functions}
     # TRL's nansum: a function that gave None for a sample adds nothing to its reward
-    rewards = [sum(f.weight * v for f in functions if (v := got[f.spec][i]) is not None) for i in range(n)]
-    decider = next(f for f in functions if f.decides_pass)
-    values = {spec: [math.nan if v is None else v for v in vs] for spec, vs in got.items()}
-    return BatchScores(rewards, [v > 0 for v in values[decider.spec]], values)
+    rewards = [sum(f.weight * v for f in functions if (v := got[f.name][i]) is not None) for i in range(n)]
+    decider = next((f for f in functions if f.decides_pass), None)
+    passed = None if decider is None else [None if v is None else v > 0 for v in got[decider.name]]
+    values = {name: [math.nan if v is None else v for v in vs] for name, vs in got.items()}
+    return BatchScores(rewards, passed, values)
 
 
 # ---------------------------------------------------------------------------- shipped functions

@@ -13,6 +13,10 @@ zero-variance filtering (groups whose rewards are all equal carry no signal) -> 
 baseline, batch- or prompt-level normalisation) -> per-token aggregation weights over the WHOLE
 step (so micro-batch gradients add up to the full-batch gradient). `batch` is any object with
 the tensors of `RolloutBatch` (engine/batch.py's TrainBatch).
+
+What each sequence of the batch was trained with (`TrainedValues`: trained or left out, its
+advantage and its share of the loss) rides on the rows (`StepRows.trained`), a few floats a
+sequence, so the kept samples (runs/samples.py) show the trainer's own values.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Protocol
 
+import numpy as np
 import torch
 
 from workbench.rl.advantages import group_advantages, zero_variance_keep
@@ -42,6 +47,37 @@ class RolloutBatch(Protocol):
 
 
 @dataclass
+class TrainedValues:
+    """What each sequence of a step's batch (in its packed order) was trained with: `trained` (in
+    the rows the update was computed over: not dropped as stale nor by the zero-variance filter,
+    and the update applied), its `advantage` (after the recipe's penalties and the filters; NaN
+    where not trained) and `loss_weight` (its tokens' aggregation weights summed: its share of the
+    step's loss, the trained ones summing to 1; 0 where not trained). Host numpy arrays [N]."""
+
+    trained: np.ndarray  # bool
+    advantage: np.ndarray  # float32
+    loss_weight: np.ndarray  # float32
+
+    @classmethod
+    def none(cls, n: int) -> "TrainedValues":
+        """`n` sequences, none trained (a skipped step)."""
+        return cls(np.zeros(n, bool), np.full(n, np.nan, np.float32), np.zeros(n, np.float32))
+
+    @classmethod
+    def of_rows(cls, n: int, index: torch.Tensor, advantages: torch.Tensor, weights: torch.Tensor) -> "TrainedValues":
+        """`n` sequences, those at `index` trained with `advantages` [R] and token `weights` [R, T]."""
+        out = cls.none(n)
+        at = index.cpu().numpy()
+        out.trained[at] = True
+        out.advantage[at] = advantages.detach().float().cpu().numpy()
+        out.loss_weight[at] = weights.detach().float().sum(1).cpu().numpy()
+        return out
+
+    def __len__(self) -> int:
+        return len(self.trained)
+
+
+@dataclass
 class StepRows:
     """What one optimizer step trains on, weighted against the WHOLE batch (every rank holds it all)."""
 
@@ -56,6 +92,7 @@ class StepRows:
     prompt_lengths: list[int] = field(default_factory=list)  # each row's prompt (host)
     groups: list[int] = field(default_factory=list)  # each row's prompt group, 0..G-1 (host)
     versions: Optional[torch.Tensor] = None  # [N, L-1] the version that sampled each token (rl/mismatch.py)
+    trained: Optional[TrainedValues] = None  # per sequence of the WHOLE batch (host): what the samples show
 
     @property
     def num_rows(self) -> int:
@@ -102,18 +139,21 @@ def prepare_step(
         return stats, None, "no sampled tokens to train on"
     attn = batch.attention_mask[idx]
     lengths = attn.sum(1)  # prompt + completion per row
+    advantages = group_advantages(rewards[idx], prompt_index, recipe.advantage_norm)
+    weights = aggregation_weights(mask, prompt_index, recipe.aggregation)
     rows = StepRows(
         input_ids=batch.input_ids[idx],
         attention_mask=attn,
         loss_mask=mask,
         gen_logp=batch.gen_logp[idx],
-        advantages=group_advantages(rewards[idx], prompt_index, recipe.advantage_norm),
-        weights=aggregation_weights(mask, prompt_index, recipe.aggregation),
+        advantages=advantages,
+        weights=weights,
         num_tokens=int(attn.sum()),
         lengths=lengths.tolist(),
         prompt_lengths=(lengths - batch.lengths[idx]).tolist(),
         groups=prompt_index.tolist(),
         versions=batch.versions[idx],
+        trained=TrainedValues.of_rows(int(batch.rewards.shape[0]), idx, advantages, weights),
     )
     return stats, rows, ""
 

@@ -8,6 +8,13 @@ step ever saved can still be exported (`workbench export RUN --step N`) while on
 steps hold the full state a resume needs (fp32 weights and AdamW's two moments: 12 bytes a
 parameter, against 2 for a bf16 policy). A kept step has no snapshot: its full state holds the policy.
 
+A `model.lora` run's checkpoint holds what it trained alone: the adapters and their AdamW states
+(engine/train/fsdp.save_state), not the frozen base, which a resume and an export read from the
+run's model folder (model.path) again. For Qwen2.5-7B at rank 16 that is about 0.5 GB a checkpoint
+where the base and its fp32 states would be about 91 GB (benchmarks/bench_lora_checkpoint.py). Its
+snapshots keep the adapters in fp32 (`ADAPTER_MARKS`): the adapter export of a pruned step equals
+the one of its full checkpoint.
+
 The coordinator writes the folders and every trainer worker writes its shards into them, each
 on its own node, so the run folder must be one folder on every node. `shared_token(out_dir)`
 and `require_shared(out_dir, views)` are the one rule for that, checked when trainers start:
@@ -37,6 +44,7 @@ SHARED_CHECK_PREFIX = ".shared-check-"
 TRAINER_DCP = "trainer_dcp"
 POLICY_PREFIX = "model."
 POLICIES = "policies"  # checkpoints/policies/step_NNNNNN/: a pruned step's policy snapshot
+ADAPTER_MARKS = (".lora_A.", ".lora_B.")  # a LoRA adapter tensor's name holds one (engine/model/lora.py)
 SNAPSHOT_PART_BYTES = 1 << 30  # fp32 bytes read per snapshot file: bounds the memory a prune takes on a 7B model
 
 
@@ -220,8 +228,8 @@ def _write_parts(dcp_dir: Path, tmp: Path, meta: dict[str, Any], head: str, part
             t = state[POLICY_PREFIX + n]
             if prev[1] is not None and prev[1].shape == t.shape and torch.equal(prev[1], t):
                 aliases[n] = aliases.get(prev[0], prev[0])
-            else:
-                out[n] = t.to(dtype).contiguous()
+            else:  # a LoRA adapter stays fp32, as the trainer holds it and the adapter export writes it
+                out[n] = t.to(torch.float32 if any(m in n for m in ADAPTER_MARKS) else dtype).contiguous()
             prev = (n, t)
         save_file(out, str(tmp / f"policy-{i:05d}.safetensors"))
     (tmp / SNAPSHOT_ALIASES).write_text(json.dumps(aliases))

@@ -12,11 +12,15 @@ config.json, generation_config.json and the tokenizer.
     result = export_policy("runs/my-run", "out/p", step=400)   # a given step, a given folder
     AutoModelForCausalLM.from_pretrained(result.out)            # or vllm.LLM(model=str(result.out))
 
-A `model.lora` run's checkpoint holds the frozen base and the adapters: the export is the merged
-policy (PEFT's `merge_and_unload`: the adapters folded into the weights, a plain model as above),
-or with `adapter=True` the adapters alone in PEFT's own layout (adapter_config.json, its
-base_model_name_or_path the run's model folder, and adapter_model.safetensors in fp32), which
+A `model.lora` run's checkpoint holds the adapters alone (runs/checkpoint.py; one of an earlier
+version also holds the frozen base, which is not read): the base comes from the run's model folder
+again. The export is the merged policy (PEFT's `merge_and_unload`: the adapters folded into the
+weights, a plain model as above), or with `adapter=True` the adapters alone in PEFT's own layout
+(adapter_config.json and adapter_model.safetensors in fp32), which
 `peft.PeftModel.from_pretrained(base, folder)` loads onto the base (default folder: <run>/adapter).
+Its `base_model_name_or_path` names the hub id the run trained (and `revision` its commit) when the
+model came from the hub, so the folder can be shared as it is; a local folder (or the folder a
+GGUF file was converted to) is named by its path (`adapter_base`).
 
 `workbench export RUN [--step N] --out DIR` is the command; a finished run exports its final policy
 to <run>/policy/ unless `checkpoint.export_policy` is false; `Session.export` and `RunView.export`
@@ -94,13 +98,14 @@ def checkpoint_source(run: Path, step: Optional[int]) -> tuple[int, Path, bool]:
     return step, folder / TRAINER_DCP, False
 
 
-def _read_weights(model: Any, dcp_dir: Path) -> None:
-    """Fill `model` (fp32, unsharded) in place with the checkpoint's weights, written by any worker count."""
+def _read_weights(model: Any, dcp_dir: Path, only: Optional[set[str]] = None) -> None:
+    """Fill `model` (fp32, unsharded) in place with the checkpoint's weights, written by any worker
+    count; `only`: those names alone (a LoRA run's adapters: the base is the model folder's)."""
     import warnings
 
     import torch.distributed.checkpoint as dcp
 
-    state = {f"{POLICY_PREFIX}{k}": v for k, v in model.state_dict().items()}  # tied names share one tensor
+    state = {f"{POLICY_PREFIX}{k}": v for k, v in model.state_dict().items() if only is None or k in only}  # tied names share one tensor
     with warnings.catch_warnings():  # DCP warns that it runs without a process group: we mean it
         warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
         try:
@@ -109,13 +114,29 @@ def _read_weights(model: Any, dcp_dir: Path) -> None:
             raise UserError(f"{dcp_dir}: its weights do not fit the run's model ({str(e).splitlines()[0][:200]})") from None
 
 
-def _read_snapshot(model: Any, folder: Path) -> None:
+def _read_snapshot(model: Any, folder: Path, only: Optional[set[str]] = None) -> None:
     """Fill `model` (fp32) with a policy snapshot's weights (already in the export's dtype: the
-    round trip through fp32 is exact, so the export equals the one made from the full checkpoint)."""
+    round trip through fp32 is exact, so the export equals the one made from the full checkpoint);
+    `only`: those names alone, each of which the snapshot must hold (a LoRA run's adapters)."""
+    weights = read_policy_snapshot(folder)
+    if only is not None:
+        missing = sorted(only - set(weights))
+        if missing:
+            raise UserError(f"{folder}: its weights do not fit the run's adapters (it lacks {missing[0]})")
+        weights = {k: v for k, v in weights.items() if k in only}
     try:
-        model.load_state_dict(read_policy_snapshot(folder), strict=True)
+        model.load_state_dict(weights, strict=only is None)
     except RuntimeError as e:
         raise UserError(f"{folder}: its weights do not fit the run's model ({str(e).splitlines()[0][:200]})") from None
+
+
+def adapter_base(source: Path) -> tuple[str, Optional[str]]:
+    """What an exported adapter names as its base: (hub id, commit) when `source` is a hub model's
+    snapshot folder (the run resolved model.path's id to it), else (the folder's path, None)."""
+    from workbench.config.model import snapshot_id
+
+    ident = snapshot_id(source)
+    return (ident[0], ident[1]) if ident is not None else (str(source), None)
 
 
 def _replace_dir(tmp: Path, out: Path) -> None:
@@ -135,6 +156,7 @@ def export_policy(run: str | Path, out: str | Path | None = None, step: Optional
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from workbench.config.lora import adapter_names
     from workbench.runs.folder import run_folder, saved_config
 
     run = run_folder(run)
@@ -148,13 +170,19 @@ def export_policy(run: str | Path, out: str | Path | None = None, step: Optional
     source = source_model_dir(run, cfg.model.path)
     out = Path(out).expanduser().resolve() if out is not None else run / (ADAPTER_DIR if adapter else POLICY_DIR)
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, local_files_only=True)
-    # as the trainer wrapped it: its checkpoint holds the names of `.get_base_model()`
-    wrapped = lora.peft_model(model, base_path=str(source)) if lora is not None else None
-    (_read_snapshot if snapshot else _read_weights)(model if wrapped is None else wrapped.get_base_model(), weights)
+    base_name, base_revision = adapter_base(source)
+    model.name_or_path = base_name  # what PEFT writes into adapter_config.json and the model card
+    # as the trainer wrapped it: its checkpoint holds the names of `.get_base_model()`, the adapters' alone
+    wrapped = lora.peft_model(model) if lora is not None else None
+    target = model if wrapped is None else wrapped.get_base_model()
+    only = None if wrapped is None else adapter_names(target)
+    (_read_snapshot if snapshot else _read_weights)(target, weights, only)
     tmp = out.with_name(f".{out.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.parent.mkdir(parents=True, exist_ok=True)
     if adapter:  # adapter_config.json + adapter_model.safetensors, the adapters in the trainer's fp32
+        wrapped.peft_config["default"].base_model_name_or_path = base_name
+        wrapped.peft_config["default"].revision = base_revision
         wrapped.save_pretrained(tmp)
         dtype, params = torch.float32, sum(p.numel() for n, p in wrapped.named_parameters() if "lora_" in n)
     else:

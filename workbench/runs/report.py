@@ -336,6 +336,7 @@ def engine_summary_line(summary: dict[str, Any]) -> str:
         f"{float(summary.get('samples_per_second') or 0.0):.0f} samples/s; "
         f"max staleness {float(summary.get('staleness_max') or 0.0):.0f} policy versions"
         + generation_note(summary.get("generation") or {})
+        + pipeline_note(summary.get("pipeline") or {})
     )
 
 
@@ -360,3 +361,15 @@ def generation_note(gen: dict[str, Any]) -> str:
     if gen.get("backend") != "vllm" or "engine_mode" not in gen:
         return ""
     return f"; vLLM {gen.get('vllm_version')} in {gen['engine_mode']} mode, FP32 head: {gen.get('fp32_head')}"
+
+
+def pipeline_note(pipeline: dict) -> str:
+    """The report's clause on an auto depth (summary.json's "pipeline", engine/run/lag.py): where it ended and why."""
+    if not pipeline or pipeline.get("max_ahead_steps") != "auto":
+        return ""
+    g, t = pipeline.get("gen_seconds_per_step"), pipeline.get("train_seconds_per_step")
+    if g is None or t is None:
+        return f"; pipeline depth auto: {pipeline.get('depth')} (not measured: too few steps)"
+    side = "the trainer is" if t >= g else "generation is"
+    return (f"; pipeline depth auto: {pipeline.get('depth')} step(s) ahead at the end ({side} the bottleneck: "
+            f"generators {g:.2f} s, trainer {t:.2f} s a step; {pipeline.get('changes', 0)} change(s), in events.log)")

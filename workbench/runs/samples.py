@@ -1,7 +1,8 @@
 """Samples kept from a run: what the policy wrote, bounded on disk, read back as a DataFrame.
 
     w = SampleWriter(run_dir, cfg.samples)             # the engine's coordinator owns one
-    w.write(step, "train", records)                    # a step's kept groups (pick_groups chooses them)
+    kept = step_samples(batch, notes, examples, n)     # a step's kept groups (pick_groups), before training
+    w.write(step, "train", kept.trained(result.trained))  # with what the trainer trained each with
     w.write(step, "val", records)                      # an evaluation's completions, up to samples.val_cap
     df = read_samples(run_dir, step=10, passed=False, domain="code", contains="def ")
 
@@ -13,12 +14,15 @@ is kept while the bound allows it and the newest always, none is dropped wholesa
 A trainer restart redoes steps: `back_to(step)` removes the files after the checkpoint so each step is kept once.
 
 One record per completion (`COLUMNS`): step, kind (train / val), group (its index in the step),
-prompt_id, domain, prompt, completion, passed, verdict, reward (the weighted sum of
-`reward.functions`, else the checker's +1 / -1), one `reward/<fn>` column per reward function,
-advantage (train: group-centred with the recipe's norm over the step's rewards, before the
-trainer's length penalties and filters; val: none), version (the policy version that sampled
-its first token), version_last, staleness (the trainer's version minus `version`), length
-(tokens), truncated (hit the token limit) and interrupted (length control forced the end).
+prompt_id, domain, prompt (rendered as the generator tokenised it: the system turn and the chat
+template included), completion, passed, verdict, reward (the weighted sum of `reward.functions`,
+else the checker's +1 / -1), one `reward/<fn>` column per reward function, advantage and
+loss_weight (train: the trainer's own, after the staleness drop, the recipe's penalties and the
+zero-variance filter, rl/step.TrainedValues; NaN and 0 where not trained; val: NaN), trained
+(the completion was in the rows the step's update was computed over), version (the policy
+version that sampled its first token), version_last, staleness (the trainer's version minus
+`version`), length (tokens), truncated (hit the token limit) and interrupted (length control
+forced the end).
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,7 +42,8 @@ from workbench.errors import UserError
 SAMPLES_DIR = "samples"
 SAMPLES_KEY = "_samples"  # an evaluation's records in its result dict ("_": not a metric, metrics.RunLog)
 COLUMNS = ["step", "kind", "group", "prompt_id", "domain", "prompt", "completion", "passed", "verdict", "reward",
-           "advantage", "version", "version_last", "staleness", "length", "truncated", "interrupted"]  # fmt: skip
+           "advantage", "loss_weight", "trained", "version", "version_last", "staleness", "length", "truncated",
+           "interrupted"]  # fmt: skip
 _FILE = re.compile(r"^(train|val)-(\d+)\.parquet$")
 
 
@@ -57,16 +63,18 @@ def step_files(run_dir: str | Path) -> dict[int, list[Path]]:
 
 
 def pick_groups(correct: Sequence[Sequence[bool]], n: int) -> list[int]:
-    """Indices of up to `n` groups to keep: a passing one (every completion passed, else the best)
-    and a failing one (none passed, else the worst) first where the step has both, then the next
-    in order; `correct` is each group's verdicts."""
+    """Indices of up to `n` groups to keep, `correct` being each group's verdicts. Mixed groups
+    first (some passed, some failed: the ones the trainer learns from; an all-pass or all-fail group
+    is dropped by the zero-variance filter): the best and the worst of them, then the next mixed
+    ones in order; where there are too few, a passing and a failing group (every completion
+    passed, none passed), then the rest in order."""
     if n <= 0 or not correct:
         return []
     rates = [float(np.mean(c)) if len(c) else 0.0 for c in correct]
-    order = [int(np.argmax(rates)), int(np.argmin(rates))]
-    picked = list(dict.fromkeys(order))[:n]
-    picked += [i for i in range(len(correct)) if i not in picked][: n - len(picked)]
-    return sorted(picked)
+    mixed = [i for i, r in enumerate(rates) if 0.0 < r < 1.0]
+    first = [max(mixed, key=lambda i: rates[i]), min(mixed, key=lambda i: rates[i])] if mixed else []
+    order = first + mixed + [int(np.argmax(rates)), int(np.argmin(rates))] + list(range(len(correct)))
+    return sorted(list(dict.fromkeys(order))[:n])
 
 
 def file_notes(store: dict, groups: Any, notes: list[Optional[dict]]) -> None:
@@ -87,30 +95,45 @@ def take_notes(store: dict, groups: Any) -> list[Optional[dict]]:
     return out
 
 
-def step_samples(batch: Any, notes: list[Optional[dict]], examples: list[Any], n: int, advantage_norm: str) -> list[dict[str, Any]]:
+@dataclass
+class KeptSamples:
+    """A train step's kept records, picked when the step is sent to the trainer, and `rows`: each
+    record's sequence in the step's packed batch, where the trainer's values for it are found."""
+
+    records: list[dict[str, Any]]
+    rows: list[int]
+
+    def trained(self, values: Any) -> list[dict[str, Any]]:
+        """The records with what the trainer trained each with (`values`: the step's
+        rl/step.TrainedValues, StepResult.trained; None: not known, none marked trained)."""
+        out = []
+        for rec, i in zip(self.records, self.rows):
+            on = values is not None and bool(values.trained[i])
+            out.append({**rec, "trained": on, "advantage": float(values.advantage[i]) if on else math.nan,
+                        "loss_weight": float(values.loss_weight[i]) if on else 0.0})  # fmt: skip
+        return out
+
+
+def step_samples(batch: Any, notes: list[Optional[dict]], examples: list[Any], n: int) -> KeptSamples:
     """The records of the `n` groups a train step keeps (pick_groups, among those with a note) of
-    its packed `batch`; `examples`: the task's training examples, `advantage_norm` the recipe's."""
+    its packed `batch`; `examples`: the task's training examples. What the trainer trained them
+    with is added once the step is trained (`KeptSamples.trained`)."""
     noted = [g for g in range(len(batch)) if notes[g] is not None]
     if n <= 0 or not noted:
-        return []
+        return KeptSamples([], [])
     off = np.concatenate([[0], np.cumsum(batch.size)]).astype(np.int64)
     keep = [noted[i] for i in pick_groups([batch.correct[off[g] : off[g + 1]] for g in noted], n)]
-    import torch
-
-    from workbench.rl.advantages import group_advantages
-
-    adv = group_advantages(torch.as_tensor(batch.rewards), torch.as_tensor(batch.group_of_sequence), advantage_norm).numpy()
-    return train_records(batch, keep, notes, {g: examples[int(batch.prompt_id[g])] for g in keep}, advantages=adv)
+    return train_records(batch, keep, notes, {g: examples[int(batch.prompt_id[g])] for g in keep})
 
 
-def train_records(batch: Any, keep: list[int], notes: list[Optional[dict]], prompts: dict[int, Any], *,
-                  advantages: Optional[np.ndarray] = None) -> list[dict[str, Any]]:  # fmt: skip
+def train_records(batch: Any, keep: list[int], notes: list[Optional[dict]], prompts: dict[int, Any]) -> KeptSamples:
     """One record per completion of the kept groups `keep` of a packed step `batch`
     (engine.batch.PackedGroups); `notes[g]` is group g's texts and verdicts as the generator decoded
-    them (None: not kept), `prompts[g]` its Example (prompt, domain), `advantages` per sequence."""
+    them and its rendered prompt (None: not kept), `prompts[g]` its Example (domain; its raw prompt
+    only where a note holds no rendering)."""
     off = np.concatenate([[0], np.cumsum(batch.size)]).astype(np.int64)
     tok = np.concatenate([[0], np.cumsum(batch.t_len)]).astype(np.int64)
-    out = []
+    out, rows = [], []
     for g in keep:
         note, ex = notes[g], prompts[g]
         if note is None:
@@ -118,22 +141,23 @@ def train_records(batch: Any, keep: list[int], notes: list[Optional[dict]], prom
         for j, i in enumerate(range(off[g], off[g + 1])):
             vers = batch.versions[tok[i] : tok[i + 1]]
             rec = {
-                "group": g, "prompt_id": int(batch.prompt_id[g]), "domain": ex.domain, "prompt": ex.prompt,
+                "group": g, "prompt_id": int(batch.prompt_id[g]), "domain": ex.domain, "prompt": note.get("prompt", ex.prompt),
                 "completion": note["texts"][j], "passed": bool(batch.correct[i]), "verdict": note["verdicts"][j],
-                "reward": float(batch.rewards[i]),
-                "advantage": float(advantages[i]) if advantages is not None else math.nan,
+                "reward": float(batch.rewards[i]), "advantage": math.nan, "loss_weight": 0.0, "trained": False,
                 "version": int(vers.min()) if len(vers) else -1, "version_last": int(vers.max()) if len(vers) else -1,
                 "length": int(batch.t_len[i]), "truncated": not bool(batch.finished[i]),
                 "interrupted": bool(batch.interrupted[i]),
             }  # fmt: skip
             rec.update({f"reward/{k}": float(v[j]) for k, v in (note.get("values") or {}).items()})
             out.append(rec)
-    return out
+            rows.append(int(i))
+    return KeptSamples(out, rows)
 
 
 def group_note(texts: list[str], verdicts: list[Any]) -> dict[str, Any]:
     """What the generator keeps of one group for the samples: its decoded texts, verdict names and
-    each reward function's values (`Verdict.values`, with `reward.functions`)."""
+    each reward function's values (`Verdict.values`, with `reward.functions`); the generator adds
+    `prompt`, the prompt rendered as it tokenised it (engine/rollout/worker.py)."""
     values: dict[str, list[float]] = {}
     for v in verdicts:
         for k, x in (getattr(v, "values", None) or {}).items():
@@ -143,17 +167,19 @@ def group_note(texts: list[str], verdicts: list[Any]) -> dict[str, Any]:
 
 
 def val_records(examples: list[Any], ids: list[int], k: int, texts: list[str], outs: list[Any], verdicts: list[Any],
-                version: int, cap: int) -> list[dict[str, Any]]:  # fmt: skip
-    """An evaluation's completions (prompt-major, `k` per prompt `ids`), the first `cap` of them."""
+                version: int, cap: int, *, prompt_text: Callable[[int], str]) -> list[dict[str, Any]]:  # fmt: skip
+    """An evaluation's completions (prompt-major, `k` per prompt `ids`), the first `cap` of them;
+    `prompt_text(prompt id)`: the prompt rendered as the generator tokenised it."""
     from workbench.rl.shaping import reward_for  # here: rl/shaping imports torch, which `workbench samples` does not need
 
     out = []
     for i, (text, c, v) in enumerate(zip(texts[:cap], outs, verdicts)):
         ex, gi = examples[ids[i // k]], i // k
-        rec = {"group": gi, "prompt_id": int(ids[gi]), "domain": ex.domain, "prompt": ex.prompt, "completion": text,
-               "passed": bool(v.passed), "verdict": v.verdict,
+        rec = {"group": gi, "prompt_id": int(ids[gi]), "domain": ex.domain, "prompt": prompt_text(int(ids[gi])),
+               "completion": text, "passed": bool(v.passed), "verdict": v.verdict,
                "reward": float(v.reward) if v.reward is not None else reward_for(v.passed),
-               "advantage": math.nan, "version": int(version), "version_last": int(version), "staleness": 0,
+               "advantage": math.nan, "loss_weight": 0.0, "trained": False, "version": int(version),
+               "version_last": int(version), "staleness": 0,
                "length": len(c.tokens), "truncated": not bool(c.finished), "interrupted": bool(c.interrupted)}  # fmt: skip
         rec.update({f"reward/{name}": float(x) for name, x in (getattr(v, "values", None) or {}).items()})
         out.append(rec)

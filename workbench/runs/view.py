@@ -228,12 +228,13 @@ class RunView:
             out["verdict"] = f"{out['verdict']}; {note}"
         return out
 
-    def export(self, out: str | Path | None = None, step: Optional[int] = None):
+    def export(self, out: str | Path | None = None, step: Optional[int] = None, adapter: bool = False):
         """The policy of checkpoint `step` (default: the latest) as a Hugging Face folder at `out`
-        (default: <run>/policy); returns a workbench.runs.export.PolicyExport."""
+        (default: <run>/policy); `adapter`: a model.lora run's adapter alone, in PEFT's layout
+        (default: <run>/adapter), as `workbench export --adapter`. Returns a workbench.runs.export.PolicyExport."""
         from workbench.runs.export import export_policy
 
-        return export_policy(self.out_dir, out, step=step)
+        return export_policy(self.out_dir, out, step=step, adapter=adapter)
 
     def default_budget(self, factor: float = 10.0) -> Optional[float]:
         """`factor` x the latest positive compute of the curve (None when there is none yet)."""

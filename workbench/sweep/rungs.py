@@ -66,7 +66,7 @@ class Progress:
 def progress(run_id: str, metric: str, x: str, uri: str, tails: Optional[dict[str, Any]] = None) -> Optional[Progress]:
     """What the run has logged so far (None before its first evaluation): its own rows
     (metrics.jsonl in its folder) when this machine sees them, else what MLflow holds. The rows
-    come first because MLflow gets a step only once a checkpoint covers it (tracking/sink.py).
+    come first: they hold a restart's redone values, where an MLflow server keeps the lost ones (tracking/sink.py).
     A poller passes `tails` (path -> JsonlTail, kept between calls) to read only new rows."""
     from workbench.tracking.store import client, retry_locked
 

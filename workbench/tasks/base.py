@@ -19,7 +19,9 @@ task mix, workbench.tasks.mixture), code examples to `sandbox.run` / `sandbox.su
 LocalSandbox or the engine's RewardPool), refused without one (fail closed).
 `submit_checks(...)` starts the code checks at once and `.get()` gathers them later. With
 `reward.functions` (`task.reward_functions`, workbench.rl.reward_functions) the batch is then scored by them:
-the pass function decides each verdict and the verdict carries the weighted reward.
+the verdict carries the weighted reward and each function's value, and the pass function (the
+only one, or the one with `pass: true`; none of several: the task's checker) decides the verdict:
+`not_applicable` where it gave None.
 `task.answer_format` wraps the checker (`FormattedChecker`): it sees the answer the format finds.
 """
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
+from workbench.configtools import import_spec
 from workbench.errors import UserError, one_line
 from workbench.tasks.types import VERDICTS, Checker, Example, TaskData, Verdict, exact_checker
 
@@ -36,9 +39,13 @@ class CheckerError(UserError):
     """A checker raised on some example; the message names the example and the cause."""
 
 
-def safe_check(checker: Checker, completion: str, answer: str, *, example_id: int | None = None) -> bool:
-    """Run `checker` and turn any exception into a `CheckerError` naming the example."""
+def safe_check(checker: Checker, completion: str, answer: str, *, example_id: int | None = None,
+               example: Optional[Example] = None) -> bool:  # fmt: skip
+    """Run `checker` and turn any exception into a `CheckerError` naming the example. A checker that
+    reads the whole row (`check_example`, e.g. reasoning-gym's scorers) gets `example`."""
     try:
+        if example is not None and hasattr(checker, "check_example"):
+            return bool(checker.check_example(completion, example))
         return bool(checker(completion, answer))
     except Exception as e:  # noqa: BLE001 - every checker failure must surface the same way
         where = f"example {example_id}" if example_id is not None else "an example"
@@ -67,17 +74,9 @@ def get_checker(name: str, *, default: str) -> tuple[str, Checker]:
 
 
 def import_checker(spec: str) -> Checker:
-    """A user's own verifier, named 'package.module:function' (it must be importable on every worker)."""
-    import importlib
-
-    module_name, _, attr = spec.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise UserError(f"task.checker: cannot import {spec!r}: {e}") from None
-    if not callable(fn):
-        raise UserError(f"task.checker: {spec!r} is not callable")
-    return fn
+    """A user's own verifier, named 'package.module:function' (it must be importable on every worker);
+    imported as `reward.functions` are (configtools.import_spec): a failure is one line."""
+    return import_spec(spec, "task.checker")
 
 
 def load_task(cfg) -> TaskData:
@@ -99,6 +98,13 @@ def load_task(cfg) -> TaskData:
     elif cfg.name in synthetic.TASKS:
         task = synthetic.make_task(cfg.name, cfg.difficulty, num_train=cfg.num_train, num_val=cfg.num_val, seed=cfg.seed)
         default_checker = "exact"
+    elif cfg.name == "reasoning_gym":  # reasoning-gym's datasets, scored by their own score_answer (tasks/reasoning_gym.py)
+        from workbench.tasks.reasoning_gym import make_reasoning_gym_task
+
+        task = make_reasoning_gym_task(cfg)
+        task.chat_template = bool(getattr(cfg, "chat_template", False))
+        task.system_prompt = getattr(cfg, "system_prompt", None) or ""
+        return task
     elif cfg.name in CHAT_FAMILIES:  # countdown, word_problems: they write their answer format into the prompt
         task = _chat_family(cfg)
         default_checker = "exact"
@@ -113,7 +119,7 @@ def load_task(cfg) -> TaskData:
         task.chat_template = bool(getattr(cfg, "chat_template", False))
         return task
     else:
-        known = ", ".join(sorted(synthetic.TASKS) + list(CHAT_FAMILIES) + list(FILE_TASKS) + ["hf"] + list(codegen.TASKS) + list(code.CODE_TASKS))
+        known = ", ".join(sorted(synthetic.TASKS) + list(CHAT_FAMILIES) + list(FILE_TASKS) + ["hf", "reasoning_gym"] + list(codegen.TASKS) + list(code.CODE_TASKS))
         raise UserError(f"task.name: unknown task {cfg.name!r} (known: {known})")
     if not (cfg.checker == "auto" and cfg.name in CHAT_FAMILIES):  # else the family's own (countdown's equation check)
         task.checker_name, task.checker = get_checker(cfg.checker, default=default_checker)
@@ -158,11 +164,11 @@ class PendingChecks:
     the others run by `get()` in this process while the pool works."""
 
     def __init__(self, task: TaskData, completions: list[str], examples: list[Example], sandbox: Any,
-                 completion_ids: Optional[list] = None, global_step: int = 0, task_verdict: bool = False):  # fmt: skip
+                 completion_ids: Optional[list] = None, trainer_state: Any = None, task_verdict: bool = False):  # fmt: skip
         from workbench.tasks.mixture import part_for
 
         self._task, self._completions, self._examples = task, completions, examples
-        self._completion_ids, self._global_step = completion_ids, global_step
+        self._completion_ids, self._trainer_state = completion_ids, trainer_state
         self._task_verdict = task_verdict
         self._remote = [i for i, ex in enumerate(examples) if part_for(task, ex).sandboxed]
         self._pending = None
@@ -190,7 +196,7 @@ class PendingChecks:
             if i in remote:
                 continue
             t0 = time.perf_counter()
-            ok = safe_check(part_for(self._task, ex).checker, text, ex.answer, example_id=ex.id)
+            ok = safe_check(part_for(self._task, ex).checker, text, ex.answer, example_id=ex.id, example=ex)
             out[i] = Verdict("pass" if ok else "fail", seconds=time.perf_counter() - t0)
         if self._remote:
             p = self._pending
@@ -206,8 +212,9 @@ class PendingChecks:
 
     def _rescored(self, verdicts: list[Verdict]) -> list[Verdict]:
         """The verdicts as `reward.functions` see them: each sample's reward their weighted sum, and
-        passed when the pass function's value is > 0 (`task_verdict`: the task's checker's verdict
-        stays, reward.validate_with: task). A sandbox error stays one (its group is dropped)."""
+        passed when the pass function's value is > 0, not_applicable when it gave None. Without a
+        pass function (several, none marked), or with `task_verdict` (reward.validate_with: task),
+        the task's checker's verdict stays. A sandbox error stays one (its group is dropped)."""
         from workbench.rl.reward_functions import score_batch
         from workbench.tasks.chat import reward_inputs
         from workbench.tasks.mixture import part_for
@@ -216,30 +223,35 @@ class PendingChecks:
         prompts, completions, columns = reward_inputs([part_for(self._task, ex) for ex in exs], exs, self._completions)
         columns["task_passed"] = [v.passed for v in verdicts]
         scores = score_batch(self._task.reward_functions, prompts, completions, columns, [ex.id for ex in exs],
-                             completion_ids=self._completion_ids, global_step=self._global_step)  # fmt: skip
+                             completion_ids=self._completion_ids, trainer_state=self._trainer_state)  # fmt: skip
+        decided = None if self._task_verdict else scores.passed
         out = []
-        for i, (v, reward, ok) in enumerate(zip(verdicts, scores.rewards, scores.passed)):
+        for i, (v, reward) in enumerate(zip(verdicts, scores.rewards)):
             if v.verdict == "sandbox_error":
                 out.append(v)
                 continue
-            # a task verdict that was not a pass keeps its name (timeout, error) when the function fails it too
-            name = v.verdict if self._task_verdict else "pass" if ok else ("fail" if v.passed else v.verdict)
-            values = {spec: vs[i] for spec, vs in scores.values.items()}
+            if decided is None:  # the task's checker decides
+                name = v.verdict
+            elif decided[i] is None:  # the pass function gave None: it does not apply to this sample
+                name = "not_applicable"
+            else:  # a task verdict that was not a pass keeps its name (timeout, error) when the function fails it too
+                name = "pass" if decided[i] else ("fail" if v.passed else v.verdict)
+            values = {fn: vs[i] for fn, vs in scores.values.items()}
             out.append(Verdict(name, seconds=v.seconds, detail=v.detail, reward=reward, values=values))
         return out
 
 
 def submit_checks(
     task: TaskData, completions: list[str], examples: list[Example], sandbox: Any = None, *,
-    completion_ids: Optional[list] = None, global_step: int = 0, task_verdict: bool = False,
+    completion_ids: Optional[list] = None, trainer_state: Any = None, task_verdict: bool = False,
 ) -> PendingChecks:  # fmt: skip
     """Start checking `completions` against `examples` (same length); `.get()` gives the verdicts.
-    `completion_ids` (token ids) and `global_step` (the sampling policy's version) go to `reward.functions`;
+    `completion_ids` (token ids) and `trainer_state` (rl.reward_functions.RewardState) go to `reward.functions`;
     `task_verdict`: the task's own checker decides pass / fail even with them (validation under
     reward.validate_with: task)."""
     if len(completions) != len(examples):
         raise ValueError(f"check_batch: {len(completions)} completions for {len(examples)} examples")
-    return PendingChecks(task, list(completions), list(examples), sandbox, completion_ids, global_step, task_verdict)
+    return PendingChecks(task, list(completions), list(examples), sandbox, completion_ids, trainer_state, task_verdict)
 
 
 def check_batch(task: TaskData, completions: list[str], examples: list[Example], sandbox: Any = None, **context: Any) -> list[Verdict]:
@@ -247,8 +259,9 @@ def check_batch(task: TaskData, completions: list[str], examples: list[Example],
     own checker here (pass / fail; a checker that raises stops with a CheckerError); sandboxed (code)
     examples through `sandbox.run` / `sandbox.submit` (a `LocalSandbox` or a `RewardPool`), and with
     no sandbox they are refused (fail closed: model-written code never runs unsandboxed). With
-    `task.reward_functions` (reward.functions) the pass function decides pass / fail and each
-    verdict carries the weighted reward (workbench.rl.reward_functions; a bad return is a RewardFunctionError)."""
+    `task.reward_functions` (reward.functions) the pass function decides pass / fail (None:
+    not_applicable) and each verdict carries the weighted reward (workbench.rl.reward_functions; a
+    bad return is a RewardFunctionError)."""
     return submit_checks(task, completions, examples, sandbox, **context).get()
 
 

@@ -18,7 +18,9 @@ Checker = Callable[[str, str], bool]
 
 # What a check can say about one completion. "sandbox_error" means the sandbox itself failed
 # (a worker died, a pipe broke): it is counted and shown, never scored as a wrong answer.
-VERDICTS = ("pass", "fail", "timeout", "error", "sandbox_error")
+# "not_applicable": the reward function that decides pass / fail gave None (TRL's "does not
+# apply", e.g. a gold answer it cannot parse): counted, left out of val/pass_rate; not a pass.
+VERDICTS = ("pass", "fail", "timeout", "error", "sandbox_error", "not_applicable")
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,8 @@ class Verdict:
     # The sample's reward when `reward.functions` scored it (their weighted sum); None: the
     # verdict's own +1 / -1 (workbench.rl.shaping.reward_for).
     reward: Optional[float] = None
-    # Each reward function's own value for the sample, by spec (with `reward.functions`; kept samples show them).
+    # Each reward function's own value for the sample, by name (with `reward.functions`; NaN: None, not
+    # applicable; kept samples show them; rl/reward_functions.function_names).
     values: Optional[dict] = None
 
     def __post_init__(self) -> None:

@@ -18,8 +18,9 @@ each step stays once in the metric history, with the surviving timeline's values
 call that deletes a metric (mlflow/mlflow#2973), so this edits the store's own `metrics` and
 `latest_metrics` tables through MLflow's table models; it can only do that for a database store
 (SQLite, the default, or PostgreSQL / MySQL / MS SQL). A tracking server's REST API cannot delete,
-so for an http(s) store `takes_back` is False and the engine holds each step until a checkpoint
-covers it instead (`workbench.tracking.sink.CommitGatedSink`).
+so for an http(s) store `takes_back` is False: it still gets every step live, and after a restart
+the engine's `AppendOnlySink` (workbench.tracking.sink) asks `points_after(step)` which points the
+server holds past the checkpoint and does not send those again.
 
 Like every sink it never raises into the training loop for a logging failure: SQLite
 'database is locked' is retried, anything else is warned about (once per kind) and dropped.
@@ -156,6 +157,20 @@ class MlflowSink:
 
     def commit(self, step: int) -> None:
         pass  # every step was sent live; rollback() takes back the ones redone
+
+    def points_after(self, step: int) -> dict[int, set[str]]:
+        """{step: metric keys} the run holds past `step` (read from the store: any store, a server too)."""
+        held: dict[int, set[str]] = {}
+        try:
+            keys = list(retry_locked(self.client.get_run, self.run_id).data.metrics)
+            for key in keys:
+                for m in retry_locked(self.client.get_metric_history, self.run_id, key):
+                    if m.step > step:
+                        held.setdefault(int(m.step), set()).add(key)
+        except Exception as e:  # noqa: BLE001 - an unreadable store: nothing known held
+            self._warn_once("reading its metric history", e)
+            return {}
+        return held
 
     def rollback(self, step: int) -> None:
         """Delete this run's metric points after `step` (they are about to be redone) and set each

@@ -1,25 +1,28 @@
 """Metric sinks: where a run's config, metrics and artifacts go.
 
 The engine talks only to this small interface; `JsonlSink` writes `metrics.jsonl` (always on),
-`workbench.tracking.mlflow_sink.MlflowSink` logs to MLflow. A sink never raises into the
-training loop for a transient logging failure; it warns once and carries on.
+`workbench.tracking.mlflow_sink.MlflowSink` logs to MLflow, `wandb_sink.WandbSink` to W&B. A sink
+never raises into the training loop for a transient logging failure; it warns once and carries on.
 
     sink = JsonlSink(out_dir / "metrics.jsonl")
     sink.log_metrics({"val/pass_rate": 0.3, "compute/flops": 1e12}, step=10)
     sink.commit(10)       # a checkpoint covering step 10 is on disk
     sink.rollback(10)     # the run went back to the step-10 checkpoint: steps after it are redone
 
-Every step once, in every sink, and live. A run that restarts from a checkpoint (a trainer worker
-died, the driver was restarted, `Session.resume_from`) redoes the steps after it, so before it does
-the engine calls `rollback(step)` on every sink. A sink that can take points back says so with
-`takes_back = True` and gets each step at once: `JsonlSink.rollback` truncates the file,
-`MlflowSink.rollback` deletes the later points from a database store (SQLite, the default), so the
-MLflow UI shows step k within seconds of the step. A sink that cannot (an MLflow tracking server
-over http, W&B) is wrapped in `CommitGatedSink`: it holds a step's metrics until a checkpoint
-covering that step has committed, so what it sent is never redone, and it drops what it holds on
-a rollback; such a store lags by up to `checkpoint.every_steps`. A live sink keeps the steps of a
-run that fails (as metrics.jsonl does) until a resume takes them back; a gated one keeps them back
-and tags the store's run with their range.
+Every step once, in every sink, and live: each sink gets a step's row as soon as it is logged. A
+run that restarts from a checkpoint (a trainer worker died, the driver was restarted,
+`Session.resume_from`) redoes the steps after it, so before it does the engine calls
+`rollback(step)` on every sink. A sink that can take points back says so with `takes_back = True`:
+`JsonlSink.rollback` truncates the file, `MlflowSink.rollback` deletes the later points from a
+database store (SQLite, the default), so the redone steps replace them. A sink that cannot (an
+MLflow tracking server over http, W&B, whose histories only grow) is wrapped in `AppendOnlySink`,
+which reconciles instead: at the rollback it asks the store which points past the checkpoint it
+holds already (`points_after`: MLflow's metric history, W&B's transaction log) and adds what this
+process sent, and when the redone steps come it sends only the points the store lacks. So each
+step is there once; for the steps the lost timeline had logged (at most `checkpoint.every_steps`)
+the store keeps that timeline's values, metrics.jsonl the redone ones, and the store's run is
+tagged `workbench.earlier_timeline_steps` with their range. (W&B's own rewind, `resume_from`, is a
+preview feature missing from most accounts and self-hosted servers; a fork would be a second run.)
 """
 
 from __future__ import annotations
@@ -40,10 +43,10 @@ class MetricSink(Protocol):
 
 def rewindable(sink: MetricSink) -> Any:
     """The sink as the engine holds it, able to `commit` and `rollback` steps (see above): the sink
-    itself when it can take points back, else the sink behind a `CommitGatedSink`."""
-    if isinstance(sink, (JsonlSink, CommitGatedSink)) or getattr(sink, "takes_back", False):
+    itself when it can take points back, else the sink behind an `AppendOnlySink`."""
+    if isinstance(sink, (JsonlSink, AppendOnlySink)) or getattr(sink, "takes_back", False):
         return sink
-    return CommitGatedSink(sink)
+    return AppendOnlySink(sink)
 
 
 def _clean(v: Any) -> Any:
@@ -90,24 +93,36 @@ class JsonlSink:
             self._fh.close()
 
 
-class CommitGatedSink:
-    """Wraps a sink that cannot take back what it was sent: metrics of a step reach it only once
-    a checkpoint covering that step has committed (`commit`), or at a clean close. See the module
-    docstring for why. Config, artifacts and tags pass straight through."""
+class AppendOnlySink:
+    """Wraps a sink that cannot take back what it was sent (an MLflow server, W&B): every point goes
+    out live, and after a rollback a redone point the store already holds (the same key at the same
+    step, from the lost timeline) is not sent again. See the module docstring for why. The inner
+    sink may tell what its store holds past a step (`points_after(step) -> {step: keys}`); config,
+    artifacts, tags and samples pass straight through."""
 
-    def __init__(self, inner: Any, committed: int = 0):
+    EARLIER_TAG = "workbench.earlier_timeline_steps"
+
+    def __init__(self, inner: Any):
         self.inner = inner
-        self.committed = int(committed)  # the last step a committed checkpoint covers
-        self._held: list[tuple[int, dict[str, float]]] = []
+        self._sent: dict[int, set[str]] = {}  # step -> keys this process sent, steps after the last commit
+        self._held: dict[int, set[str]] = {}  # step -> keys the store holds from a lost timeline: not sent again
 
     def log_config(self, config: dict[str, Any]) -> None:
         self.inner.log_config(config)
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        if step <= self.committed:  # e.g. an evaluation of a step already checkpointed
-            self.inner.log_metrics(metrics, step)
-        else:
-            self._held.append((int(step), dict(metrics)))
+        held = self._held.get(int(step), set())
+        send = {k: v for k, v in metrics.items() if k not in held}
+        if send:
+            self.inner.log_metrics(send, step)
+            self._sent.setdefault(int(step), set()).update(send)
+
+    def log_samples(self, step: int, kind: str, records: list[dict[str, Any]]) -> None:
+        """A step's kept completions (W&B: a table, as TRL's `log_completions`), once per step."""
+        key = f"samples/{kind}"
+        if hasattr(self.inner, "log_samples") and key not in self._held.get(int(step), set()):
+            self.inner.log_samples(step, kind, records)
+            self._sent.setdefault(int(step), set()).add(key)
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self.inner.log_artifact(path, artifact_path)
@@ -116,31 +131,37 @@ class CommitGatedSink:
         if hasattr(self.inner, "set_tags"):
             self.inner.set_tags(tags)
 
+    def start_fresh(self) -> None:
+        """A new run in this folder (not a resume): nothing of an earlier one is held."""
+        self._sent, self._held = {}, {}
+        if hasattr(self.inner, "start_fresh"):
+            self.inner.start_fresh()
+
     def commit(self, step: int) -> None:
-        self.committed = max(self.committed, int(step))
-        send = [(s, m) for s, m in self._held if s <= self.committed]
-        self._held = [(s, m) for s, m in self._held if s > self.committed]
-        for s, m in send:
-            self.inner.log_metrics(m, s)
+        """A checkpoint covers `step`: its points are final, nothing at or before it is redone."""
+        self._sent = {s: k for s, k in self._sent.items() if s > step}
+        self._held = {s: k for s, k in self._held.items() if s > step}
 
     def rollback(self, step: int) -> None:
-        self._held = [(s, m) for s, m in self._held if s <= step]
-        self.committed = int(step)
+        """The steps after `step` are redone: what the store holds of them stays and is not sent again."""
+        held: dict[int, set[str]] = {s: set(k) for s, k in self._held.items() if s > step}
+        stored = self.inner.points_after(step) if hasattr(self.inner, "points_after") else {}
+        for source in (stored, self._sent):
+            for s, keys in source.items():
+                if s > step:
+                    held.setdefault(int(s), set()).update(keys)
+        self._held = held
+        self._sent = {s: k for s, k in self._sent.items() if s <= step}
+        if held:
+            self.set_tags({self.EARLIER_TAG: f"{min(held)}-{max(held)}: logged before the restart from step {step}; "
+                                             "metrics.jsonl holds the values of these steps as redone"})
 
     @property
     def held_steps(self) -> list[int]:
-        return sorted({s for s, _ in self._held})
+        """The steps whose points (some or all) the store holds from a lost timeline."""
+        return sorted(self._held)
 
     def close(self, status: str = "FINISHED") -> None:
-        """A clean end (FINISHED, KILLED: the engine wrote its last checkpoint) sends what is held;
-        a failure keeps it back, since a resume will redo those steps, and says so in a tag."""
-        if str(status).upper() == "FAILED":
-            held = self.held_steps
-            if held:
-                self.set_tags({"workbench.uncommitted_steps": f"{held[0]}-{held[-1]} (in metrics.jsonl only; a resume redoes them)"})
-            self._held = []
-        else:
-            self.commit(max([self.committed] + self.held_steps))
         self.inner.close(status)
 
 

@@ -4,7 +4,7 @@
     rows = filter_samples(frame.df, SampleQuery(steps=(10, 20), passed=False, text="def "))
     gs = groups(rows)                                        # one Group per (step, kind, group): a prompt's completions
     gs = groups_matching(frame.df, rows)                     # the same groups whole (every completion, not just the matches)
-    g = group_at(frame.df, step=20, kind="train", group=3)  # its rewards and advantages side by side
+    g = group_at(frame.df, step=20, kind="train", group=3)  # its rewards and the trainer's advantages side by side
     sbs = side_by_side(frame.df, 0, frame.df, 20)            # two evaluations' completions, same prompts
     points = eval_points(view, frame.df)                     # the curve's evaluations, with their samples or not
     flags = health_flags(view)                               # summary.json's `health` (else the rules over the rows)
@@ -17,6 +17,7 @@ workbench/widgets/samples_view.py draws these values.
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -24,6 +25,27 @@ import pandas as pd
 
 from workbench.errors import UserError
 from workbench.runs.health import HealthFlag, check_health
+
+
+@dataclass(frozen=True)
+class Folded:
+    """A text as display lines: the start and the end shown, the middle (if any) hidden."""
+
+    head: list[str]
+    hidden: list[str]
+    tail: list[str]
+
+
+def fold_text(text: str, *, width: int, keep: Optional[int], tail: int = 2) -> Folded:
+    """`text` wrapped to `width` columns; past `keep` lines its middle is hidden and its last `tail`
+    lines stay shown (an answer, or where the token limit cut it). The one folding rule of
+    `workbench samples` (the terminal) and the dashboard (a click away)."""
+    lines = [w for line in (text or "").splitlines() or [""] for w in (textwrap.wrap(line, max(8, width)) or [""])]
+    if keep is None or len(lines) <= keep:
+        return Folded(lines, [], [])
+    t = min(tail, max(0, keep - 1))
+    head = lines[: keep - t]
+    return Folded(head, lines[len(head): len(lines) - t], lines[len(lines) - t:])
 
 
 @dataclass(frozen=True)
@@ -39,8 +61,9 @@ class SampleQuery:
 
 @dataclass(frozen=True)
 class Completion:
-    """One kept completion: its text, verdict, reward (and each reward function's), advantage
-    (None for a validation one: it is not trained on), the policy version that sampled it."""
+    """One kept completion: its text, verdict, reward (and each reward function's), whether the
+    trainer trained on it (`trained`; None for a validation one, or a file from before the column)
+    with which advantage and loss weight (None where not trained), the policy version that sampled it."""
 
     text: str
     passed: bool
@@ -53,11 +76,14 @@ class Completion:
     length: int
     truncated: bool
     interrupted: bool
+    trained: Optional[bool] = None
+    loss_weight: Optional[float] = None
 
 
 @dataclass(frozen=True)
 class Group:
-    """One prompt's completions at one step: a training group, or an evaluation's completions of it."""
+    """One prompt's completions at one step: a training group, or an evaluation's completions of it.
+    Its label counts the completions it holds: build it whole (`groups_matching`, `group_at`)."""
 
     step: int
     kind: str
@@ -164,11 +190,14 @@ def _num(v: Any) -> Optional[float]:
 def completion(r: pd.Series) -> Completion:
     """A sample's row as a Completion (the `reward/<fn>` columns into `rewards`)."""
     stale = _num(r.get("staleness"))
+    trained = r.get("trained") if r.get("kind") == "train" else None
+    trained = bool(trained) if trained is not None and not pd.isna(trained) else None
     rewards = {str(k).split("/", 1)[1]: float(v) for k, v in r.items() if str(k).startswith("reward/") and _num(v) is not None}
     return Completion(text=str(r["completion"]), passed=bool(r["passed"]), verdict=str(r["verdict"]), reward=float(r["reward"]),
                       advantage=_num(r.get("advantage")), rewards=rewards, version=int(r["version"]),
                       staleness=int(stale) if stale is not None else None, length=int(r["length"]),
-                      truncated=bool(r["truncated"]), interrupted=bool(r["interrupted"]))  # fmt: skip
+                      truncated=bool(r["truncated"]), interrupted=bool(r["interrupted"]), trained=trained,
+                      loss_weight=_num(r.get("loss_weight")) if trained else None)  # fmt: skip
 
 
 def _group(key: tuple, g: pd.DataFrame) -> Group:

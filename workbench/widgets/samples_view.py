@@ -19,12 +19,12 @@ import pandas as pd
 
 from workbench.runs.health import HealthFlag
 from workbench.widgets.samples_data import (
-    Completion, Group, SampleFrame, SampleQuery, SideBySide, filter_samples, groups_matching,
+    Completion, Group, SampleFrame, SampleQuery, SideBySide, filter_samples, fold_text, groups_matching,
     side_by_side, val_steps,
 )  # fmt: skip
 
-FOLD_CHARS = 240  # a text longer than this (or FOLD_LINES lines) shows its start, the rest one click away
-FOLD_LINES = 6
+FOLD_LINES = 6  # a text of more display lines shows its start and end, the middle one click away
+FOLD_WIDTH = 60  # columns a display line wraps at
 TABLE_ROWS = 200  # the table's most rows; the filters narrow it
 MODES = ("Table", "Group view", "Side by side")
 _CELL = "padding:2px 6px;border-bottom:1px solid #eee;vertical-align:top"
@@ -33,15 +33,16 @@ _PRE = "<pre style='white-space:pre-wrap;word-break:normal;overflow-wrap:anywher
 STYLE = "<style>details.wb-fold[open] .wb-more{display:none} details.wb-fold>summary{list-style:none}</style>"
 
 
-def fold(text: str, limit: int = FOLD_CHARS, lines: int = FOLD_LINES) -> str:
-    """`text` escaped, in a <pre>; past `limit` characters or `lines` lines, its start shown and the
-    rest folded into a <details> (opened by a click, no script)."""
-    cut = min(len(text), limit, sum(len(x) + 1 for x in text.split("\n")[:lines]))
-    if cut >= len(text):
-        return _PRE.format(html.escape(text))
-    return (f"<details class='wb-fold'><summary style='cursor:pointer'>{_PRE.format(html.escape(text[:cut]))}"
-            f"<span class='wb-more' style='color:#06c;font-size:85%'>&#9656; {len(text) - cut} more characters</span></summary>"
-            f"{_PRE.format(html.escape(text[cut:]))}</details>")  # fmt: skip
+def fold(text: str, lines: int = FOLD_LINES, width: int = FOLD_WIDTH) -> str:
+    """`text` escaped, in <pre>s; past `lines` display lines (of `width` columns) its start and its
+    last lines shown, the middle folded into a <details> (opened by a click, no script); the rule is
+    samples_data.fold_text, the terminal's too."""
+    f = fold_text(text, width=width, keep=lines)
+    if not f.hidden:
+        return _PRE.format(html.escape("\n".join(f.head)))
+    return (f"<details class='wb-fold'><summary style='cursor:pointer'>{_PRE.format(html.escape(chr(10).join(f.head)))}"
+            f"<span class='wb-more' style='color:#06c;font-size:85%'>&#9656; {len(f.hidden)} more lines</span></summary>"
+            f"{_PRE.format(html.escape(chr(10).join(f.hidden)))}</details>{_PRE.format(html.escape(chr(10).join(f.tail)))}")  # fmt: skip
 
 
 def _verdict(c: Completion) -> str:
@@ -52,10 +53,15 @@ def _verdict(c: Completion) -> str:
 
 
 def _facts(c: Completion) -> str:
-    """Reward, each reward function's value, advantage, version, length, truncation."""
+    """Reward, each reward function's value, what the trainer trained it with (advantage, loss
+    weight; or "not trained"), version, length, truncation."""
     bits = [f"reward {c.reward:+.2f}"] + [f"{html.escape(k)} {v:+.2f}" for k, v in c.rewards.items()]
     if c.advantage is not None:
-        bits.append(f"<span class='wb-adv'>adv {c.advantage:+.2f}</span>")
+        weight = f" · weight {c.loss_weight:.3g}" if c.loss_weight is not None else ""
+        bits.append(f"<span class='wb-adv' data-trained='true'>adv {c.advantage:+.2f}{weight}</span>")
+    elif c.trained is False:
+        bits.append("<span class='wb-adv' data-trained='false' style='color:#888' title='dropped by the zero-variance "
+                    "filter or as stale: no gradient from it'>not trained</span>")  # fmt: skip
     bits.append(f"v{c.version}" + (f", stale {c.staleness}" if c.staleness else ""))
     bits.append(f"{c.length} tok")
     bits += [f for f, on in (("truncated", c.truncated), ("interrupted", c.interrupted)) if on]
@@ -75,7 +81,7 @@ def table_html(df: pd.DataFrame, limit: int = TABLE_ROWS) -> str:
         dom = f"<div style='color:#666'>{html.escape(str(r['domain']))}</div>" if r["domain"] else ""
         rows.append(f"<tr class='wb-sample' data-passed='{str(c.passed).lower()}' data-step='{int(r['step'])}'>"
                     f"<td style='{_CELL}'>{int(r['step'])}</td><td style='{_CELL}'>{html.escape(str(r['kind']))}{dom}</td>"
-                    f"<td style='{_CELL};max-width:220px'>{fold(str(r['prompt']), 120)}</td>"
+                    f"<td style='{_CELL};max-width:220px'>{fold(str(r['prompt']), 3)}</td>"
                     f"<td style='{_CELL};min-width:260px'>{fold(c.text)}</td>"
                     f"<td style='{_CELL};font-size:85%'>{_verdict(c)}<div>{_facts(c)}</div></td></tr>")  # fmt: skip
     more = f"<div style='color:#555'>{len(df) - limit} more rows: narrow the filters</div>" if len(df) > limit else ""
@@ -95,7 +101,7 @@ def _cards(cs: tuple[Completion, ...]) -> str:
 
 def group_html(g: Group) -> str:
     """One prompt's completions side by side with their rewards and advantages."""
-    return (f"<div class='wb-group'><div><b>{html.escape(g.label)}</b></div>{fold(g.prompt, 400)}"
+    return (f"<div class='wb-group'><div><b>{html.escape(g.label)}</b></div>{fold(g.prompt, 10)}"
             f"{_cards(g.completions)}</div>")
 
 
@@ -110,7 +116,7 @@ def side_html(s: SideBySide) -> str:
         pa, pb = sum(c.passed for c in p.a), sum(c.passed for c in p.b)
         col = "<div style='flex:1 1 0;min-width:240px'><div style='color:#555'>{}: {}/{} passed</div>{}</div>"
         out.append(f"<div class='wb-pair' style='border-top:1px solid #ccc;margin-top:6px'>"
-                   f"<div>prompt {p.prompt_id} · change {p.change:+d}</div>{fold(p.prompt, 300)}<div style='display:flex'>"
+                   f"<div>prompt {p.prompt_id} · change {p.change:+d}</div>{fold(p.prompt, 8)}<div style='display:flex'>"
                    f"{col.format(html.escape(s.label_a), pa, len(p.a), _cards(p.a))}"
                    f"{col.format(html.escape(s.label_b), pb, len(p.b), _cards(p.b))}</div></div>")  # fmt: skip
     return "".join(out)

@@ -13,6 +13,7 @@ from workbench.cli import main
 from workbench.config import load_run_config, run_config_from_dict
 from workbench.configtools import ConfigError
 from workbench.engine.plan.build import cluster_shape, plan_for
+from workbench.engine.plan.memory import GB
 from workbench.engine.run.preflight import check_nodes, toy_budget
 from workbench.errors import UserError
 
@@ -88,6 +89,12 @@ def test_the_lora_recipe_fits_a_7b_on_one_48gb_gpu_where_full_fine_tuning_does_n
     for term in ("frozen base (bf16)", "adapters (fp32)", "adapter AdamW states (fp32)", "LoRA buffers"):
         assert term in out, out
     assert "master weights (fp32)" not in out
+    # no third copy on the GPU: the evaluator is the torch generator on the host, a row of its own
+    plan = plan_for(cfg, cluster_shape(cfg=cfg), prompt=512)
+    ev = next(r for r in plan.roles if r.name == "evaluator")
+    assert ev.device == "host (not planned)" and "evaluator on host (not planned)" in out
+    assert ev.terms["weights"] == 4 * plan.shape.params and 40 * GB < ev.need < 45 * GB  # fp32; 21 GB in bf16 (its note)
+    assert "21.11 GB in bfloat16 on a CPU with native bf16" in " ".join(ev.notes)
 
 
 def _nodes(*gpus: float, dead: int = 0) -> list[dict]:
@@ -136,3 +143,21 @@ def test_a_hugging_face_model_with_the_toys_generation_budget_is_told_before_lau
     assert told == [said]  # said before any actor starts
     assert toy_budget(run_config_from_dict({}, {**base, "generation.max_new_tokens": 64})) is None
     assert toy_budget(run_config_from_dict({}, {})) is None  # the builtin toy: its budget is right for it
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
+def test_the_gpu_guides_table_quotes_each_recipes_plan(path):
+    """docs/howto/gpu.md's row of each recipe: the trainer's need and budget and the sequences vLLM
+    holds at once are what the plan prints (at the table's prompt lengths)."""
+    import re
+
+    guide = (REPO / "docs" / "howto" / "gpu.md").read_text()
+    row = next((line for line in guide.splitlines() if line.startswith(f"| `configs/gpu/{path.name}`")), None)
+    assert row is not None, f"docs/howto/gpu.md has no row for {path.name}"
+    cfg = recipe(path)
+    plan = plan_for(cfg, cluster_shape(cfg=cfg), prompt=PROMPT_TOKENS.get(path.stem, 512))
+    trainer, generator = plan.roles[0], plan.roles[1]
+    need, budget = re.search(r"trainer ([\d.]+) of ([\d.]+) GB", row).groups()
+    assert (float(need), float(budget)) == (round(trainer.need / GB, 1), round(trainer.budget / GB, 1)), row
+    seqs = int(re.search(r"([\d,]+) sequences of", row).group(1).replace(",", ""))
+    assert f"{seqs:,} sequences of" in " ".join(generator.notes), (row, generator.notes)

@@ -135,3 +135,31 @@ def test_a_generator_without_room_for_its_kv_cache_says_so_names_the_fix_and_pri
     ev = make_plan(m, dataclasses.replace(s, generator_gpus=0, evaluator_gpus=0.25, vllm_util=0.2, enforce_eager=True),
                    Cluster(1, 8 * GB))  # fmt: skip
     assert not ev.fits and "resources.evaluator_gpus" in next(r for r in ev.roles if r.name == "evaluator").fix
+
+
+def test_an_evaluator_without_a_gpu_share_is_the_torch_generator_on_the_host_whatever_the_backend():
+    m = shape("qwen2.5-7b")
+    s = settings(trainer_workers=1, trainer_gpus=0.5, generator_gpus=0.5, num_generators=1, vllm_util=0.45,
+                 max_batch_sequences=64, max_new_tokens=1024, model_dtype="bfloat16")  # fmt: skip
+    for backend in ("vllm", "torch"):
+        plan = make_plan(m, dataclasses.replace(s, backend=backend), Cluster(1, 48 * GB))
+        ev = next(r for r in plan.roles if r.name == "evaluator")
+        kv = 2 * 28 * 4 * 128 * 4 * 64 * (512 + 1024)  # K and V, 28 layers, 4 kv heads of 128, fp32, 64 rows
+        assert ev.device == "host (not planned)" and ev.budget == float("inf") and ev.fits
+        assert ev.terms == {"weights": 4 * m.params, "KV cache (HF)": kv, "logits (fp32)": 2 * 64 * 152064 * 4}
+        half = 2 * m.params + kv / 2 + 2 * 64 * 152064 * 4
+        assert f"{half / GB:.2f} GB in bfloat16 on a CPU with native bf16" in " ".join(ev.notes)
+        assert "evaluator on host (not planned)" in plan.table()
+    on_gpu = make_plan(m, dataclasses.replace(s, generator_gpus=0.25, evaluator_gpus=0.25, vllm_util=0.2), Cluster(1, 80 * GB))
+    ev = next(r for r in on_gpu.roles if r.name == "evaluator")
+    assert ev.device == "0.25 of a GPU" and "KV cache" in ev.terms  # a GPU share: vLLM, as the generator
+
+
+def test_a_cpu_plan_counts_the_evaluator_as_the_torch_generator_it_is_even_beside_vllm_generators():
+    m = shape("qwen2.5-0.5b")
+    s = settings(compute_bytes=4, trainer_workers=1, trainer_gpus=0, generator_gpus=0, num_generators=1,
+                 max_new_tokens=64, micro_batch_tokens=1024, max_batch_sequences=32, vllm_kv_bytes=2**30)  # fmt: skip
+    plan = make_plan(m, s, Cluster(0, 64 * GB, source="this host"))
+    gen, ev, host = plan.roles[1:]
+    assert "KV cache" in gen.terms and ev.terms["weights"] == 4 * m.params and "KV cache (HF)" in ev.terms
+    assert host.terms["evaluator"] == ev.need != gen.need

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from workbench.config import run_config_from_dict
-from workbench.config_checks import LoraConfig
+from workbench.config import LoraConfig
 from workbench.engine.model.lora import adapter_state, apply_lora
 from workbench.engine.plan.build import plan_for
 from workbench.engine.plan.lora import adapter_params

@@ -105,7 +105,7 @@ def test_vllms_lora_buffers_are_what_the_memory_plan_counts(setup):
 
     from vllm.config.lora import MaxLoRARanks
 
-    from workbench.config_checks import VLLM_LORA_RANKS
+    from workbench.config import VLLM_LORA_RANKS
     from workbench.engine.plan.lora import vllm_lora_bytes
     from workbench.engine.plan.memory import ModelShape
     from workbench.engine.plan.sources import read_config_json

@@ -47,8 +47,28 @@ def test_a_sandbox_error_is_never_a_wrong_answer():
     assert dropped == 1 and [g.prompt_id for g in groups] == [1] and groups[0].rewards == [-1.0, 1.0]
     assert chunk_verdict_metrics([P, S, F, P, E]) == {
         "reward/verdict/pass": 2.0, "reward/verdict/fail": 1.0, "reward/verdict/timeout": 0.0,
-        "reward/verdict/error": 1.0, "reward/verdict/sandbox_error": 1.0,
+        "reward/verdict/error": 1.0, "reward/verdict/sandbox_error": 1.0, "reward/verdict/not_applicable": 0.0,
     }  # fmt: skip
+
+
+def test_a_sample_the_pass_function_does_not_apply_to_is_left_out_of_the_pass_rate_and_counted():
+    """TRL's None from the pass function (e.g. a gold answer it cannot parse): in validation the
+    sample is left out of its prompt's mean, a prompt with none applicable out of val/pass_rate and
+    val/prompts; in training it keeps the reward the other functions gave it (here 0.5)."""
+    nan = float("nan")
+    a = lambda ok, fmt: Verdict("pass" if ok else "fail", reward=float(ok) + 0.5 * fmt, values={"acc": float(ok), "fmt": fmt})  # noqa: E731
+    na = Verdict("not_applicable", reward=0.5, values={"acc": nan, "fmt": 1.0})
+    val = [Example(i, f"p{i}", "a") for i in range(3)]
+    m = validation_metrics(val, [0, 1, 2], 2, [a(1, 1.0), na, na, na, a(0, 0.0), a(1, 0.0)])
+    assert m["val/pass_rate"] == pytest.approx((1.0 + 0.5) / 2) and m["val/prompts"] == 2.0  # prompt 1: not applicable
+    assert m["val/verdict/not_applicable"] == 3.0 and m["val/verdict/pass"] == 2.0
+    # each function's mean over the samples it gave a value (TRL's nanmean), its std Bessel-corrected (TRL's nanstd)
+    assert m["val/rewards/acc/mean"] == pytest.approx(2 / 3) and m["val/rewards/acc/none"] == 3.0
+    assert m["val/rewards/acc/std"] == pytest.approx(math.sqrt(1 / 3))
+    assert m["val/rewards/fmt/mean"] == pytest.approx(4 / 6) and m["val/rewards/fmt/none"] == 0.0
+    groups, _ = verdict_groups(0, [0], 2, [comp(), comp()], [a(1, 0.0), na])
+    assert groups[0].rewards == [1.0, 0.5] and groups[0].correct == [True, False]
+    assert not any(k.startswith("val/rewards/") for k in validation_metrics(val, [0], 2, [P, F]))  # no functions, no rows
 
 
 def test_a_broken_sandbox_stops_the_run_in_one_line():

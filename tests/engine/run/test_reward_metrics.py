@@ -48,6 +48,22 @@ def test_a_step_row_has_per_domain_rewards_lengths_verdicts_and_the_reward_wait(
     assert not any("/math" in k or "/code" in k for k in step_reward_row(single, batch, stats, 1.0))
 
 
+def test_a_step_row_has_each_reward_functions_mean_std_and_nones_over_its_chunks():
+    """TRL's rewards/<name>/mean and /std, over every sample of the step's chunks the function gave a value."""
+    from workbench.rl.reward_functions import ValueStats
+
+    nan = float("nan")
+    stats = fresh_reward_stats()
+    add_chunk(stats, Chunk(0, [], 0, 1.0, 0, 0, reward_values={"acc": ValueStats.of([1.0, 0.0, nan]), "fmt": ValueStats.of([1.0, 1.0, 1.0])}))
+    add_chunk(stats, Chunk(1, [], 0, 1.0, 0, 0, reward_values={"acc": ValueStats.of([1.0, 1.0, nan]), "fmt": ValueStats.of([0.0, 1.0, 1.0])}))
+    row = step_reward_row(SimpleNamespace(train=[], parts={}), PackedGroups.from_groups([]), stats, waited=0.0)
+    assert row["rewards/acc/mean"] == pytest.approx(0.75) and row["rewards/acc/none"] == 2.0
+    assert row["rewards/acc/std"] == pytest.approx(0.5)  # [1, 0, 1, 1], Bessel-corrected as TRL's nanstd
+    assert row["rewards/fmt/mean"] == pytest.approx(5 / 6) and row["rewards/fmt/none"] == 0.0
+    assert "reward_values" not in row and not any(k.startswith("rewards/") for k in step_reward_row(
+        SimpleNamespace(train=[], parts={}), PackedGroups.from_groups([]), fresh_reward_stats(), 0.0))  # no functions: no rows
+
+
 def test_the_summary_records_domains_verdicts_and_the_wait_share():
     task = SimpleNamespace(parts={"math": None, "code": None})
     rows = [

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from workbench.config.model import snapshot_id  # noqa: F401  (hub caches' layout; the run record reads it too)
 from workbench.errors import UserError
 
 # Files of other frameworks and formats that a repo may carry beside the transformers weights.
@@ -122,15 +123,6 @@ def resolve_model(repo_id: str, revision: Optional[str] = None, *, weights: bool
     revision = revision or "main"
     folder = _download(repo_id, revision, small_files_only=not weights)
     return HubSnapshot(repo_id=repo_id, revision=revision, commit=folder.name, folder=folder)
-
-
-def snapshot_id(folder: str | Path) -> Optional[tuple[str, str]]:
-    """(repo id, commit) when `folder` is a model snapshot in a hub cache's layout
-    (.../models--ORG--NAME/snapshots/<commit>), else None."""
-    p = Path(folder)
-    if not (COMMIT.fullmatch(p.name) and p.parent.name == "snapshots" and p.parent.parent.name.startswith("models--")):
-        return None
-    return "/".join(p.parent.parent.name.split("--")[1:]), p.name  # hub ids never hold "--"
 
 
 def node_snapshot(folder: str | Path) -> Optional[Path]:

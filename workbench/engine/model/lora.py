@@ -30,6 +30,7 @@ from typing import Any, Iterable
 
 import torch
 
+from workbench.config.lora import adapter_names
 from workbench.errors import UserError
 
 
@@ -64,7 +65,7 @@ def check_targets(model: torch.nn.Module, lora: Any) -> None:
 
 
 def apply_lora(model: Any, lora: Any, *, gradient_checkpointing: bool = False) -> Any:
-    """`model` with LoRA adapters on `lora.target_modules` (a `workbench.config_checks.LoraConfig`),
+    """`model` with LoRA adapters on `lora.target_modules` (a `workbench.config.LoraConfig`),
     every base weight frozen, the adapters fp32 and trainable; the model itself is returned, not
     PEFT's wrapper (module docstring). `gradient_checkpointing`: the checkpointed layers then get
     an input that requires a gradient (the frozen embeddings give none)."""
@@ -78,6 +79,24 @@ def apply_lora(model: Any, lora: Any, *, gradient_checkpointing: bool = False) -
     return inner
 
 
+def wrap_like(model: Any, like: Any) -> Any:
+    """`model` (the same architecture as `like`) with the adapters `like` carries, as `apply_lora`
+    wraps (fp32 adapters, fresh: B = 0): PEFT's config of `like` applied again. The FSDP2 workers'
+    rank 0 wraps the base it read so that its names are those of the workers' meta skeleton."""
+    import copy
+    import warnings
+
+    import peft
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*fan_in_fan_out.*")
+        inner = peft.get_peft_model(model, copy.deepcopy(like.peft_config["default"]), autocast_adapter_dtype=True).get_base_model()
+    for p in inner.parameters():
+        if p.requires_grad and p.dtype != torch.float32:
+            p.data = p.data.float()
+    return inner
+
+
 def is_lora(model: Any) -> bool:
     """Whether `model` carries LoRA adapters (`apply_lora` ran on it)."""
     return getattr(model, "peft_config", None) is not None
@@ -86,11 +105,6 @@ def is_lora(model: Any) -> bool:
 def adapter_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The adapters' tensors (the trainable parameters), by their names in `model.state_dict()`."""
     return {n: p for n, p in model.named_parameters() if p.requires_grad}
-
-
-def adapter_names(model: torch.nn.Module) -> set[str]:
-    """The names of the adapter tensors, in any state (trainable or not: a generator's)."""
-    return {n for n, _ in model.named_parameters() if ".lora_A." in n or ".lora_B." in n}
 
 
 def check_pushed(state: dict[str, torch.Tensor], want: set[str]) -> None:

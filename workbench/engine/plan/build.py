@@ -1,11 +1,11 @@
-"""The memory plan of a RunConfig: its model's config.json, the cluster's shape, and the launch guard.
+"""The memory plan of a RunConfig: its model's config.json (or GGUF header), the cluster's shape, and the launch guard.
 
     plan = plan_for(cfg, cluster_shape(gpus_per_node=8, gpu_memory_gb=80))   # a Plan (memory.py)
     print(plan)                                   # the table; plan.fits, plan.verdict
     guard(cfg)                                    # launch: UserError when the plan does not fit
 
-Only config.json is read (builtin:tiny: its GPT-2 shape from model.n_* and the task's alphabet);
-no weights are loaded, no dataset is downloaded, and the hub is never waited on (sources.py: a local
+Only config.json is read (builtin:tiny: its GPT-2 shape from model.n_* and the task's alphabet; a
+.gguf file: its header, sources.gguf_config, nothing converted); no weights are loaded, no dataset is downloaded, and the hub is never waited on (sources.py: a local
 folder or config.json, the HF cache's snapshot, or a hub that answers in seconds; the longest
 prompt from `--prompt-tokens`, the task's cached prompts, or the model's bound). The cluster is what the caller gives (`--gpus-per-node`, `--gpu-memory`,
 `--nodes`), else the connected Ray cluster's own figures (GPUs per node; memory from the node's
@@ -155,7 +155,18 @@ def settings_from_config(cfg: RunConfig, c: Cluster, prompt: int) -> Settings:
                     micro_batch_tokens=t.micro_batch_tokens, gradient_checkpointing=t.gradient_checkpointing,
                     prompt_tokens=prompt, max_new_tokens=g.max_new_tokens,
                     vllm_kv_bytes=int(CPU_KV_CACHE_GIB * 2**30), kl_reference=bool(cfg.recipe.loss.kl_coef),
-                    kept_versions=cfg.kept_versions(), **lora_settings(cfg))  # fmt: skip
+                    kept_versions=cfg.kept_versions(), model_dtype=str(cfg.model.dtype or "auto"),
+                    eval_rows=eval_rows(cfg), **lora_settings(cfg))  # fmt: skip
+
+
+def eval_rows(cfg: RunConfig) -> int:
+    """The rows the evaluator decodes at once (rollout/worker.evaluate): max_batch_sequences // k
+    prompts a call (k = eval.samples_per_prompt), at most the evaluation's prompts (each domain's
+    eval.num_prompts for a task mix), times k."""
+    e, g = cfg.eval, cfg.generation
+    k = max(1, e.samples_per_prompt)
+    prompts = e.num_prompts * max(1, len(cfg.task.mix))
+    return min(max(1, g.max_batch_sequences // k), prompts) * k
 
 
 def lora_settings(cfg: RunConfig) -> dict[str, Any]:
@@ -167,13 +178,13 @@ def lora_settings(cfg: RunConfig) -> dict[str, Any]:
     return {"lora_rank": lora.rank, "lora_targets": (targets,) if isinstance(targets, str) else tuple(targets)}
 
 
-def count_adapters(s: Settings, shape: ModelShape, where: Optional[Path]) -> Settings:
+def count_adapters(s: Settings, shape: ModelShape, where: Optional[Path], fields: Optional[dict[str, Any]] = None) -> Settings:
     """`s` with the adapters of an architecture plan/lora.py does not know counted on the meta
-    device (engine/model/lora.adapter_shapes: the trainer's own wrapping); a target the model
-    lacks is one line, as when the model loads."""
+    device (engine/model/lora.adapter_shapes: the trainer's own wrapping, from `fields` written as
+    a config.json where `where` is a GGUF file); a target the model lacks is one line, as when the model loads."""
     if not s.lora_rank:
         return s
-    from workbench.config_checks import ALL_LINEAR, LoraConfig
+    from workbench.config import ALL_LINEAR, LoraConfig
     from workbench.engine.plan.lora import adapted
 
     if shape.known:  # memory.adapters counts them from the shape; here only the targets are checked
@@ -185,7 +196,16 @@ def count_adapters(s: Settings, shape: ModelShape, where: Optional[Path]) -> Set
     from workbench.engine.model.lora import adapter_shapes
 
     targets = ALL_LINEAR if s.lora_targets == (ALL_LINEAR,) else list(s.lora_targets)
-    shapes, _ = adapter_shapes(where, LoraConfig(rank=s.lora_rank, target_modules=targets))
+    lora = LoraConfig(rank=s.lora_rank, target_modules=targets)
+    if fields is not None and where is not None and where.suffix.lower() == ".gguf":  # its header's fields, as a config.json
+        import json
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "config.json").write_text(json.dumps(fields))
+            shapes, _ = adapter_shapes(tmp, lora)
+    else:
+        shapes, _ = adapter_shapes(where, lora)
     return dataclasses.replace(s, adapter_params=sum(math.prod(v) for v in shapes.values()))
 
 
@@ -206,7 +226,7 @@ def plan_for(cfg: RunConfig, cluster: Optional[Cluster] = None, *, prompt: Optio
     how = "given"
     if prompt is None:
         prompt, how = prompt_tokens(cfg, data, where, task, why)
-    plan = make_plan(shape, count_adapters(settings_from_config(cfg, c, prompt), shape, where), c)
+    plan = make_plan(shape, count_adapters(settings_from_config(cfg, c, prompt), shape, where, data), c)
     plan.notes = [n for n in (layout, f"prompt tokens: {prompt:,} ({how})") if n]
     plan.prompt_bound = how.startswith("the model's bound")
     return plan

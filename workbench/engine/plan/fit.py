@@ -7,7 +7,8 @@ Budgets: a trainer on whole GPUs gets the GPU less a CUDA context; on a fraction
 (`resources.trainer_gpus` < 1) that fraction of the GPU (torch's per-process fraction holds it
 there). A vLLM generator gets `vllm_gpu_memory_utilization` of each of its TP GPUs; the torch
 generator its share. Roles with a GPU share of 0 run on the host (on a GPU cluster the plan does
-not bound them). On a CPU cluster every actor shares the host's memory: one "host" budget.
+not bound them): an evaluator without one is the torch generator there, whatever the backend. On
+a CPU cluster every actor shares the host's memory: one "host" budget.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from workbench.config_checks import VLLM_SHARE_MARGIN
+from workbench.config import VLLM_SHARE_MARGIN
 from workbench.engine.plan.memory import (
     CONTEXT_BYTES, CPU_KV_BLOCK, CUDA_GRAPHS_BYTES, GB, KV_BLOCK, Cluster, ModelShape, Plan, Role, Settings, adapters,
     generator_terms, gpus, kv_bytes_per_token, sequences_that_fit, trainer_terms,
@@ -130,7 +131,7 @@ def _generator_fix(m: ModelShape, s: Settings, c: Cluster, name: str, share: flo
     for tp in (2, 4, 8, 16):
         if tp > s.tp and tp <= c.gpus_per_node and tp <= m.kv_heads * 8 and room(dataclasses.replace(s, tp=tp)):
             return f"set generation.vllm_tensor_parallel_size={tp} and {key}={tp}"
-    most = round(share * (1 - VLLM_SHARE_MARGIN), 6) if share < 1 else 0.9  # config.py's rule for a fractional share
+    most = round(share * (1 - VLLM_SHARE_MARGIN), 6) if share < 1 else 0.9  # config/resources.py's rule for a fractional share
     if s.vllm_util < most and room(dataclasses.replace(s, vllm_util=most)):
         return f"raise generation.vllm_gpu_memory_utilization to {most:g} (now {s.vllm_util:g})"
     if not s.enforce_eager and room(dataclasses.replace(s, enforce_eager=True)):
@@ -140,13 +141,19 @@ def _generator_fix(m: ModelShape, s: Settings, c: Cluster, name: str, share: flo
     return "lower generation.max_new_tokens, or use GPUs with more memory"
 
 
-def _torch_generator(m: ModelShape, s: Settings, c: Cluster, name: str, share: float, on_cpu: bool) -> Role:
-    b = 4 if on_cpu else s.compute_bytes
+def torch_terms(m: ModelShape, s: Settings, b: int) -> dict[str, float]:
+    """A torch generator's terms with its weights in `b` bytes: weights, the HF KV cache of
+    max_batch_sequences rows, their fp32 logits (and, with model.lora, its fp32 adapters)."""
     kv = kv_bytes_per_token(m, dataclasses.replace(s, tp=1, compute_bytes=b)) * s.max_batch_sequences * s.row
     terms = {"weights": float(b * m.params), "KV cache (HF)": float(kv),
              "logits (fp32)": float(2 * s.max_batch_sequences * m.vocab * 4)}  # fmt: skip
     if s.lora_rank:  # the trainer's wrapping: fp32 adapters beside the weights
         terms["adapters (fp32)"] = float(4 * adapters(m, s))
+    return terms
+
+
+def _torch_generator(m: ModelShape, s: Settings, c: Cluster, name: str, share: float, on_cpu: bool) -> Role:
+    terms = torch_terms(m, s, 4 if on_cpu else s.compute_bytes)
     if c.cpu:
         budget, device = c.gpu_memory, "host"
     elif share == 0:
@@ -156,6 +163,29 @@ def _torch_generator(m: ModelShape, s: Settings, c: Cluster, name: str, share: f
     role = Role(name, device, budget, terms, sum(terms.values()))
     if not role.fits:
         role.fix = f"lower generation.max_batch_sequences, or raise resources.{name}_gpus"
+    return role
+
+
+def _host_evaluator(m: ModelShape, s: Settings, c: Cluster) -> Role:
+    """The evaluator with no GPU share: the torch generator in a host process (run/actors.py runs
+    vLLM only on a GPU share), planned with its weights in fp32; the note gives the figure in 2
+    bytes where model.dtype asks for bf16 or fp16 (bf16: on a CPU with native bf16)."""
+    s = dataclasses.replace(s, max_batch_sequences=s.eval_rows or s.max_batch_sequences)
+    role = _torch_generator(m, s, c, "evaluator", 0.0, True)
+    role.device = "host" if c.cpu else "host (not planned)"
+    why = "resources.evaluator_gpus=0: " if not c.cpu else ""
+    half = sum(torch_terms(m, s, 2).values())
+    if s.model_dtype in ("bfloat16", "float16"):
+        where = "on a CPU with native bf16 (AVX512-BF16 or AMX)" if s.model_dtype == "bfloat16" else "as model.dtype=float16 asks"
+        size = f"{half / GB:.2f} GB" if half >= GB / 10 else f"{half / 1e6:.2f} MB"
+        role.notes.append(f"{why}the torch evaluator in a host process, its weights planned in fp32; "
+                          f"{size} in {s.model_dtype} {where}")  # fmt: skip
+    else:
+        role.notes.append(f"{why}the torch evaluator in a host process, its weights in fp32 (model.dtype={s.model_dtype})")
+    if c.cpu:
+        return role
+    role.notes.append(f"{s.max_batch_sequences} sequences of {s.row:,} tokens at once (eval.num_prompts x samples_per_prompt, "
+                      "at most generation.max_batch_sequences); a GPU share (resources.evaluator_gpus) runs it on vLLM")  # fmt: skip
     return role
 
 
@@ -188,12 +218,11 @@ def make_plan(m: ModelShape, s: Settings, c: Cluster) -> Plan:
     """Every role's terms on its device, the shared-GPU split, and the verdict (Plan.verdict)."""
     split, problems = _split(s, c)
     roles = [_trainer(m, s, c), _generator(m, s, c, "generator", s.generator_gpus)]
-    if s.evaluator_gpus > 0 and not c.cpu:
-        roles.append(_generator(m, s, c, "evaluator", s.evaluator_gpus))
+    on_gpu = s.evaluator_gpus > 0 and not c.cpu
+    roles.append(_generator(m, s, c, "evaluator", s.evaluator_gpus) if on_gpu else _host_evaluator(m, s, c))
     if c.cpu:  # one host: every actor's memory adds up
-        tr, gen = roles
-        total = {"trainer": tr.need * s.trainer_workers, "generators": gen.need * s.num_generators,
-                 "evaluator": gen.need if s.backend == "vllm" else gen.terms["weights"]}  # fmt: skip
+        tr, gen, ev = roles
+        total = {"trainer": tr.need * s.trainer_workers, "generators": gen.need * s.num_generators, "evaluator": ev.need}
         host = Role("all actors", "host", c.gpu_memory, total, sum(total.values()))
         host.fix = (tr.fix or _trainer_fix(m, s, c, tr, True)) if tr.need * s.trainer_workers >= gen.need * s.num_generators \
             else "lower generation.num_generators or generation.max_batch_sequences"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from workbench.config_checks import ALL_LINEAR, VLLM_LORA_RANKS
+from workbench.config import ALL_LINEAR, VLLM_LORA_RANKS
 
 # vLLM fuses these layers into one, with one LoRA slice per part (its packed_modules_mapping)
 VLLM_FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
@@ -69,7 +69,7 @@ def vllm_lora_bytes(m: Any, rank: int, targets: Sequence[str], dtype_bytes: int,
     x rank fp32, freed after each layer)."""
     r, tp = vllm_max_rank(rank), max(1, tp)
     layers, chosen = decoder_linears(m), set(adapted(m, targets))
-    if m.model_type == "gpt2":  # vLLM has no LoRA for GPT-2 (config_checks refuses it): as if every layer were plain
+    if m.model_type == "gpt2":  # vLLM has no LoRA for GPT-2 (config/lora.py refuses it): as if every layer were plain
         return float(m.layers * sum(r * (i + o) for k, (i, o) in layers.items() if k in chosen) * dtype_bytes)
     wrapped = [p for parts in VLLM_FUSED.values() if chosen & set(parts) for p in parts]
     wrapped += [k for k in VLLM_ROW_PARALLEL if k in chosen]

@@ -66,7 +66,15 @@ Generator (vLLM), per TP rank:
     load leaves about the bf16 weights' size (b*P/TP) in the allocator (loaded weights and their
     packed copies side by side, layer by layer); benchmarks/bench_real_shape.py measures it.
 Torch generator: weights b*P + HF KV cache of max_batch_sequences rows + their fp32 logits
-(+ the adapters in fp32, 4A, with model.lora).
+(+ the adapters in fp32, 4A, with model.lora), b = 4 on the host.
+
+Evaluator: with resources.evaluator_gpus > 0 and vLLM, a vLLM role as the generator; with no GPU
+share (whatever generation.backend), the torch generator's terms in a host process (run/actors.py
+runs vLLM only on a GPU share), for the rows it decodes at once: the evaluation's prompts x
+samples_per_prompt, at most max_batch_sequences (rollout/worker.evaluate). Its weights are planned in fp32 (model.dtype auto or float32, or
+bfloat16 on a CPU without native bf16: devices.weights_dtype); float16, and bfloat16 on a host
+with AVX512-BF16 or AMX, hold them in 2 bytes, which its note gives. On a GPU cluster the host's
+memory is not planned: the row says what the evaluator takes there.
 
 A GPU shared by fractional shares (e.g. trainer 0.5 + generator 0.5) gives each role its share:
 the trainer is held to trainer_gpus * memory (torch's per-process fraction), vLLM to its
@@ -203,6 +211,8 @@ class Settings:
     lora_rank: int = 0  # model.lora.rank: adapters over a frozen base (0: full fine-tuning)
     lora_targets: tuple[str, ...] = ()  # model.lora.target_modules ("all-linear" as its one name)
     adapter_params: Optional[int] = None  # an architecture plan/lora.py does not know: counted on the meta device (build.py)
+    model_dtype: str = "auto"  # model.dtype: the host evaluator's weights (fp32; bf16/fp16 where the host computes in it)
+    eval_rows: int = 0  # the torch evaluator's rows at once: eval.num_prompts x samples_per_prompt, within max_batch_sequences (0: that)
 
     @property
     def row(self) -> int:

@@ -7,7 +7,8 @@
 
 Prints the table (build.plan_for / memory.format_plan) and the verdict; exits 0 when the plan
 fits, 1 when it does not, 2 on bad input (one line). It needs no network (sources.py): a hub id is
-read from the HF cache, or from `--model DIR_OR_CONFIG`; the dataset is never downloaded.
+read from the HF cache, or from `--model DIR_OR_CONFIG`; the dataset is never downloaded; a .gguf
+file is read from its header, never converted.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 def add_parser(sub: Any, name: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help="will it fit? the GPU/host memory plan of a config, before launch",
                        description="Print each role's memory (trainer, generators, evaluator) on its device, from the model's\n"
-                                   "config.json alone (no weights are read), and a verdict: fits, or the setting that fixes it.\n"
+                                   "config.json alone (no weights are read; a .gguf file: its header, nothing converted), and a\n"
+                                   "verdict: fits, or the setting that fixes it.\n"
                                    "The cluster is the one given, else the connected Ray cluster's, else this host (a CPU run).\n"
                                    "No network is needed: a hub id's config.json comes from the Hugging Face cache (or --model),\n"
                                    "and the longest prompt from --prompt-tokens, the task's cached prompts, or the model's bound.",
@@ -31,7 +33,8 @@ def add_parser(sub: Any, name: str) -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="run config YAML (default: the built-in defaults)")
     p.add_argument("--model", metavar="DIR_OR_CONFIG",
-                   help="a model folder with config.json, or a config.json file (sets model.path; no weights are read)")
+                   help="a model folder with config.json, a config.json file, or a .gguf file (sets model.path; no weights "
+                        "are read or converted)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. train.micro_batch_tokens=4096 (repeatable)")
     p.add_argument("--gpus-per-node", type=int, help="GPUs per node (default: the Ray cluster's, else a CPU plan)")

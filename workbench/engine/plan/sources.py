@@ -1,10 +1,15 @@
-"""What the memory plan reads (the model's config.json, the longest prompt), never waiting on the network.
+"""What the memory plan reads (the model's config.json or a GGUF header, the longest prompt), never waiting on the network.
 
     fields, where = model_config(cfg, task)      # config.json's fields; the folder or file they came from
     tokens, how = prompt_tokens(cfg, fields, where)   # the longest prompt in tokens, and where that figure came from
 
 The model's config.json, first found of:
 - builtin:tiny: its GPT-2 shape from model.n_* and the task's alphabet;
+- a .gguf file: its header (gguf_config: the `gguf` package's GGUFReader reads the metadata and the
+  tensors' shapes, never their data), its `<arch>.*` keys renamed to config.json's fields by the
+  table transformers converts the file with (GGUF_CONFIG_MAPPING), so the plan's figures are the
+  converted folder's; nothing is converted, and the tokenizer is the file's own (or its converted
+  folder's, when a run has converted it already);
 - a local model folder with config.json, or a config.json file itself (`--model path/to/config.json`);
 - a hub id in the Hugging Face cache: its snapshot's config.json (`huggingface_hub.try_to_load_from_cache`,
   no request made), so an offline machine plans a model it has downloaded before;
@@ -36,9 +41,10 @@ GIVE_CONFIG = "give its config with `workbench plan --model DIR_OR_CONFIG` (a mo
 
 
 def model_config(cfg: RunConfig, task: Any = None) -> tuple[dict[str, Any], Optional[Path]]:
-    """(config.json's fields, the folder or file they came from; None for builtin) without any weights."""
+    """(config.json's fields, the folder or file they came from; None for builtin) without any weights
+    (a .gguf file: the fields from its header, and the file)."""
     from workbench.engine.model.builtin import BUILTIN_PREFIX
-    from workbench.engine.model.gguf import gguf_folder, is_gguf_path, to_stderr
+    from workbench.engine.model.gguf import check_gguf, is_gguf_path
     from workbench.engine.model.hub import is_hub_id
 
     m = cfg.model
@@ -49,8 +55,9 @@ def model_config(cfg: RunConfig, task: Any = None) -> tuple[dict[str, Any], Opti
         return {"model_type": "gpt2", "vocab_size": len(tok), "n_embd": m.n_embd, "n_layer": m.n_layer,
                 "n_head": m.n_head, "n_positions": n_pos, "tie_word_embeddings": True}, None  # fmt: skip
     d = Path(m.path).expanduser()
-    if is_gguf_path(m.path):  # converted once (cached by its hash) into the folder every role loads
-        d = gguf_folder(d, dtype=m.dtype, cache_dir=m.cache_dir, say=to_stderr)
+    if is_gguf_path(m.path):  # its header alone: a run converts it, the plan never does
+        src = check_gguf(d)
+        return gguf_config(src), src
     if m.path.endswith(".json") and not d.is_file():  # a config.json meant, not a hub id of that name
         raise UserError(f"model.path: no such file: {d} (a config.json, a model folder, a hub id or builtin:tiny)")
     if is_hub_id(m.path):
@@ -63,6 +70,50 @@ def model_config(cfg: RunConfig, task: Any = None) -> tuple[dict[str, Any], Opti
     if not (d / "config.json").is_file():
         raise UserError(f"model.path: {d} has no config.json (the plan reads the model's shape from it)")
     return read_config_json(d / "config.json"), d
+
+
+# GGUF architectures whose transformers model_type is another name (transformers' own renames)
+GGUF_MODEL_TYPES = {"qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe", "gpt-oss": "gpt_oss", "minimax-m2": "minimax_m2"}
+
+
+def gguf_config(path: Path) -> dict[str, Any]:
+    """A GGUF file's config.json fields from its header: `<arch>.*` keys renamed as transformers
+    renames them when it loads the file (GGUF_CONFIG_MAPPING: llama.block_count -> num_hidden_layers,
+    llama.embedding_length -> hidden_size, ...), tied embeddings where there is no `output.weight`
+    tensor (transformers' rule), and the vocabulary (and GPT-2's positions) from the embedding
+    tensors' shapes where no key gives it. No tensor's data is read."""
+    import struct
+
+    from gguf import GGUFReader
+    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+
+    try:
+        reader = GGUFReader(path)
+    except (ValueError, struct.error, IndexError, EOFError, OSError) as e:  # a cut-off or malformed header
+        raise UserError(f"model.path: cannot read the GGUF header of {path.name}: {e}") from None
+    field = reader.fields.get("general.architecture")
+    arch = str(field.contents()) if field is not None else ""
+    model_type = GGUF_MODEL_TYPES.get(arch, arch)
+    names = GGUF_CONFIG_MAPPING.get(model_type)
+    if not arch or names is None or model_type in ("general", "tokenizer"):
+        raise UserError(f"model.path: transformers cannot load {path.name} from GGUF: architecture {arch or 'unnamed'!r} "
+                        "is not one it reads (a run could not convert it either)")  # fmt: skip
+    data: dict[str, Any] = {"model_type": model_type}
+    for key, f in reader.fields.items():
+        prefix, _, rest = key.partition(".")
+        if prefix == arch and names.get(rest) not in (None, -1):
+            value = f.contents()
+            data[names[rest]] = max(value) if isinstance(value, list) and value and isinstance(value[0], int) else value
+    shapes = {t.name: [int(n) for n in t.shape] for t in reader.tensors}  # GGUF's order: [in, out]
+    data["tie_word_embeddings"] = "output.weight" not in shapes
+    if not data.get("vocab_size"):
+        if "token_embd.weight" in shapes:
+            data["vocab_size"] = shapes["token_embd.weight"][-1]
+        elif "tokenizer.ggml.tokens" in reader.fields:
+            data["vocab_size"] = len(reader.fields["tokenizer.ggml.tokens"].data)
+    if model_type == "gpt2" and "position_embd.weight" in shapes:
+        data["n_positions"] = shapes["position_embd.weight"][-1]
+    return data
 
 
 def read_config_json(path: Path) -> dict[str, Any]:
@@ -175,19 +226,39 @@ def model_bound(cfg: RunConfig, fields: dict[str, Any], why: str) -> tuple[int, 
 
 def _encoded(cfg: RunConfig, where: Path, prompts: list[str]) -> Optional[int]:
     """The most tokens among `prompts` under the model's own tokenizer (chat template as the task
-    says); None when there is no tokenizer beside config.json (a config.json alone, a small download)."""
+    says); None when there is no tokenizer beside config.json (a config.json alone, a small download).
+    A GGUF file's tokenizer: its converted folder's when a run has converted it, else read from the file."""
+    from workbench.engine.model.gguf import is_gguf_path
     from workbench.engine.model.hf_dir import TOKENIZER_FILES, prompt_ids
 
-    folder = where if where.is_dir() else where.parent if where.name == "config.json" else None
-    if folder is None or not any((folder / f).is_file() for f in TOKENIZER_FILES):
+    gguf = is_gguf_path(where) and where.is_file()
+    folder = (converted_folder(cfg, where) if gguf else where if where.is_dir()
+              else where.parent if where.name == "config.json" else None)  # fmt: skip
+    if not gguf and (folder is None or not any((folder / f).is_file() for f in TOKENIZER_FILES)):
         return None
     from transformers import AutoTokenizer
 
+    from workbench.engine.model.logs import no_progress_bars
+
     try:
-        tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        with no_progress_bars():
+            tok = (AutoTokenizer.from_pretrained(folder, local_files_only=True) if folder is not None else
+                   AutoTokenizer.from_pretrained(where.parent, gguf_file=where.name, local_files_only=True))  # fmt: skip
         return max(len(prompt_ids(tok, p, chat_template=_chat(cfg))) for p in prompts)
     except (OSError, ValueError):  # an unreadable tokenizer, or none of its chat template: the bytes bound instead
         return None
+
+
+def converted_folder(cfg: RunConfig, src: Path) -> Optional[Path]:
+    """The folder a run converted the GGUF file `src` into (engine/model/gguf.gguf_folder, any dtype:
+    they share the tokenizer), if there is one; None: not converted (the plan never converts it)."""
+    from workbench.engine.model.gguf import SOURCE_FILE, file_sha256
+
+    root = Path(cfg.model.cache_dir).expanduser() / "gguf"
+    if not root.is_dir():
+        return None
+    done = [d for d in sorted(root.glob(f"{file_sha256(src)}-*")) if (d / SOURCE_FILE).is_file()]
+    return done[0] if done else None
 
 
 def _chat(cfg: RunConfig) -> bool:

@@ -2,6 +2,7 @@
 
     groups, dropped = verdict_groups(chunk_id, prompt_ids, n, outs, verdicts)
     metrics = validation_metrics(task.val, ids, k, verdicts)
+    stats = reward_value_stats(verdicts)      # reward.functions' values as sums: a chunk's, summed per step
 
 Verdicts come from `workbench.tasks.base.check_batch` (one per completion, prompt-major). A
 sample whose check hit a sandbox error is never scored as a wrong answer: in training its whole
@@ -9,7 +10,12 @@ group is left out (counted in the chunk's `dropped_groups` and `reward/verdict/s
 in validation the sample is left out of its prompt's mean (counted in `val/verdict/sandbox_error`).
 A verdict's reward is `rl/shaping.reward_for` (+1 / -1), or, with `reward.functions`, the weighted
 sum they gave it (workbench.rl.reward_functions); `passed` is then the pass function's verdict, the one
-validation counts, so a format bonus never moves `val/pass_rate`.
+validation counts, so a format bonus never moves `val/pass_rate`. A `not_applicable` verdict (the
+pass function gave None) trains with the reward the other functions gave it (none: 0, which a
+group of such samples alone, all 0, leaves to the zero-variance filter), and in validation is left
+out of its prompt's mean like a sandbox error (a prompt with no applicable sample is left out of
+`val/pass_rate` and `val/prompts`; counted in `val/verdict/not_applicable`). Each function's values
+give `val/rewards/<name>/mean`, `/std` (over the samples it gave a value) and `/none` (the Nones).
 More than half of a batch's checks failing that way stops the run (`refuse_broken_sandbox`).
 
 Validation of a single task gives today's names (`val/pass_rate`, `val/pass_rate_se`, ...). A
@@ -27,9 +33,13 @@ import numpy as np
 
 from workbench.engine.batch import Group
 from workbench.runs.samples import group_note
+from workbench.rl.reward_functions import ValueStats, value_metrics
 from workbench.rl.shaping import reward_for
 from workbench.tasks.base import refuse_broken_sandbox, verdict_counts
 from workbench.tasks.types import VERDICTS, Example, Verdict
+
+# verdicts left out of a validation prompt's pass rate: the sandbox failed, or the pass function does not apply
+UNSCORED = ("sandbox_error", "not_applicable")
 
 
 def verdict_groups(
@@ -64,7 +74,7 @@ def validation_metrics(val: list[Example], ids: list[int], k: int, verdicts: lis
     refuse_broken_sandbox(verdicts, "a validation pass")
     rates: dict[str, list[float]] = {}
     for gi, i in enumerate(ids):
-        vs = [v for v in verdicts[gi * k : (gi + 1) * k] if v.verdict != "sandbox_error"]
+        vs = [v for v in verdicts[gi * k : (gi + 1) * k] if v.verdict not in UNSCORED]
         if vs:
             rates.setdefault(val[i].domain, []).append(float(np.mean([v.passed for v in vs])))
     out: dict[str, float] = {}
@@ -88,7 +98,18 @@ def validation_metrics(val: list[Example], ids: list[int], k: int, verdicts: lis
         out["val/pass_at_k"] = float(np.mean(at_ks))
         out["val/prompts"] = float(sum(len(v) for v in rates.values()))
     out.update({f"val/verdict/{v}": float(c) for v, c in verdict_counts(verdicts).items()})
+    out.update(value_metrics(reward_value_stats(verdicts), "val/rewards"))
     return out
+
+
+def reward_value_stats(verdicts: list[Verdict]) -> dict[str, ValueStats]:
+    """Each reward function's values over `verdicts` (those `reward.functions` scored), by name:
+    sums that add up over a step's chunks (rl/reward_functions.ValueStats). {} without functions."""
+    by_name: dict[str, list[float]] = {}
+    for v in verdicts:
+        for name, x in (v.values or {}).items():
+            by_name.setdefault(name, []).append(float(x))
+    return {name: ValueStats.of(xs) for name, xs in by_name.items()}
 
 
 def chunk_verdict_metrics(verdicts: list[Verdict]) -> dict[str, float]:

@@ -38,7 +38,7 @@ from workbench.config import GenerationConfig, ModelConfig, TaskConfig
 from workbench.engine.model.hf_dir import prompt_ids as encode_prompt
 from workbench.engine.model.logs import quiet_hf
 from workbench.engine.batch import Chunk
-from workbench.engine.rollout.scoring import validation_metrics, verdict_groups
+from workbench.engine.rollout.scoring import reward_value_stats, validation_metrics, verdict_groups
 from workbench.engine.model.sampling import Completion
 from workbench.engine.weights import Weights, as_state_dict
 from workbench.rl.recipe import LengthControlConfig
@@ -87,7 +87,7 @@ class RolloutWorker:
     def __init__(
         self, model: ModelConfig, task: TaskConfig, generation: GenerationConfig, *, length_control: LengthControlConfig,
         fp32_head: bool, gpus: float = 0.0, threads: int = 1, rank: int = 0, reward_pool: Any = None,
-        reward_functions: Optional[list] = None, validate_with: str = "pass",
+        reward_functions: Optional[list] = None, validate_with: str = "pass", max_steps: int = 0, prompts_per_step: int = 0,
     ):  # fmt: skip
         from workbench.rl.reward_functions import load_reward_functions
         from workbench.tasks.base import load_task
@@ -100,6 +100,7 @@ class RolloutWorker:
         # reward.functions: called on every scored batch (tasks.base.check_batch); [] the task's +1 / -1
         self.task.reward_functions = load_reward_functions(reward_functions or [])
         self.validate_with = validate_with  # reward.validate_with: "task": the task's checker decides validation
+        self.max_steps, self.prompts_per_step = max_steps, prompts_per_step  # train.*: the functions' trainer_state
         # code checks: the run's RewardPool (actors.py), else a sandbox of our own (`_sandbox`)
         self.reward_pool = reward_pool
         self._local_sandbox: Any = None
@@ -185,6 +186,10 @@ class RolloutWorker:
             self._prompt_cache[key] = encode_prompt(self.tokenizer, text, chat_template=self.task.chat_template)
         return self._prompt_cache[key]
 
+    def _prompt_text(self, split: str, prompt_id: int) -> str:
+        """The prompt as the model saw it (the system turn, the chat template): its ids decoded, for the kept samples."""
+        return self.tokenizer.decode(self._prompt_ids(split, prompt_id), skip_special_tokens=False)
+
     def _sandbox(self) -> Any:
         """Where code checks run: the run's RewardPool; without one (no Ray: tests, scripts) a
         local sandbox of this process. None for a task without code (nothing runs code then)."""
@@ -216,8 +221,20 @@ class RolloutWorker:
 
         examples = self._examples(split)
         return submit_checks(self.task, texts, [examples[p] for p in prompt_ids for _ in range(n)], self._sandbox(),
-                             completion_ids=[list(c.tokens) for c in outs], global_step=self.version,
+                             completion_ids=[list(c.tokens) for c in outs], trainer_state=self._trainer_state(),
                              task_verdict=split == "val" and self.validate_with == "task")  # fmt: skip
+
+    def _trainer_state(self) -> Any:
+        """TRL's `trainer_state` for reward functions: `global_step` is the trainer's optimizer steps as
+        this worker last heard them, the version of the newest weights pushed to it (a version counts
+        the optimizer updates applied: engine/run/weight_sync.py), taken or still pending."""
+        from workbench.rl.reward_functions import RewardState
+
+        with self._lock:
+            p = self._pending
+            step = p.version if p is not None and (p.forced or p.version > self.version) else self.version
+        epoch = step * self.prompts_per_step / max(1, len(self.task.train))
+        return RewardState(global_step=step, max_steps=self.max_steps, epoch=epoch)
 
     def _texts(self, outs: list[Completion]) -> list[str]:
         """The completions decoded once: what the checks score and the kept samples show."""
@@ -274,6 +291,9 @@ class RolloutWorker:
         from workbench.tasks.base import verdict_counts
 
         groups, dropped = verdict_groups(chunk_id, prompt_ids, n_per_prompt, outs, verdicts, texts)
+        for g in groups:  # the kept samples show the prompt rendered as tokenised
+            if g.note is not None:
+                g.note["prompt"] = self._prompt_text("train", g.prompt_id)
         return Chunk(
             chunk_id=chunk_id,
             groups=groups,
@@ -284,6 +304,7 @@ class RolloutWorker:
             weight_swaps=swaps,
             meta=meta or {},
             verdicts=verdict_counts(verdicts),
+            reward_values=reward_value_stats(verdicts),
             reward_wait=reward_wait,
             dropped_groups=dropped,
             notes=[g.note for g in groups],
@@ -317,7 +338,8 @@ class RolloutWorker:
                 texts += part_texts
                 kept += outs[: max(0, keep_samples - len(kept))]
         verdicts = [v for p in pending for v in p.get()]
-        samples = val_records(self.task.val, ids, k, texts, kept, verdicts, version, keep_samples)
+        samples = val_records(self.task.val, ids, k, texts, kept, verdicts, version, keep_samples,
+                              prompt_text=lambda p: self._prompt_text("val", p))  # fmt: skip
         return {
             **({SAMPLES_KEY: samples} if samples else {}),
             # with val/pass_rate_se: the standard error over prompts, the noise a curve fit should expect

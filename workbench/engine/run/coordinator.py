@@ -41,6 +41,7 @@ from workbench.engine.failures import RunFailed, describe_error, record_failure
 from workbench.engine.run import accounting
 from workbench.engine.run import reward_metrics
 from workbench.engine.run.actors import Workers, spawn_workers
+from workbench.engine.run.lag import PipelineDepth
 from workbench.engine.run.learning import LearningWatch
 from workbench.engine.run.loop_checkpoint import LoopCheckpoint
 from workbench.engine.run.metrics import RunLog, run_summary, step_row
@@ -104,7 +105,7 @@ class RunCoordinator:
         if state is not None:
             self.log.back_to(self.step)  # steps logged after the checkpoint are redone: logged once
         else:
-            self.log.samples.back_to(-1)  # a fresh run in an old folder keeps none of the old samples
+            self.log.start_fresh()  # a fresh run in an old folder: none of the old samples, a new W&B run
         if self.prompts.resampling_off:
             self.log.event(self.prompts.resampling_off)  # told live by `workbench run`, kept in summary.json and the dashboard
         self._stop = threading.Event()
@@ -113,6 +114,7 @@ class RunCoordinator:
         self.error: Optional[str] = None
         self.policy: Optional[dict[str, Any]] = None  # where the final policy was exported (or why not)
         self.learning = LearningWatch(cfg, self.task)  # the not-learning warnings and stop rule (learning.py)
+        self.depth = PipelineDepth.from_config(cfg)  # the pipeline's depth: fixed, or measured (lag.py)
         self.n_params = 0
         self.n_trainable: Optional[int] = None  # the parameters with weight gradients (LoRA: the adapters)
         self.restarts = 0  # trainer-group restarts so far
@@ -191,7 +193,8 @@ class RunCoordinator:
         summary = run_summary(
             self.cfg, status=self.status, steps=self.step, resumed_from=self.resumed_from, rows=self.earlier_rows + self.log.rows,
             counters=self.counters, n_params=self.n_params, trainer_nodes=self.trainer_nodes, restarts=self.restarts,
-            events=self.log.events, generation=self.generation, error=self.error, extra=self.learning.summary(self.counters.samples_trained),
+            events=self.log.events, generation=self.generation, error=self.error,
+            extra={**self.learning.summary(self.counters.samples_trained), "pipeline": self.depth.summary()},
         )  # fmt: skip
         summary.update(reward_metrics.reward_summary(self.task, self.earlier_rows + self.log.rows, self.counters.trainer_wall_seconds))
         summary["retirement"] = self.prompts.sampler.retirement()  # No-Positive-Resampling's retired share (report.retirement_line)
@@ -260,8 +263,8 @@ class RunCoordinator:
         if steps_needed <= 0:
             return
         split = workers.split_sizes(per_step)
-        if alg == "pipeline":
-            ahead = min(k, max(1, cfg.generation.max_ahead_steps))
+        if alg == "pipeline" and self.depth.depth > 0:
+            ahead = self.depth.depth  # <= k (lag.py)
             # the step the trainer is running does not count; one queued behind it does
             lag_steps = math.ceil(self._in_flight_groups() / per_step) + max(0, len(loop.train_q) - 1)
             while (
@@ -272,8 +275,8 @@ class RunCoordinator:
                 for n in split:
                     self._dispatch(workers, n)
                 lag_steps += 1
-        elif not loop.gen_refs and not loop.groups and not loop.train_q:
-            for _ in range(1 if alg == "sync" else min(k, steps_needed)):
+        elif not loop.gen_refs and not loop.groups and not loop.train_q:  # sync, a round, or auto's depth 0
+            for _ in range(min(k, steps_needed) if alg == "ppo-off-policy" else 1):
                 for n in split:
                     self._dispatch(workers, n)
 
@@ -288,8 +291,7 @@ class RunCoordinator:
             and (not loop.train_q or (len(loop.train_q) < 2 and (self.step + 1) % self.cfg.checkpoint.every_steps != 0))
         ):
             batch = loop.groups.take(per_step)
-            kept = step_samples(batch, take_notes(loop.notes, batch), self.task.train, self.cfg.samples.groups_per_step,
-                                self.cfg.recipe.advantage_norm)  # fmt: skip
+            kept = step_samples(batch, take_notes(loop.notes, batch), self.task.train, self.cfg.samples.groups_per_step)
             waited = loop.trainer_clock.step_sent(self.counters, queue_was_empty=not loop.train_q)
             reward_row = reward_metrics.step_reward_row(self.task, batch, loop.gen_stats["rewards"], waited)
             loop.train_q.append((workers.train(batch, self.step + len(loop.train_q)), {"gen": dict(loop.gen_stats), "rewards": reward_row, "samples": kept}))
@@ -348,6 +350,7 @@ class RunCoordinator:
         accounting.add_generated(self.counters, chunk.tokens_generated, self.n_params)
         self.learning.saw(chunk.packed)
         self.counters.gen_seconds += chunk.gen_seconds
+        self.depth.generated(chunk.gen_seconds, len(chunk.packed))
         loop.gen_stats["gen_seconds"] += chunk.gen_seconds
         loop.gen_stats["swaps"] += chunk.weight_swaps
         loop.gen_stats["chunks"] += 1
@@ -413,11 +416,15 @@ class RunCoordinator:
         row = step_row(stats, meta["gen"], self.counters, self.n_params, sync_seconds=sync_s,
                        num_generators=workers.num_generators, sampler=self.prompts.sampler.stats())  # fmt: skip
         row.update(meta.get("rewards", {}))
+        row["gen/ahead_steps"] = float(self.depth.depth)  # the depth this step's rollouts ran at
+        if (change := self.depth.trained(stats.get("time/train_compute", 0.0), self.step)) is not None:
+            self.log.event(change.reason)
         self.log.log(row, self.step)
-        self.log.keep_samples(self.step, "train", meta.get("samples", []), result.version - (0 if result.skipped else 1))
+        kept = meta["samples"].trained(result.trained) if meta.get("samples") else []  # the trainer's advantages
+        self.log.keep_samples(self.step, "train", kept, result.version - (0 if result.skipped else 1))
         self.learning.after_step(self.step, stats, self.log, self._stop)
 
     def _checkpoint(self, workers, buffered: list[int], gen_refs) -> None:
         pending = buffered + [p for _, ps, _ in gen_refs.values() for p in ps]
         self.checkpoints.save(workers, self.step, self.counters, pending)
-        self.log.commit(self.step)  # gated sinks (an MLflow server, W&B) get the steps this checkpoint now covers
+        self.log.commit(self.step)  # the steps this checkpoint covers are final in every sink

@@ -6,16 +6,18 @@
     log.since(i)                # rows logged by this process from index i (the dashboard polls)
     log.event("...")            # a thing an operator must hear about: status, events.log, summary
     log.tag(key, value)         # a run tag where the sink takes tags (MLflow)
-    log.commit(step)            # a checkpoint covering `step` committed: gated sinks (W&B) may send it
+    log.commit(step)            # a checkpoint covering `step` committed: the steps it covers are final
     log.back_to(step)           # a trainer restart / resume: drop the rows after `step`, in memory,
-                                # in metrics.jsonl, in MLflow and in what a gated sink still holds
+                                # in metrics.jsonl and in MLflow; a store that cannot (W&B) keeps them once
+    log.start_fresh()           # a fresh start in this folder: no samples, a new W&B run
     row = step_row(stats, ...)  # a trainer step's row: its stats plus timings and utilisation
     summary = run_summary(...)  # summary.json
 
 Rows are flat dicts of floats with "step"; keys starting with "_" are not metrics and stay out.
-Every step reaches every sink once: a sink that can take points back (metrics.jsonl, an MLflow
-database) gets it live; one that cannot (an MLflow server, W&B) is wrapped in `CommitGatedSink`,
-which holds a step until a checkpoint covering it commits (workbench/tracking/sink.py).
+Every step reaches every sink once, live: a sink that can take points back (metrics.jsonl, an
+MLflow database) drops the redone ones at `back_to`; one that cannot (an MLflow server, W&B) is
+wrapped in `AppendOnlySink`, which does not send again a redone point it holds (tracking/sink.py).
+A step's kept samples also go to the sinks that take them (W&B: a completions table).
 """
 
 from __future__ import annotations
@@ -71,9 +73,21 @@ class RunLog:
             self.samples.back_to(step)
 
     def keep_samples(self, step: int, kind: str, records: list[dict[str, Any]], trained_version: Optional[int] = None) -> None:
-        """A step's kept samples (train: its picked groups; val: an evaluation's) into <run>/samples/."""
+        """A step's kept samples (train: its picked groups; val: an evaluation's) into <run>/samples/,
+        and to the sinks that take them (W&B's completions table)."""
         if self.samples is not None:
             self.samples.write(step, kind, records, trained_version=trained_version)
+        for s in self.sinks:
+            if records and hasattr(s, "log_samples"):
+                s.log_samples(step, kind, records)
+
+    def start_fresh(self) -> None:
+        """A fresh run in an old folder: none of the old samples, and the sinks start over (W&B: a new run)."""
+        if self.samples is not None:
+            self.samples.back_to(-1)
+        for s in self.sinks:
+            if hasattr(s, "start_fresh"):
+                s.start_fresh()
 
     def event(self, text: str) -> None:
         self.events.append(text)

@@ -5,7 +5,9 @@
     summary.update(reward_summary(task, rows, trainer_wall_seconds))
 
 Every training check's verdict is counted per step: `reward/verdict/<v>` for v in pass, fail,
-timeout, error, sandbox_error (`reward/dropped_groups`: groups left out for a sandbox error).
+timeout, error, sandbox_error, not_applicable (`reward/dropped_groups`: groups left out for a sandbox error).
+With `reward.functions`, each function's values over the same checks give `rewards/<name>/mean`
+and `/std` (TRL's names; over the samples it gave a value) and `/none` (the samples it gave None).
 `time/reward_wait` is the part of the trainer's wait for this step's rollouts that rewards can
 explain: the trainer waited `waited` seconds for the batch, and the chunks behind it were held
 `reward_wait` seconds between the end of their decoding and their last verdict; the wait is the
@@ -26,6 +28,7 @@ from typing import Any, Optional
 import numpy as np
 
 from workbench.config import RunConfig
+from workbench.rl.reward_functions import value_metrics
 from workbench.tasks.types import VERDICTS
 
 MAX_REWARD_WORKERS = 64
@@ -55,22 +58,28 @@ def start_reward_pool(cfg: RunConfig, task: Any) -> Optional[Any]:
     return RewardPool.start(num_workers=workers, cpus_per_worker=cpus)
 
 
-def fresh_reward_stats() -> dict[str, float]:
-    """What the coordinator sums over the chunks of one trainer step."""
-    return {**{f"reward/verdict/{v}": 0.0 for v in VERDICTS}, "reward/dropped_groups": 0.0, "reward_wait": 0.0}
+def fresh_reward_stats() -> dict[str, Any]:
+    """What the coordinator sums over the chunks of one trainer step (`reward_values`: each reward
+    function's rl.reward_functions.ValueStats, by name)."""
+    return {**{f"reward/verdict/{v}": 0.0 for v in VERDICTS}, "reward/dropped_groups": 0.0, "reward_wait": 0.0,
+            "reward_values": {}}  # fmt: skip
 
 
-def add_chunk(stats: dict[str, float], chunk: Any) -> None:
-    """Add one generated chunk's verdict counts, dropped groups and reward wait to `stats`."""
+def add_chunk(stats: dict[str, Any], chunk: Any) -> None:
+    """Add one generated chunk's verdict counts, reward functions' values, dropped groups and reward wait to `stats`."""
     for v, n in getattr(chunk, "verdicts", {}).items():
         stats[f"reward/verdict/{v}"] = stats.get(f"reward/verdict/{v}", 0.0) + float(n)
     stats["reward/dropped_groups"] = stats.get("reward/dropped_groups", 0.0) + float(getattr(chunk, "dropped_groups", 0))
     stats["reward_wait"] = stats.get("reward_wait", 0.0) + float(getattr(chunk, "reward_wait", 0.0))
+    sums = stats.setdefault("reward_values", {})
+    for name, s in getattr(chunk, "reward_values", {}).items():
+        sums[name] = sums[name].merged(s) if name in sums else s
 
 
-def step_reward_row(task: Any, batch: Any, stats: dict[str, float], waited: float) -> dict[str, float]:
+def step_reward_row(task: Any, batch: Any, stats: dict[str, Any], waited: float) -> dict[str, float]:
     """The reward metrics of one trainer step (`batch`: its PackedGroups; see the module docstring)."""
-    row = {k: v for k, v in stats.items() if k != "reward_wait"}
+    row = {k: v for k, v in stats.items() if k not in ("reward_wait", "reward_values")}
+    row.update(value_metrics(stats.get("reward_values", {}), "rewards"))
     row["reward/latency"] = stats.get("reward_wait", 0.0)
     row["time/reward_wait"] = min(max(waited, 0.0), stats.get("reward_wait", 0.0))
     if getattr(task, "parts", None) and batch.num_sequences:

@@ -9,7 +9,10 @@ hands them the rendezvous address chosen by rank 0). gloo on CPU, NCCL on CUDA.
 - Start-up without N copies of the model: each worker builds the model on the `meta` device
   from its config (`load_skeleton`: config and tokenizer only), `shard(...)` cuts it, and
   `load_from_rank0` allocates the shards and fills them by broadcast from rank 0, the only
-  worker that reads the weights.
+  worker that reads the weights. With `model.lora` the skeleton is wrapped with PEFT on the meta
+  device as one worker wraps its model; rank 0 wraps the base it read the same way (`wrap_like`),
+  so the frozen base and rank 0's fresh adapters (B = 0) reach every worker. FSDP2 shards the
+  frozen base and the fp32 adapters together; only the adapters get gradients and AdamW states.
 - `shard(...)`: `fully_shard` on each decoder layer, then on the root; bf16 compute with fp32
   gradient reduction when the precision is mixed. With the FP32 head the root unit (embeddings,
   final norm, the head, tied or not) keeps fp32 parameters, so the head is computed from an
@@ -19,7 +22,9 @@ hands them the rendezvous address chosen by rank 0). gloo on CPU, NCCL on CUDA.
   has no pre-multiplied sum).
 - Checkpoints are `torch.distributed.checkpoint` folders for any number of workers (one worker
   writes one without a process group), so a run resumes with a different worker count: DCP
-  reads the saved shards into the new layout (`save_state` / `load_state`).
+  reads the saved shards into the new layout (`save_state` / `load_state`). A `model.lora`
+  policy's checkpoint holds its adapters and their AdamW states alone: the frozen base is
+  model.path's, loaded again at every start.
 """
 
 from __future__ import annotations
@@ -118,16 +123,23 @@ def load_skeleton(
 def load_from_rank0(root: PolicyForward, device: torch.device, model_dir: str) -> None:
     """Allocate the sharded (meta) model on `device` and fill it from the full fp32 weights that
     rank 0 alone reads from `model_dir`: parameters by FSDP's broadcast-and-shard, buffers
-    (rotary tables and the like, which a meta model holds only as shapes) by broadcast."""
+    (rotary tables and the like, which a meta model holds only as shapes) by broadcast. A
+    `model.lora` policy gets the base and rank 0's freshly initialised adapters (B = 0) alike."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
     from workbench.engine.model.load import load_hf_dir
+    from workbench.engine.model.lora import is_lora, wrap_like
 
     root.to_empty(device=device)
     full: dict[str, torch.Tensor] = {}
     buffers: dict[str, torch.Tensor] = {}
+    lora = is_lora(root.model)
     if dist.get_rank() == 0:
-        source = load_hf_dir(model_dir, device="cpu", dtype=torch.float32)[0]
+        # a LoRA base is held in the compute dtype (its frozen weights' dtype), the fp32 master otherwise
+        dtype = next((p.dtype for p in root.parameters() if not p.requires_grad), torch.float32) if lora else torch.float32
+        source = load_hf_dir(model_dir, device="cpu", dtype=dtype)[0]
+        if lora:  # wrapped as the workers' skeleton is: its names, and rank 0's fresh adapters (B = 0)
+            source = wrap_like(source, root.model)
         full = {f"model.{k}": v for k, v in source.state_dict().items()}
         buffers = dict(source.named_buffers())
         del source
@@ -161,27 +173,54 @@ def _single_process_quiet() -> Iterator[None]:
         yield
 
 
-def save_state(path: Path, root: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    """Every rank writes its shards of the weights and the AdamW states (fp32) under `path`
-    (one worker, no process group: the whole state, in the same format)."""
-    import torch.distributed.checkpoint as dcp
+def state_options(root: torch.nn.Module, **kw: Any) -> Any:
+    """DCP's state-dict options for `root`: a `model.lora` policy's frozen base is left out (it is
+    model.path's weights, read again at every start), so a checkpoint holds the adapters alone."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    from workbench.engine.model.lora import is_lora
+
+    frozen_out = is_lora(getattr(root, "model", root))
+    return StateDictOptions(ignore_frozen_params=frozen_out, strict=not frozen_out, **kw)
+
+
+def trained_state(root: torch.nn.Module, options: Any, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
+    """`get_state_dict` of `root` and `optimizer`; with frozen weights left out (`state_options`),
+    its model part is the trained parameters' alone: DCP's filter misses a tied name (GPT-2's and
+    Qwen2.5-0.5B's head, the frozen embedding under a second name) and keeps the buffers."""
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    model_sd, optim_sd = get_state_dict(root, optimizer)
+    model_sd, optim_sd = get_state_dict(root, optimizer, options=options)
+    if options.ignore_frozen_params:
+        trained = {n for n, p in root.named_parameters() if p.requires_grad}
+        model_sd = {k: v for k, v in model_sd.items() if k in trained}
+    return model_sd, optim_sd
+
+
+def save_state(path: Path, root: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """Every rank writes its shards of the trained weights and their AdamW states (fp32) under
+    `path` (one worker, no process group: the whole state, in the same format). A `model.lora`
+    policy writes its adapters alone (`state_options`): megabytes where the base is gigabytes."""
+    import torch.distributed.checkpoint as dcp
+
+    model_sd, optim_sd = trained_state(root, state_options(root), optimizer)
     with _single_process_quiet():
         dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(path), no_dist=not dist.is_initialized())
 
 
 def load_state(path: Path, root: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    """Read a `save_state` folder written by any number of workers into this layout (DCP reshards)."""
+    """Read a `save_state` folder written by any number of workers into this layout (DCP reshards).
+    A `model.lora` policy reads its adapters alone (from an adapter-only checkpoint, or from one of
+    earlier versions that also held the base): its base is the one it loaded from model.path."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict import set_state_dict
 
-    model_sd, optim_sd = get_state_dict(root, optimizer)  # also creates the AdamW states to load into
+    options = state_options(root)
+    model_sd, optim_sd = trained_state(root, options, optimizer)  # also creates the AdamW states to load into
     state = {"model": model_sd, "optim": optim_sd}
     with _single_process_quiet():
         dcp.load(state, checkpoint_id=str(path), no_dist=not dist.is_initialized())
-    set_state_dict(root, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    set_state_dict(root, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"], options=options)
 
 
 def destroy() -> None:

@@ -8,7 +8,8 @@ joins the torch.distributed group (gloo on CPU, NCCL on GPU) and shards the mode
 
 Each step the whole batch goes to every worker (one object in Ray's store); each prepares it
 identically (filter, advantages, aggregation weights over the whole batch) and trains its share
-of the rows; the gradients are summed over the ranks. Rank 0 returns the StepResult and the gathered
+of the rows; the gradients are summed over the ranks. Rank 0 returns the StepResult (with what each
+sequence was trained with, `StepResult.trained`: the kept samples' advantages) and the gathered
 full weights. Each worker is a `Trainer(**parts, rank=r, world_size=N)`: `parts` are its config
 parts, chosen once by the driver (run/actors.trainer_parts). With `shared_dir` (the run folder),
 every start first checks that each worker reads the file the coordinator writes there

@@ -19,7 +19,7 @@ trainer ran at that version, to the bit: a Linear's (or GPT-2's Conv1D's) weight
 autocast are read in bf16 (autocast casts them anyway), the rest (norms, embeddings, the FP32 head)
 in the master dtype. Only trainable parameters are kept (frozen ones, a LoRA run's base, do not
 change between versions). One trainer worker only: under FSDP2 the parameters are shards (the
-config refuses it, config_checks). The memory plan counts the copies (engine/plan/memory.py,
+config refuses it, config/train.py). The memory plan counts the copies (engine/plan/memory.py,
 "earlier versions (mismatch)").
 """
 

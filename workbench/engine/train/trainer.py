@@ -9,7 +9,8 @@ LR). With `recipe.loss.tis_cap` the loss gets the pre-update log-probs (this for
 with `recipe.loss.kl_coef` the frozen reference's (reference.py), computed before the policy's.
 A non-finite loss or gradient skips the update (and is counted); an empty batch (everything
 filtered) skips explicitly instead of dividing by zero. The result is a `StepResult` (version,
-skip reason, stats). Checkpoints load into any worker count.
+skip reason, stats, and what each sequence was trained with: `TrainedValues`, for the kept
+samples). Checkpoints load into any worker count.
 
 The step map: one RL step, file by file, from the coordinator to the weight push (paths under
 workbench/; helpers a stop calls in parentheses). tests/engine/test_step_map.py checks that each
@@ -71,17 +72,20 @@ from workbench.rl.losses import policy_loss
 from workbench.rl.mismatch import mismatch_metrics, mismatch_partial
 from workbench.runs.checkpoint import TRAINER_DCP
 from workbench.rl.recipe import RecipeConfig
-from workbench.rl.step import StepRows, prepare_step
+from workbench.rl.step import StepRows, TrainedValues, prepare_step
 
 
 @dataclass
 class StepResult:
     """One train step's outcome: the policy version after it, why its update was skipped (None:
-    applied), and its metrics (`train/...`, `time/...`: floats only)."""
+    applied), its metrics (`train/...`, `time/...`: floats only) and `trained`: per sequence of the
+    step's batch, whether it was trained, with which advantage and loss weight (rl/step.py; None
+    where the caller did not say, e.g. a stand-in trainer)."""
 
     version: int
     stats: dict[str, float]
     skipped: Optional[str] = None
+    trained: Optional[TrainedValues] = None
 
     def row(self) -> dict[str, float]:
         """The metrics as the step's row records them, the version included (`policy/version`)."""
@@ -196,8 +200,10 @@ class Trainer:
 
         With several workers every rank must call this (it all-gathers the shards one by one).
         With model.lora: the adapters alone, fp32 (the generators hold the same base)."""
-        if self.model_cfg.lora is not None:
-            return FlatWeights.from_state_dict(adapter_state(self.model))
+        if self.model_cfg.lora is not None:  # sharded: every rank gathers, rank 0 keeps them
+            flat = FlatWeights.from_state_dict(adapter_state(self.model), gather=fsdp.to_local if self.sharded else None,
+                                               write=self.rank == 0)  # fmt: skip
+            return flat if self.rank == 0 else None
         head = self.model.get_output_embeddings()
         keep = (head.weight, getattr(head, "bias", None)) if self.recipe.fp32_head and head is not None else ()
         flat = FlatWeights.from_state_dict(
@@ -238,7 +244,7 @@ class Trainer:
         packed = groups if isinstance(groups, PackedGroups) else PackedGroups.from_groups(groups)
         stats, rows, reason = self.prepare(packed)
         if rows is None:
-            return self._skip(stats, t0, reason)
+            return self._skip(stats, t0, reason, packed.num_sequences)
         self.optimizer.zero_grad(set_to_none=True)
         t_fwd = time.perf_counter()
         part = self._accumulate(rows)
@@ -262,7 +268,7 @@ class Trainer:
             self.nonfinite_in_a_row += 1
             stats["train/nonfinite"] = 1.0
             stats["train/nonfinite_in_a_row"] = float(self.nonfinite_in_a_row)
-            return self._skip(stats, t0, "non-finite loss or gradient", fwd_start=t_fwd)
+            return self._skip(stats, t0, "non-finite loss or gradient", packed.num_sequences, fwd_start=t_fwd)
         self.nonfinite_in_a_row = 0
         if self.kept is not None:
             self.kept.take(self.version)  # the next step measures this version's tokens with it
@@ -283,7 +289,7 @@ class Trainer:
                 "time/weight_gather": time.perf_counter() - t_end,
             }
         )
-        return StepResult(self.version, stats), weights
+        return StepResult(self.version, stats, trained=rows.trained), weights
 
     def _accumulate(self, rows: StepRows) -> dict[str, Any]:
         """Forward/backward over this rank's micro-batches (by tokens, see micro.py); gradients
@@ -337,7 +343,9 @@ class Trainer:
             add_partial(sums, {k: float(v) * (1.0 if is_extreme(k) else ntok) for k, v in st.items() if k not in ("tokens", "loss")})
         return {"loss": loss_total, "sums": sums, "ent": ent_sum, "tok": tok_sum}
 
-    def _skip(self, stats: dict[str, float], t0: float, reason: str, fwd_start: float | None = None) -> tuple[StepResult, None]:
+    def _skip(self, stats: dict[str, float], t0: float, reason: str, n: int,
+              fwd_start: float | None = None) -> tuple[StepResult, None]:  # fmt: skip
+        """No update: the step's result, its `n` sequences none trained."""
         for key in ("train/entropy", "train/clip_fraction", "train/loss", "train/grad_norm"):
             stats.setdefault(key, math.nan)  # no update: nothing to measure (logged as null)
         stats.setdefault("train/nonfinite", 0.0)
@@ -348,7 +356,7 @@ class Trainer:
         now = time.perf_counter()
         stats["time/train_compute"] = now - (fwd_start or now)
         stats["time/train_prep"] = (fwd_start or now) - t0
-        return StepResult(self.version, stats, skipped=reason), None
+        return StepResult(self.version, stats, skipped=reason, trained=TrainedValues.none(n)), None
 
     # -- checkpoints ---------------------------------------------------------------------
     def save(self, path: str) -> str:
