@@ -198,14 +198,20 @@ def test_the_gguf_becomes_a_cached_hugging_face_folder_with_its_chat_template(sm
 
 
 @pytest.mark.slow
-def test_plan_reads_a_gguf_model_path_through_the_same_cached_folder(smollm2):
-    """`workbench plan` with model.path a .gguf plans the converted model (134.5M parameters, tied)."""
+def test_plan_reads_a_gguf_model_path_from_its_header_with_the_converted_models_shape(smollm2):
+    """`workbench plan` with model.path a .gguf reads the file's header (no second conversion) and
+    finds the shape the converted folder has (tied head, SmolLM2's vocabulary and layers)."""
+    import json
+
     from workbench.engine.plan.sources import model_config
 
     src, cache, folder, _ = smollm2
     cfg = run_config_from_dict({"model": {"path": str(src), "cache_dir": str(cache)}})
     fields, where = model_config(cfg)
-    assert where == folder  # the cached conversion, not a second one
+    assert where == src  # the header, not the cached conversion
+    converted = json.loads((folder / "config.json").read_text())
+    for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"):
+        assert fields[key] == converted[key], key
     assert fields["vocab_size"] == 49152 and fields["tie_word_embeddings"] is True
 
 

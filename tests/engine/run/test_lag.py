@@ -58,6 +58,13 @@ def test_the_depth_follows_a_change_of_bottleneck_but_not_noise():
     assert depth.depth == 2 and [c.new for c in depth.changes] == [0, 2]
 
 
+def test_skipped_steps_cost_the_trainer_nothing_so_generation_is_the_bottleneck():
+    depth = _auto(k=3)
+    _run(depth, gen_s_per_group=0.5, train_s=0.0)  # every group filtered: the trainer computes nothing
+    assert depth.depth == 3 and depth.measured == (4.0, 0.0)
+    assert "generation is the bottleneck (4.00 s a step against the trainer's 0.00 s): 3 step(s) ahead" in depth.changes[0].reason
+
+
 def test_a_fixed_depth_never_moves_and_is_capped_by_k():
     depth = PipelineDepth(2, 5, prompts_per_step=8, num_generators=1)
     assert depth.depth == 2

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.slow
 
 SLOW_TRAINER = {"generation.max_new_tokens": 2, "train.micro_batch_size": 1, "train.generations_per_prompt": 4}
 # an untrained model rarely stops early: every completion decodes all 40 tokens, one forward each
+# (and passes rarely, so most steps are skipped: the trainer's time per step is near 0)
 SLOW_GENERATION = {"generation.max_new_tokens": 40, "train.micro_batch_size": 64, "model.sft_steps": 1, "model.sft_lr": 1e-9,
                    "model.sft_target_pass_rate": None}  # fmt: skip
 
@@ -23,7 +24,7 @@ def _auto_run(tiny_config, overrides: dict, name: str):
                        "eval.every_steps": 8, **overrides}, name=name)  # fmt: skip
     summary = launch_module.run_to_end(cfg, timeout=300)
     assert summary["status"] == "finished", summary.get("error")
-    rows = [r for r in read_jsonl(f"{cfg.out_dir}/metrics.jsonl") if "train/loss" in r]
+    rows = [r for r in read_jsonl(f"{cfg.out_dir}/metrics.jsonl") if "gen/ahead_steps" in r]  # every step's row
     return summary, rows
 
 
@@ -34,13 +35,13 @@ def test_a_slow_trainer_runs_on_policy(ray_cluster, tiny_config):
     assert [r["gen/ahead_steps"] for r in rows][:2] == [1.0, 1.0] and rows[-1]["gen/ahead_steps"] == 0.0
     assert any("auto: 1 -> 0" in e and "the trainer is the bottleneck" in e for e in summary["events"])
     # on-policy after the switch: the last steps trained rollouts of the version they were sampled with
-    assert all(r["train/staleness_max"] == 0 for r in rows[-2:])
+    assert all(r.get("train/staleness_max", 0) == 0 for r in rows[-2:])
     assert "pipeline depth auto: 0 step(s) ahead at the end (the trainer is the bottleneck" in engine_summary_line(summary)
 
 
 def test_slow_generation_runs_steps_ahead(ray_cluster, tiny_config):
     summary, rows = _auto_run(tiny_config, SLOW_GENERATION, "lag-slow-gen")
     p = summary["pipeline"]
-    assert p["gen_seconds_per_step"] > p["train_seconds_per_step"] and p["depth"] >= 2
+    assert p["gen_seconds_per_step"] > 2 * p["train_seconds_per_step"] and p["depth"] >= 2
     assert rows[-1]["gen/ahead_steps"] >= 2.0
     assert "generation is the bottleneck" in engine_summary_line(summary)

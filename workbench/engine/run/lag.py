@@ -8,7 +8,8 @@
 A fixed depth is the config's `max_ahead_steps`, capped by `recipe.off_policy.k`. With `auto` the
 depth follows the measured time a step costs each side: G, the generators' seconds for one step's
 groups (their busy seconds per group x prompts_per_step / num_generators: they run in parallel),
-and T, the trainer's compute seconds per step (both moving averages over the last steps):
+and T, the trainer's compute seconds per step (a skipped step, every group filtered out, counts
+as 0 s; both moving averages over the last steps):
 
 - T >= G, the trainer is the bottleneck: depth 0. The overlap could save at most G of each
   T + G seconds, and every step of lag costs learning per step (Measured: SmolLM2's step-8 pass
@@ -90,12 +91,12 @@ class PipelineDepth:
             g = self._gen_s / self._groups * self.per_step / self.num_generators
             self._g = self._average(self._g, g)
             self._gen_s = self._groups = 0.0
-        if train_seconds > 0:
-            self._t = self._average(self._t, train_seconds)
+        # a skipped step (every group filtered) costs the trainer nothing: it counts as 0 s
+        self._t = self._average(self._t, max(0.0, train_seconds))
         self._steps += 1
-        if not self.auto or self._steps < self.warmup_steps or not self._g or not self._t:
+        if not self.auto or self._steps < self.warmup_steps or self._g is None:
             return None
-        new = self._choose(self._g / self._t)
+        new = self._choose(self._g / self._t if self._t > 0 else math.inf)
         if new == self.depth:
             return None
         change = LagChange(step, self.depth, new, self._g, self._t)
@@ -105,11 +106,11 @@ class PipelineDepth:
 
     def _choose(self, ratio: float) -> int:
         """The depth for G / T = `ratio`, with hysteresis around the current depth."""
+        target = self.k if math.isinf(ratio) else min(self.k, max(1, math.ceil(ratio)))
         if self.depth == 0:
-            return 0 if ratio <= self.margin else min(self.k, max(1, math.ceil(ratio)))
+            return 0 if ratio <= self.margin else target
         if ratio < 1 / self.margin:
             return 0
-        target = min(self.k, max(1, math.ceil(ratio)))
         # move between non-zero depths only when the ratio is clearly past the boundary
         if target > self.depth and ratio <= self.depth * self.margin:
             return self.depth
