@@ -210,7 +210,9 @@ def test_samples_tab_group_view_side_by_side_and_health_banner_in_jupyterlab(lab
     assert "train/entropy" in banner_text and "entropy fell 94%" in banner_text
     assert all_rows == 16 and failed_rows == 5 and steps_shown == {str(COLLAPSE)}  # step 40: 3 train + 2 validation failures
     assert cards == 4 and "adv +1.50" in group_text and "adv -0.50" in group_text
-    assert "ANSWER 41" not in folded_text and "ANSWER 41" in group_text and "truncated" in group_text
+    # folded: the middle behind the click, the end (the answer) in sight; opened: all of it
+    assert "step 10: keep" not in folded_text and "ANSWER 41" in folded_text
+    assert "step 10: keep" in group_text and "ANSWER 41" in group_text and "truncated" in group_text
     assert pairs == 4 and "step 0 → step 70: 4 prompts in both; 3 pass more often" in side_text
     assert not any("Traceback" in e for e in errors), errors
     for name in ("health", "samples", "group", "side-by-side"):

@@ -264,7 +264,8 @@ def load_yaml(path: str | Path) -> dict:
 def import_spec(spec: str, what: str) -> Any:
     """The callable named 'package.module:name' (dots after the colon reach attributes, e.g.
     'mypkg.judges:Judge.score'). `what` names the setting in the one-line UserError a failure gives:
-    "<what>: cannot import '<spec>': <Error>: <message>", or "<what>: '<spec>' is not callable"."""
+    "<what>: cannot import '<spec>': <Error>: <message>", or "<what>: '<spec>' is not callable"; a
+    UserError the module raises itself (its own clear refusal) goes through unchanged."""
     module_name, _, attr = str(spec).partition(":")
     if not module_name or not attr:
         raise UserError(f"{what}: {spec!r} is not package.module:name")
@@ -272,6 +273,8 @@ def import_spec(spec: str, what: str) -> Any:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             obj = getattr(obj, part)
+    except UserError:
+        raise  # the user's module refused with a message of its own: it is already the one line
     except Exception as e:  # noqa: BLE001 - an import runs the user's module: any failure is one line
         raise UserError(f"{what}: cannot import {spec!r}: {type(e).__name__}: {one_line(e)}") from None
     if not callable(obj):
