@@ -174,7 +174,8 @@ def make_reasoning_gym_task(cfg: Any) -> TaskData:
     if not isinstance(getattr(cfg, "config", None) or {}, dict):
         raise UserError("task.config: for reasoning_gym, a mapping of the dataset's config fields")
     train_seed, val_seed = _seeds(cfg.seed)
-    train_rows = list(_create(name, config, train_seed, cfg.num_train))
+    dataset = _create(name, config, train_seed, cfg.num_train)  # its rows, and its score_answer for the checker
+    train_rows = list(dataset)
     train = [_example(i, e, fmt, name) for i, e in enumerate(train_rows)]
     seen = {e["question"] for e in train_rows}
     val: list[Example] = []
@@ -188,7 +189,6 @@ def make_reasoning_gym_task(cfg: Any) -> TaskData:
     else:
         raise UserError(f"task.dataset {name!r}: only {len(val)} validation questions differ from the training ones; "
                         "lower task.num_val or task.num_train, or widen task.config")  # fmt: skip
-    dataset = _create(name, config, train_seed, max(cfg.num_train, 1))
     checker = ReasoningGymChecker(dataset, name, fmt)
     first = train_rows[0]
     for known in (str(first["answer"]), "0"):  # our own data, unguarded: the scorer's lazy imports happen here

@@ -30,14 +30,20 @@ def _helpers_importable(monkeypatch):
     monkeypatch.syspath_prepend(str(HELPERS))
 
 
-def test_a_run_trains_on_the_weighted_rewards_and_validates_on_the_pass_function(ray_cluster, tiny_config):
-    cfg = tiny_config({"reward.functions": FUNCTIONS, "train.max_steps": 3, "eval.every_steps": 3}, name="rewardfns")
+def _three_steps(cfg) -> tuple[list[dict], list[dict]]:
+    """A 3-step run to its end: its train rows (3) and its evaluations (steps 0 and 3)."""
     summary = run_to_end(cfg, resume=False, timeout=300)
     assert summary["status"] == "finished" and summary["steps"] == 3
     rows = read_jsonl(f"{cfg.out_dir}/metrics.jsonl")
     train = [r for r in rows if "train/reward_mean" in r]
     evals = [r for r in rows if "val/pass_rate" in r]
     assert len(train) == 3 and [r["step"] for r in evals] == [0, 3]
+    return train, evals
+
+
+def test_a_run_trains_on_the_weighted_rewards_and_validates_on_the_pass_function(ray_cluster, tiny_config):
+    cfg = tiny_config({"reward.functions": FUNCTIONS, "train.max_steps": 3, "eval.every_steps": 3}, name="rewardfns")
+    train, evals = _three_steps(cfg)
     for r in train:
         # correct_number gives 0 or 1 and the bonus 0.5 / (1 + length) > 0: never the +1 / -1 of the task's checker
         assert 0.0 < r["train/reward_mean"] < 1.5
@@ -63,12 +69,7 @@ def test_a_trl_function_set_runs_unchanged_and_logs_each_functions_metrics(ray_c
 
     cfg = tiny_config({"task": _solution_task(tmp_path), "reward.functions": [{"fn": "trl_rewards:accuracy_reward"}],
                        "train.max_steps": 3, "eval.every_steps": 3}, name="trlset")  # fmt: skip
-    summary = run_to_end(cfg, resume=False, timeout=300)
-    assert summary["status"] == "finished" and summary["steps"] == 3
-    rows = read_jsonl(f"{cfg.out_dir}/metrics.jsonl")
-    train = [r for r in rows if "train/reward_mean" in r]
-    evals = [r for r in rows if "val/pass_rate" in r]
-    assert len(train) == 3 and [r["step"] for r in evals] == [0, 3]
+    train, evals = _three_steps(cfg)
     for r in train:
         assert 0.0 <= r["rewards/accuracy_reward/mean"] <= 1.0 and r["rewards/accuracy_reward/std"] >= 0.0
         given = r["reward/verdict/pass"] + r["reward/verdict/fail"]

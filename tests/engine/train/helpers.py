@@ -21,6 +21,27 @@ def batches(cfg: Any, n: int) -> list:
     return out
 
 
+def next_step(tr: Any, groups: list, step: int) -> dict:
+    """One trainer step's loss, gradient norm, version and (where it sends them) weights, kept."""
+    result, weights = tr.train_step(groups, step)
+    out = {"loss": result.stats["train/loss"], "grad_norm": result.stats["train/grad_norm"], "version": result.version}
+    if weights is not None:
+        out["weights"] = {k: v.clone() for k, v in weights.tensors().items()}
+    return out
+
+
+def same_step(a: dict, b: dict, atol: float) -> None:
+    """Two `next_step`s of version 3 agree (the resume tests: the third step after a checkpoint)."""
+    import pytest
+    import torch
+
+    assert a["version"] == b["version"] == 3
+    assert a["loss"] == pytest.approx(b["loss"], abs=atol) and a["grad_norm"] == pytest.approx(b["grad_norm"], abs=atol)
+    assert a["weights"].keys() == b["weights"].keys()
+    for k in a["weights"]:
+        torch.testing.assert_close(a["weights"][k], b["weights"][k], atol=atol, rtol=0, msg=k)
+
+
 def logprobs_at(tr: Any, groups: list) -> tuple[Any, Any]:
     """(the trainer's log-probs, the generator's) at the completion tokens of `groups`, under the
     trainer's current weights (its own forward and head, temperature 1)."""

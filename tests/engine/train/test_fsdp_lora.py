@@ -4,31 +4,12 @@ alone, and their adapter-only checkpoints resume into either worker count to the
 
 from __future__ import annotations
 
-import pytest
-import torch
-
 from tests.engine.train.gloo import run_ranks
-from tests.engine.train.helpers import batches
+from tests.engine.train.helpers import batches, next_step, same_step
 from workbench.engine.run.actors import trainer_parts
 from workbench.engine.train.trainer import Trainer
 
 LORA = {"model.lora": {"rank": 4, "alpha": 8.0}, "train.micro_batch_size": 5, "train.adam_eps": 1e-8, "train.lr": 1e-3}
-
-
-def _next_step(tr, groups, step) -> dict:
-    result, weights = tr.train_step(groups, step)
-    out = {"loss": result.stats["train/loss"], "grad_norm": result.stats["train/grad_norm"], "version": result.version}
-    if weights is not None:
-        out["weights"] = {k: v.clone() for k, v in weights.tensors().items()}
-    return out
-
-
-def _same(a: dict, b: dict, atol: float) -> None:
-    assert a["version"] == b["version"] == 3
-    assert a["loss"] == pytest.approx(b["loss"], abs=atol) and a["grad_norm"] == pytest.approx(b["grad_norm"], abs=atol)
-    assert a["weights"].keys() == b["weights"].keys()
-    for k in a["weights"]:
-        torch.testing.assert_close(a["weights"][k], b["weights"][k], atol=atol, rtol=0, msg=k)
 
 
 def _two_lora_workers(rank, world, ranks, cfg, steps, one_ckpt, two_ckpt):
@@ -41,10 +22,10 @@ def _two_lora_workers(rank, world, ranks, cfg, steps, one_ckpt, two_ckpt):
         tr.train_step(steps[i], i)
     tr.save(two_ckpt)
     out = {"start": None if start is None else {k: v.clone() for k, v in start.tensors().items()},
-           "frozen": frozen, "continued": _next_step(tr, steps[2], 2)}  # fmt: skip
+           "frozen": frozen, "continued": next_step(tr, steps[2], 2)}  # fmt: skip
     tr = ranks.trainer(cfg)
     assert tr.load(one_ckpt) == 2
-    out["1->2"] = _next_step(tr, steps[2], 2)
+    out["1->2"] = next_step(tr, steps[2], 2)
     return out
 
 
@@ -61,7 +42,7 @@ def test_lora_trains_on_two_fsdp2_workers_and_its_checkpoints_resume_across_work
     fresh = Trainer(**trainer_parts(cfg))
     assert fresh.load(one) == 2
     fresh.share_prompts = False  # the sharded workers run every row whole (test_trainer.py says why)
-    one_to_one = _next_step(fresh, steps[2], 2)
+    one_to_one = next_step(fresh, steps[2], 2)
 
     rank0, rank1 = run_ranks(_two_lora_workers, 2, cfg, steps, one, two)
     assert rank1["start"] is None and "weights" not in rank1["continued"]  # rank 1 takes part, rank 0 sends
@@ -69,11 +50,11 @@ def test_lora_trains_on_two_fsdp2_workers_and_its_checkpoints_resume_across_work
     assert start and all(".lora_A." in k or ".lora_B." in k for k in start)  # the push is the adapters alone
     assert all(v.abs().max() == 0 for k, v in start.items() if ".lora_B." in k)  # B = 0: step 0 is the base
     assert rank0["frozen"] > 0  # the base stays frozen under FSDP2
-    _same(rank0["1->2"], one_to_one, atol=1e-5)  # a 1-worker LoRA checkpoint resumes on 2 = on 1
+    same_step(rank0["1->2"], one_to_one, atol=1e-5)  # a 1-worker LoRA checkpoint resumes on 2 = on 1
     saved = dcp.FileSystemReader(str(tmp_path / "two" / "trainer_dcp")).read_metadata().state_dict_metadata
     weights = [k for k in saved if k.startswith("model.")]
     assert weights and all(".lora_" in k for k in weights)  # the sharded checkpoint holds no base weight
     back = Trainer(**trainer_parts(cfg))
     back.share_prompts = False
     assert back.load(two) == 2
-    _same(_next_step(back, steps[2], 2), rank0["continued"], atol=1e-5)  # 2 -> 1 = 2 -> 2
+    same_step(next_step(back, steps[2], 2), rank0["continued"], atol=1e-5)  # 2 -> 1 = 2 -> 2

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.engine.train.gloo import run_ranks
-from tests.engine.train.helpers import batches, head_recorder
+from tests.engine.train.helpers import batches, head_recorder, next_step, same_step
 from workbench.config import run_config_from_dict
 from workbench.configtools import ConfigError, to_dict
 from workbench.engine.batch import PackedGroups
@@ -120,15 +120,6 @@ def test_a_checkpoint_of_earlier_versions_still_loads_into_one_worker(tiny_confi
 # -- resume with another worker count (issue 17) --------------------------------------------
 
 
-def _next_step(tr, groups, step) -> dict:
-    result, weights = tr.train_step(groups, step)
-    stats = result.stats
-    out = {"loss": stats["train/loss"], "grad_norm": stats["train/grad_norm"], "version": result.version}
-    if weights is not None:
-        out["weights"] = {k: v.clone() for k, v in weights.tensors().items()}
-    return out
-
-
 def _two_workers(rank, world, ranks, cfg, steps, one_worker_ckpt, two_worker_ckpt):
     """2 workers: train, save, go on (the unchanged run); a fresh group resumed from the
     2-worker checkpoint (2 -> 2) and one resumed from the 1-worker checkpoint (1 -> 2)."""
@@ -136,21 +127,12 @@ def _two_workers(rank, world, ranks, cfg, steps, one_worker_ckpt, two_worker_ckp
     for i in range(2):
         tr.train_step(steps[i], i)
     tr.save(two_worker_ckpt)
-    out = {"continued": _next_step(tr, steps[2], 2)}
+    out = {"continued": next_step(tr, steps[2], 2)}
     for name, ckpt in (("2->2", two_worker_ckpt), ("1->2", one_worker_ckpt)):
         tr = ranks.trainer(cfg)
         assert tr.load(ckpt) == 2
-        out[name] = _next_step(tr, steps[2], 2)
+        out[name] = next_step(tr, steps[2], 2)
     return out
-
-
-def _same(a: dict, b: dict, atol: float) -> None:
-    assert a["version"] == b["version"] == 3
-    assert a["loss"] == pytest.approx(b["loss"], abs=atol)
-    assert a["grad_norm"] == pytest.approx(b["grad_norm"], abs=atol)
-    assert a["weights"].keys() == b["weights"].keys()
-    for k in a["weights"]:
-        torch.testing.assert_close(a["weights"][k], b["weights"][k], atol=atol, rtol=0, msg=k)
 
 
 def test_resume_with_another_worker_count_gives_the_same_next_step(tiny_config, tmp_path):
@@ -168,15 +150,15 @@ def test_resume_with_another_worker_count_gives_the_same_next_step(tiny_config, 
     # group's prompt run once is the same function, but Adam's first steps turn its rounding
     # differences into lr-sized ones on near-zero gradient entries)
     fresh.share_prompts = False
-    one_to_one = _next_step(fresh, steps[2], 2)  # the unchanged resume of the 1-worker run
+    one_to_one = next_step(fresh, steps[2], 2)  # the unchanged resume of the 1-worker run
 
     ranks = run_ranks(_two_workers, 2, cfg, steps, one, two)
     rank0 = ranks[0]
     assert "weights" not in ranks[1]["continued"]  # rank 1 takes part, rank 0 sends
-    _same(rank0["2->2"], rank0["continued"], atol=1e-6)  # the sharded checkpoint is exact
-    _same(rank0["1->2"], one_to_one, atol=1e-5)  # 1 -> 2 = 1 -> 1
+    same_step(rank0["2->2"], rank0["continued"], atol=1e-6)  # the sharded checkpoint is exact
+    same_step(rank0["1->2"], one_to_one, atol=1e-5)  # 1 -> 2 = 1 -> 1
 
     back = Trainer(**trainer_parts(cfg))
     back.share_prompts = False
     assert back.load(two) == 2
-    _same(_next_step(back, steps[2], 2), rank0["2->2"], atol=1e-5)  # 2 -> 1 = 2 -> 2
+    same_step(next_step(back, steps[2], 2), rank0["2->2"], atol=1e-5)  # 2 -> 1 = 2 -> 2

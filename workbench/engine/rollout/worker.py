@@ -110,6 +110,7 @@ class RolloutWorker:
         self._decode_lock = threading.Lock()  # the model / engine: one call decodes at a time
         self._swaps = 0
         self._prompt_cache: dict[tuple[str, int], list[int]] = {}
+        self._prompt_texts: dict[tuple[str, int], str] = {}  # the same prompts decoded, for the kept samples
         self._start(gpus)
         self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id
@@ -188,7 +189,10 @@ class RolloutWorker:
 
     def _prompt_text(self, split: str, prompt_id: int) -> str:
         """The prompt as the model saw it (the system turn, the chat template): its ids decoded, for the kept samples."""
-        return self.tokenizer.decode(self._prompt_ids(split, prompt_id), skip_special_tokens=False)
+        key = (split, prompt_id)
+        if key not in self._prompt_texts:
+            self._prompt_texts[key] = self.tokenizer.decode(self._prompt_ids(split, prompt_id), skip_special_tokens=False)
+        return self._prompt_texts[key]
 
     def _sandbox(self) -> Any:
         """Where code checks run: the run's RewardPool; without one (no Ray: tests, scripts) a
