@@ -58,3 +58,14 @@ def test_the_saved_curve_loads_in_the_scoreboard_and_the_metrics_are_kept_whole(
     assert curve.x_label == "compute" and curve.compute[-1] == pytest.approx(1200 / 1800)
     with gzip.open(tmp_path / "curves" / "smollm2__seed0.metrics.jsonl.gz", "rt") as f:
         assert f.read() == (out / "metrics.jsonl").read_text()
+
+
+def test_the_gain_counts_the_measured_start_up_not_what_follows_the_last_step(bench, tmp_path):
+    rows = evals(run_folder(tmp_path))
+    r = {"startup_s": 150.0, "wall_s": 1500.0, "run_s": 1210.0}  # 140 s after the last step: report, export
+    assert bench.start_up(r) == (150.0, "")
+    assert bench.gain_within(rows, 1400.0, bench.start_up(r)[0])[1] == 15  # 1200 + 150 fits in 1400
+    unseen = {**r, "startup_s": None}
+    seconds, note = bench.start_up(unseen)
+    assert seconds == 290.0 and "upper bound" in note  # the command less the run clock, said
+    assert bench.gain_within(rows, 1400.0, seconds)[1] == 10  # 1200 + 290 does not

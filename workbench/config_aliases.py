@@ -56,7 +56,13 @@ ALIASES: tuple[Alias, ...] = (
        "The same k3 KL estimator to the starting weights; 0 (both defaults) turns it off."),
     _A("TRL", "num_generations", "train.generations_per_prompt",
        "Completions per prompt: the group whose mean centres the advantages."),
-    _A("TRL", "max_completion_length", "generation.max_new_tokens"),
+    _A("TRL", "max_completion_length", "generation.max_new_tokens",
+       "With an environment, TRL's bounds the whole conversation after the prompt; here each turn has "
+       "generation.max_new_tokens and the whole episode, prompt included, env.max_episode_tokens."),
+    _A("TRL", "max_tool_calling_iterations", "env.max_turns",
+       "TRL counts tool rounds: k allows k + 1 generations, which is env.max_turns = k + 1 (the last turn's calls are not run in either)."),
+    _A("TRL", "environment_factory", "task.env",
+       "The same class, named package.module:Class, with task.name: env; its episodes' budgets are the env: section."),
     _A("TRL", "per_device_train_batch_size", "train.prompts_per_step",
        "TRL counts completions per device per micro-step; ours counts prompts (groups) per optimizer step, "
        "for the whole run: per_device_train_batch_size x processes x gradient_accumulation_steps / num_generations."),

@@ -77,6 +77,7 @@ def build_tiny_hf(
     hidden: int = 64,
     layers: int = 2,
     seed: int = 0,
+    max_positions: int = 256,
 ) -> Path:
     """Save a random tiny `arch` ("qwen2" or "llama") model and its BPE tokenizer under `path`."""
     import torch
@@ -95,7 +96,7 @@ def build_tiny_hf(
         "bos_token_id": tok.bos_token_id,
     }
     shape = dict(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)  # fmt: skip
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions)  # fmt: skip
     if arch == "qwen2":
         config = Qwen2Config(**shape, tie_word_embeddings=True, **ids)
         cls = Qwen2ForCausalLM

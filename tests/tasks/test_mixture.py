@@ -77,7 +77,7 @@ def test_check_batch_uses_each_domains_checker_and_the_sandbox_for_code():
             sandbox=sb,
         )
     assert [v.verdict for v in verdicts] == ["pass", "fail", "pass", "pass", "fail", "error"]
-    assert verdict_counts(verdicts) == {"pass": 3, "fail": 2, "timeout": 0, "error": 1, "sandbox_error": 0, "not_applicable": 0}
+    assert verdict_counts(verdicts) == {"pass": 3, "fail": 2, "timeout": 0, "error": 1, "sandbox_error": 0, "not_applicable": 0, "env_error": 0}
 
 
 def test_code_without_a_sandbox_fails_closed_and_math_needs_none():

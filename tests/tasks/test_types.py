@@ -28,7 +28,7 @@ def test_task_data_defaults_say_nothing_was_declared():
 def test_a_verdict_is_one_of_the_known_kinds_and_only_pass_passes():
     from workbench.tasks.types import VERDICTS, Verdict
 
-    assert VERDICTS == ("pass", "fail", "timeout", "error", "sandbox_error", "not_applicable")
-    assert [Verdict(v).passed for v in VERDICTS] == [True, False, False, False, False, False]
+    assert VERDICTS == ("pass", "fail", "timeout", "error", "sandbox_error", "not_applicable", "env_error")
+    assert [Verdict(v).passed for v in VERDICTS] == [True, False, False, False, False, False, False]
     with pytest.raises(ValueError):
         Verdict("ok")

@@ -10,6 +10,7 @@ merged from defaults, YAML and overrides.
     evaluation.py  eval: (EvalConfig)                             resources.py  resources: (ResourcesConfig, GPU shares)
     checkpoint.py  checkpoint: (CheckpointConfig)                 tracking.py   tracking: (TrackingConfig, WandbConfig)
     samples.py     samples: (SamplesConfig)                       health.py     health: (HealthConfig)
+    env.py         env: (EnvConfig: an environment's episodes; the checks across it and task.env)
 
 `recipe:` in YAML is a preset name (`scalerl`) or a mapping (`{base: scalerl, loss: {...}}`); its
 dataclasses are in workbench/rl/recipe.py. Unknown keys anywhere fail with the dotted path of the key.
@@ -26,6 +27,7 @@ one way (run.py above the sections; lora.py and resources.py read generation.py)
 from __future__ import annotations
 
 from workbench.config.checkpoint import CheckpointConfig
+from workbench.config.env import EnvConfig, env_settings
 from workbench.config.evaluation import EvalConfig, validate_eval
 from workbench.config.generation import GenerationConfig, validate_generation
 from workbench.config.health import HealthConfig, validate_health
@@ -42,10 +44,10 @@ from workbench.configtools import ConfigError
 
 __all__ = [
     "ALL_LINEAR", "VLLM_LORA_RANKS", "VLLM_MAX_LORA_RANK", "VLLM_SHARE_MARGIN",
-    "CheckpointConfig", "ConfigError", "EvalConfig", "GenerationConfig", "HealthConfig", "LoraConfig",
+    "CheckpointConfig", "ConfigError", "EnvConfig", "EvalConfig", "GenerationConfig", "HealthConfig", "LoraConfig",
     "MixSource", "ModelConfig", "ResourcesConfig", "RewardConfig", "RunConfig", "SamplesConfig",
     "TaskConfig", "TrackingConfig", "TrainConfig", "WandbConfig",
-    "load_run_config", "run_config_from_dict", "validate",
+    "env_settings", "load_run_config", "run_config_from_dict", "validate",
     "validate_eval", "validate_generation", "validate_gpu_shares", "validate_health", "validate_lora",
     "validate_mix", "validate_model", "validate_resources", "validate_reward", "validate_samples",
     "validate_task", "validate_tracking", "validate_train",

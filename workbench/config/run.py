@@ -16,6 +16,7 @@ from workbench.config.health import HealthConfig, validate_health
 from workbench.config.model import ModelConfig, validate_model
 from workbench.config.resources import ResourcesConfig, validate_gpu_shares, validate_resources
 from workbench.config.reward import RewardConfig, validate_reward
+from workbench.config.env import EnvConfig, check_env_run, validate_env
 from workbench.config.samples import SamplesConfig, validate_samples
 from workbench.config.task import TaskConfig, validate_task
 from workbench.config.tracking import TrackingConfig, validate_tracking
@@ -60,6 +61,8 @@ class RunConfig:
     """Completions kept in <run>/samples/ (and MLflow): `workbench samples`, `Session.samples`."""
     health: HealthConfig = field(default_factory=HealthConfig)
     """Run health: the rules that flag a run going wrong (summary.json's `health`, the report, MLflow tags)."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """An environment's episodes (task.name env): turns, the episode's tokens, time limits, the pass threshold."""
 
     def output_dir(self) -> Path:
         return Path(self.out_dir or f"runs/{self.name}")
@@ -149,3 +152,5 @@ def validate(cfg: RunConfig) -> None:
     check_honoured(cfg)  # settings the engine would not honour in this setup (rl/honoured.py)
     validate_task(cfg.task, cfg.eval.num_prompts)
     validate_reward(cfg.reward)
+    validate_env(cfg.env)
+    check_env_run(cfg)  # task.env's factory imported and checked here: one line before Ray starts

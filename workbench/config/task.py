@@ -12,7 +12,7 @@ from workbench.configtools import ConfigError
 @dataclass
 class TaskConfig:
     name: str = "addition"
-    """A synthetic family (addition, multiplication, reverse, sort, countdown, word_problems, pyexpr), a file task (jsonl, parquet, code), hf (datasets.load_dataset), reasoning_gym (task.dataset) or humaneval."""
+    """A synthetic family (addition, multiplication, reverse, sort, countdown, word_problems, pyexpr), a file task (jsonl, parquet, code), hf (datasets.load_dataset), reasoning_gym (task.dataset), env (an environment: task.env) or humaneval."""
     difficulty: int = 2
     """Synthetic families: how hard the generated problems are (e.g. the number of digits for addition)."""
     path: Optional[str] = None
@@ -47,6 +47,8 @@ class TaskConfig:
     """The system turn put before each prompt (chat_template only; a conversation with its own system turn keeps it)."""
     answer_format: Optional[Literal["last_number", "boxed", "hash", "answer_tag"]] = None
     """Where the checker finds the answer in a completion: last_number, boxed (\\boxed{x}), hash (#### x) or answer_tag (<answer>x</answer>); null: the whole completion (countdown: answer_tag, word_problems: last_number)."""
+    env: Optional[str] = None
+    """env: the environment factory, package.module:Factory (a TRL environment_factory class, or a reset/step class); its episodes' budgets are the env: section."""
     mix: list[MixSource] = field(default_factory=list)
     """A task mixture: sources, each an ordinary task config plus weight and domain; when set they replace the fields above."""
 

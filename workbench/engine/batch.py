@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -235,6 +235,7 @@ class Chunk:
     reward_wait: float = 0.0  # seconds between the end of decoding and the last verdict
     dropped_groups: int = 0  # groups left out because a check of theirs hit a sandbox error
     notes: list = field(default_factory=list)  # per group (in `packed` order): its Group.note, for the kept samples
+    env: Any = None  # an environment task's episodes: engine/rollout/episodes.EnvStats (env/* metrics); None otherwise
 
     @property
     def packed(self) -> PackedGroups:

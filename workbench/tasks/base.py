@@ -98,6 +98,10 @@ def load_task(cfg) -> TaskData:
     elif cfg.name in synthetic.TASKS:
         task = synthetic.make_task(cfg.name, cfg.difficulty, num_train=cfg.num_train, num_val=cfg.num_val, seed=cfg.seed)
         default_checker = "exact"
+    elif cfg.name == "env":  # an environment: its episodes are scored, not texts (tasks/env/task.py)
+        from workbench.tasks.env.task import load_env_task
+
+        return load_env_task(cfg)
     elif cfg.name == "reasoning_gym":  # reasoning-gym's datasets, scored by their own score_answer (tasks/reasoning_gym.py)
         from workbench.tasks.reasoning_gym import make_reasoning_gym_task
 
@@ -119,7 +123,7 @@ def load_task(cfg) -> TaskData:
         task.chat_template = bool(getattr(cfg, "chat_template", False))
         return task
     else:
-        known = ", ".join(sorted(synthetic.TASKS) + list(CHAT_FAMILIES) + list(FILE_TASKS) + ["hf", "reasoning_gym"] + list(codegen.TASKS) + list(code.CODE_TASKS))
+        known = ", ".join(sorted(synthetic.TASKS) + list(CHAT_FAMILIES) + list(FILE_TASKS) + ["hf", "reasoning_gym", "env"] + list(codegen.TASKS) + list(code.CODE_TASKS))
         raise UserError(f"task.name: unknown task {cfg.name!r} (known: {known})")
     if not (cfg.checker == "auto" and cfg.name in CHAT_FAMILIES):  # else the family's own (countdown's equation check)
         task.checker_name, task.checker = get_checker(cfg.checker, default=default_checker)

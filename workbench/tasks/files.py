@@ -64,14 +64,14 @@ class Row(NamedTuple):
     columns: dict = {}  # the row's other columns (reward functions get them)
 
 
-def _plain(value: Any) -> Any:
+def plain_value(value: Any) -> Any:
     """A Parquet / Arrow value as plain Python (numpy arrays and scalars to lists and numbers)."""
     if hasattr(value, "tolist"):
         return value.tolist()
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain_value(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [plain_value(v) for v in value]
     return value
 
 
@@ -90,7 +90,7 @@ def record(row: Any, where: str, prompt_key: str, answer_key: str, row_id: int =
         prompt = messages_text(messages)
     if not prompt:
         raise UserError(f"{where}: {prompt_key!r} must be a non-empty string or message list, got {prompt!r:.80}")
-    columns = {k: _plain(v) for k, v in row.items() if k != prompt_key}
+    columns = {k: plain_value(v) for k, v in row.items() if k != prompt_key}
     return Row(row_id, prompt, _answer_text(row[answer_key], where, answer_key), messages, where, columns)
 
 

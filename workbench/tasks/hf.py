@@ -53,7 +53,7 @@ def task_path(path: Optional[str]) -> Optional[str]:
     return str(p.resolve()) if p.exists() or path.startswith(("/", ".", "~")) else path
 
 
-def _load(cfg: Any) -> dict[str, Any]:
+def load_splits(cfg: Any) -> dict[str, Any]:
     """{split name: Dataset} of `cfg.path` (see the module docstring for what it may be)."""
     import datasets
     from datasets.exceptions import DataFilesNotFoundError, DatasetNotFoundError
@@ -86,7 +86,7 @@ def _load(cfg: Any) -> dict[str, Any]:
     return {"train": loaded} if isinstance(loaded, datasets.Dataset) else dict(loaded)
 
 
-def _split(splits: dict[str, Any], name: str, key: str, path: str) -> Any:
+def split_of(splits: dict[str, Any], name: str, key: str, path: str) -> Any:
     if name not in splits:
         raise UserError(f"{key}: {name!r} is not a split of {path!r} (its splits: {', '.join(splits)})")
     return splits[name]
@@ -144,9 +144,9 @@ def load_hf_task(cfg: Any) -> TaskData:
     if not cfg.path:
         raise UserError("task.path is required for task.name='hf' (a hub dataset id such as openai/gsm8k, or a local folder or file)")
     pattern = answer_pattern(cfg.answer_regex)
-    splits = _load(cfg)
-    train_ds = _split(splits, cfg.split, "task.split", cfg.path)
-    val_ds = _split(splits, cfg.val_split, "task.val_split", cfg.path) if cfg.val_split else None
+    splits = load_splits(cfg)
+    train_ds = split_of(splits, cfg.split, "task.split", cfg.path)
+    val_ds = split_of(splits, cfg.val_split, "task.val_split", cfg.path) if cfg.val_split else None
     rows = _rows(train_ds, cfg, cfg.split, pattern, offset=0)
     val_rows = _rows(val_ds, cfg, cfg.val_split, pattern, offset=len(train_ds)) if val_ds is not None else None
     task = task_from_rows(cfg, rows, source=cfg.path, val_rows=val_rows)

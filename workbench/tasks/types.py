@@ -12,7 +12,7 @@ answers are checked in workbench.tasks.sandbox.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 Checker = Callable[[str, str], bool]
 
@@ -20,7 +20,9 @@ Checker = Callable[[str, str], bool]
 # (a worker died, a pipe broke): it is counted and shown, never scored as a wrong answer.
 # "not_applicable": the reward function that decides pass / fail gave None (TRL's "does not
 # apply", e.g. a gold answer it cannot parse): counted, left out of val/pass_rate; not a pass.
-VERDICTS = ("pass", "fail", "timeout", "error", "sandbox_error", "not_applicable")
+# "env_error": an environment's code failed or hung in the episode (tasks/env): like a sandbox
+# error, its group is dropped and the sample left out of val/pass_rate, counted (env/errors).
+VERDICTS = ("pass", "fail", "timeout", "error", "sandbox_error", "not_applicable", "env_error")
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ class TaskData:
     answer_format: Optional[str] = None
     # reward.functions, imported (workbench.rl.reward_functions.RewardFunction); []: the verdict's +1 / -1
     reward_functions: list = field(default_factory=list)
+    # task.name env: the environment factory (tasks/env/factory.EnvFactory); its episodes are scored, not texts
+    env: Any = None
 
 
 def exact_checker(completion: str, answer: str) -> bool:

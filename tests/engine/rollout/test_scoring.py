@@ -48,6 +48,7 @@ def test_a_sandbox_error_is_never_a_wrong_answer():
     assert chunk_verdict_metrics([P, S, F, P, E]) == {
         "reward/verdict/pass": 2.0, "reward/verdict/fail": 1.0, "reward/verdict/timeout": 0.0,
         "reward/verdict/error": 1.0, "reward/verdict/sandbox_error": 1.0, "reward/verdict/not_applicable": 0.0,
+        "reward/verdict/env_error": 0.0,
     }  # fmt: skip
 
 

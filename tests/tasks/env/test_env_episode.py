@@ -74,11 +74,14 @@ def test_pass_threshold_decides(tok):
     assert ep.reward == 1.0 and ep.passed is False
 
 
-def test_max_turns_cuts_the_episode_but_the_last_calls_still_run(tok):
+def test_max_turns_cuts_the_episode_and_the_last_turns_calls_are_not_run(tok):
+    """As TRL (max_tool_calling_iterations = max_turns - 1): the calls of the last allowed turn are not run."""
     ep, script = run(tok, [call("add", a=47, b=38), call("submit", answer=85), "never"], max_turns=2)
     assert ep.turns == 2 and ep.truncated and len(script.seen) == 2
-    assert ep.reward == 1.0  # submit ran on the last turn; its result was not appended
+    assert ep.reward == 0.0 and ep.tool_calls == 1  # submit was not run
     assert ep.messages[-1]["role"] == "assistant"
+    ep, _ = run(tok, [call("add", a=47, b=38), call("submit", answer=85), "Done."], max_turns=3)
+    assert ep.reward == 1.0 and ep.tool_calls == 2 and not ep.truncated
 
 
 def test_a_turn_cut_by_max_new_tokens_is_truncated_and_its_calls_are_not_run(tok):

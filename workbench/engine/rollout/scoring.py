@@ -4,10 +4,12 @@
     metrics = validation_metrics(task.val, ids, k, verdicts)
     stats = reward_value_stats(verdicts)      # reward.functions' values as sums: a chunk's, summed per step
 
-Verdicts come from `workbench.tasks.base.check_batch` (one per completion, prompt-major). A
-sample whose check hit a sandbox error is never scored as a wrong answer: in training its whole
-group is left out (counted in the chunk's `dropped_groups` and `reward/verdict/sandbox_error`),
-in validation the sample is left out of its prompt's mean (counted in `val/verdict/sandbox_error`).
+Verdicts come from `workbench.tasks.base.check_batch` (one per completion, prompt-major), or, for
+an environment, `tasks/env/scoring.episode_verdicts`. A sample whose check hit a sandbox error (or
+whose episode an environment fault ended: `env_error`) is never scored as a wrong answer: in
+training its whole group is left out (counted in the chunk's `dropped_groups` and
+`reward/verdict/sandbox_error` / `env_error`), in validation the sample is left out of its
+prompt's mean (counted in `val/verdict/...`).
 A verdict's reward is `rl/shaping.reward_for` (+1 / -1), or, with `reward.functions`, the weighted
 sum they gave it (workbench.rl.reward_functions); `passed` is then the pass function's verdict, the one
 validation counts, so a format bonus never moves `val/pass_rate`. A `not_applicable` verdict (the
@@ -38,20 +40,22 @@ from workbench.rl.shaping import reward_for
 from workbench.tasks.base import refuse_broken_sandbox, verdict_counts
 from workbench.tasks.types import VERDICTS, Example, Verdict
 
-# verdicts left out of a validation prompt's pass rate: the sandbox failed, or the pass function does not apply
-UNSCORED = ("sandbox_error", "not_applicable")
+# verdicts left out of a validation prompt's pass rate: the sandbox or the environment failed, or the pass function does not apply
+UNSCORED = ("sandbox_error", "not_applicable", "env_error")
+# verdicts whose group is not trained on: nothing was judged (counted in the chunk's dropped_groups)
+DROPS_GROUP = ("sandbox_error", "env_error")
 
 
 def verdict_groups(
     chunk_id: int, prompt_ids: list[int], n: int, outs: list, verdicts: list[Verdict], texts: Optional[list[str]] = None
 ) -> tuple[list[Group], int]:
-    """(groups, number of groups dropped for a sandbox error) from prompt-major completions;
+    """(groups, number of groups dropped for a sandbox or environment error) from prompt-major completions;
     `texts` (the decoded completions) go into each group's note (runs/samples.group_note)."""
     refuse_broken_sandbox(verdicts, f"chunk {chunk_id}")
     groups, dropped = [], 0
     for gi, pid in enumerate(prompt_ids):
         vs = verdicts[gi * n : (gi + 1) * n]
-        if any(v.verdict == "sandbox_error" for v in vs):
+        if any(v.verdict in DROPS_GROUP for v in vs):
             dropped += 1
             continue
         correct = [v.passed for v in vs]

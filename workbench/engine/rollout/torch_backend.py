@@ -45,13 +45,15 @@ class Generator(RolloutWorker):
         # cast to this model's dtype and moved to its device.
         self.model.load_state_dict(state)
 
-    def _decode(self, prompts: list[list[int]], *, seed: int, budgets: Optional[list[int]], on_step: Any) -> list[Completion]:
+    def _decode(self, prompts: list[list[int]], *, seed: int, budgets: Optional[list[int]], on_step: Any,
+                limits: Optional[list[int]] = None) -> list[Completion]:  # fmt: skip
         gen = torch.Generator(device=self.device).manual_seed(seed)
+        # an episode's turns: the batch decodes to its largest limit; each episode keeps its own (tasks/env/episode.py)
         states = None if budgets is None else [self._interruption.start(b) for b in budgets]
         return sample_batch(
             self.model,
             prompts,
-            max_new_tokens=self.generation.max_new_tokens,
+            max_new_tokens=max(limits) if limits else self.generation.max_new_tokens,
             eos_id=self.eos_id,
             pad_id=self.pad_id,
             temperature=self.generation.temperature,

@@ -88,6 +88,7 @@ class RolloutWorker:
         self, model: ModelConfig, task: TaskConfig, generation: GenerationConfig, *, length_control: LengthControlConfig,
         fp32_head: bool, gpus: float = 0.0, threads: int = 1, rank: int = 0, reward_pool: Any = None,
         reward_functions: Optional[list] = None, validate_with: str = "pass", max_steps: int = 0, prompts_per_step: int = 0,
+        env: Any = None,
     ):  # fmt: skip
         from workbench.rl.reward_functions import load_reward_functions
         from workbench.tasks.base import load_task
@@ -111,6 +112,12 @@ class RolloutWorker:
         self._swaps = 0
         self._prompt_cache: dict[tuple[str, int], list[int]] = {}
         self._prompt_texts: dict[tuple[str, int], str] = {}  # the same prompts decoded, for the kept samples
+        self.env_settings = None  # task.name env: the episodes' budgets (`env`: the run's env: section)
+        if self.task.env is not None:
+            from workbench.config import EnvConfig, env_settings
+
+            self.env_settings = env_settings(env or EnvConfig(), generation.max_new_tokens, task.prompt_key,
+                                             task.system_prompt or "")  # fmt: skip
         self._start(gpus)
         self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id
@@ -119,6 +126,11 @@ class RolloutWorker:
             from workbench.rl.length import ForcedInterruption
 
             self._interruption = ForcedInterruption.from_config(length_control, generation.max_new_tokens, self.tokenizer)
+        self._env = None  # task.name env: its episodes (episodes.py), run with env_settings
+        if self.env_settings is not None:
+            from workbench.engine.rollout.episodes import EnvRollouts
+
+            self._env = EnvRollouts(self.task, self.tokenizer, self.env_settings, self.eos_id)
 
     # -- backend hooks ---------------------------------------------------------------------
     def _start(self, gpus: float) -> None:
@@ -129,9 +141,11 @@ class RolloutWorker:
         """Copy `state` into the policy (cast to the backend's own dtype)."""
         raise NotImplementedError
 
-    def _decode(self, prompts: list[list[int]], *, seed: int, budgets: Optional[list[int]], on_step: Any) -> list[Completion]:
+    def _decode(self, prompts: list[list[int]], *, seed: int, budgets: Optional[list[int]], on_step: Any,
+                limits: Optional[list[int]] = None) -> list[Completion]:  # fmt: skip
         """One completion per prompt; `budgets`: thinking budgets (forced interruption) or None;
-        `on_step()` between decode steps takes a pending push and returns the version in force."""
+        `on_step()` between decode steps takes a pending push and returns the version in force;
+        `limits`: each prompt's most new tokens (an episode's turn), else generation.max_new_tokens."""
         raise NotImplementedError
 
     def _prompts_per_call(self, n_per_prompt: int) -> int:
@@ -141,6 +155,10 @@ class RolloutWorker:
     def _describe(self) -> dict[str, Any]:
         """Backend facts for `ping` and each chunk's meta."""
         return {}
+
+    def _prefix_counts(self) -> tuple[int, int]:
+        """(prompt tokens a prefix cache served, prompt tokens asked for) since the last call; (0, 0) without one."""
+        return 0, 0
 
     def _release(self) -> None:
         """Free the model / engine (and its device memory)."""
@@ -190,7 +208,7 @@ class RolloutWorker:
     def _prompt_text(self, split: str, prompt_id: int) -> str:
         """The prompt as the model saw it (the system turn, the chat template): its ids decoded, for the kept samples."""
         key = (split, prompt_id)
-        if key not in self._prompt_texts:
+        if key not in self._prompt_texts:  # an environment's prompts are noted as its episodes render them (_episodes)
             self._prompt_texts[key] = self.tokenizer.decode(self._prompt_ids(split, prompt_id), skip_special_tokens=False)
         return self._prompt_texts[key]
 
@@ -241,7 +259,10 @@ class RolloutWorker:
         return RewardState(global_step=step, max_steps=self.max_steps, epoch=epoch)
 
     def _texts(self, outs: list[Completion]) -> list[str]:
-        """The completions decoded once: what the checks score and the kept samples show."""
+        """The completions decoded once: what the checks score and the kept samples show (an
+        episode: everything after its prompt, the turns' chat markers kept)."""
+        if self._env is not None:
+            return [self.tokenizer.decode(c.tokens, skip_special_tokens=False) for c in outs]
         return [self.tokenizer.decode(c.tokens[:-1] if c.tokens and c.tokens[-1] == self.eos_id else c.tokens,
                                       skip_special_tokens=True) for c in outs]  # fmt: skip
 
@@ -255,6 +276,41 @@ class RolloutWorker:
         if in_flight:
             self._apply_pending()
         return self._decode(prompts, seed=seed, budgets=budgets, on_step=self._apply_pending if in_flight else None)
+
+    def _scored(self, split: str, prompt_ids: list[int], n: int, seed: int, in_flight: bool) -> tuple[list, list[str], Any, Any]:
+        """(completions, their texts, pending verdicts, env stats or None) of `n` samples per prompt:
+        one decode call, or an environment's episodes (_episodes); checks started at once."""
+        if self._env is not None:
+            return self._episodes(split, prompt_ids, n, seed, in_flight)
+        outs = self._sample(split, prompt_ids, n, seed, in_flight=in_flight)
+        texts = self._texts(outs)
+        return outs, texts, self._submit_checks(split, prompt_ids, n, outs, texts), None
+
+    def _episodes(self, split: str, prompt_ids: list[int], n: int, seed: int, in_flight: bool) -> tuple[list, list[str], Any, Any]:
+        """An environment task's `n` episodes per prompt, their turns decoded together (episodes.py), scored."""
+        from workbench.engine.rollout.episodes import EnvStats
+        from workbench.tasks.env.scoring import episode_verdicts
+
+        rounds = iter(range(1 << 30))
+        on_step = self._apply_pending if in_flight else None
+        if in_flight:
+            self._apply_pending()
+
+        def decode(prompts: list[list[int]], limits: list[int]) -> list[Completion]:
+            return self._decode(prompts, seed=seed + 7919 * next(rounds), budgets=None, on_step=on_step, limits=limits)
+
+        examples = self._examples(split)
+        exs = [examples[p] for p in prompt_ids]
+        outs, episodes = self._env.run(exs, n, decode)
+        for gi, p in enumerate(prompt_ids):  # the prompt as the group's episodes saw it (the tools' schema included)
+            if outs[gi * n].prompt_tokens:
+                self._prompt_texts[(split, p)] = self.tokenizer.decode(outs[gi * n].prompt_tokens, skip_special_tokens=False)
+        verdicts = episode_verdicts(self.task, episodes, [ex for ex in exs for _ in range(n)],
+                                    threshold=self._env.settings.pass_threshold, trainer_state=self._trainer_state(),
+                                    task_verdict=split == "val" and self.validate_with == "task")  # fmt: skip
+        stats = EnvStats.of(episodes)
+        stats.prefix_cached, stats.prefix_prompt = self._prefix_counts()
+        return outs, self._texts(outs), _Ready(verdicts), stats
 
     # -- the calls the coordinator makes -----------------------------------------------------
     @compute_group
@@ -274,18 +330,21 @@ class RolloutWorker:
             swaps0 = self._swaps
             self._apply_pending()
             step = self._prompts_per_call(n_per_prompt)
+            env_stats = None
             for s in range(0, len(prompt_ids), step):
                 part = prompt_ids[s : s + step]
-                done = self._sample("train", part, n_per_prompt, seed + s, in_flight=in_flight)
-                part_texts = self._texts(done)
-                pending.append(self._submit_checks("train", part, n_per_prompt, done, part_texts))  # checked while we decode on
+                done, part_texts, checks, part_env = self._scored("train", part, n_per_prompt, seed + s, in_flight)
+                pending.append(checks)  # checked while we decode on
                 texts += part_texts
                 outs += done
+                env_stats = part_env if env_stats is None else env_stats.merged(part_env)
             swaps = self._swaps - swaps0
         t_wait = time.perf_counter()  # the next chunk may decode from here on
         verdicts = [v for p in pending for v in p.get()]
         wait = time.perf_counter() - t_wait
-        return self._make_chunk(chunk_id, prompt_ids, n_per_prompt, outs, verdicts, t0, swaps, wait, self._describe(), texts)
+        chunk = self._make_chunk(chunk_id, prompt_ids, n_per_prompt, outs, verdicts, t0, swaps, wait, self._describe(), texts)
+        chunk.env = env_stats
+        return chunk
 
     def _make_chunk(
         self, chunk_id: int, prompt_ids: list[int], n_per_prompt: int, outs: list, verdicts: list, t0: float,
@@ -335,10 +394,9 @@ class RolloutWorker:
             step = self._prompts_per_call(k)
             for s in range(0, len(ids), step):
                 batch = ids[s : s + step]
-                outs = self._sample("val", batch, k, seed + s, in_flight=False)
+                outs, part_texts, checks, _ = self._scored("val", batch, k, seed + s, in_flight=False)
                 tokens += sum(len(c.tokens) for c in outs)
-                part_texts = self._texts(outs)
-                pending.append(self._submit_checks("val", batch, k, outs, part_texts))
+                pending.append(checks)
                 texts += part_texts
                 kept += outs[: max(0, keep_samples - len(kept))]
         verdicts = [v for p in pending for v in p.get()]
@@ -360,3 +418,13 @@ class RolloutWorker:
             self._local_sandbox.__exit__(None, None, None)
             self._local_sandbox = None
         self._release()
+
+
+class _Ready:
+    """Verdicts already in hand, with PendingChecks' `get()` (an environment's episodes are scored as they end)."""
+
+    def __init__(self, verdicts: list) -> None:
+        self._verdicts = verdicts
+
+    def get(self) -> list:
+        return self._verdicts

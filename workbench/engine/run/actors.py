@@ -68,7 +68,7 @@ def trainer_parts(cfg: RunConfig) -> dict[str, Any]:
 
 def generator_parts(cfg: RunConfig, *, evaluator: bool = False) -> dict[str, Any]:
     """A generator's keywords, or (`evaluator`) the evaluator's (each adds its rank): the model, the
-    task, `reward.functions` (and train.max_steps, prompts_per_step: their trainer_state), the `generation:` section, the recipe's length control and FP32 head, its GPU share and
+    task, `reward.functions` (and train.max_steps, prompts_per_step: their trainer_state), `env:`, the `generation:` section, the recipe's length control and FP32 head, its GPU share and
     torch threads; a vLLM engine also the run's seed and the memory plan's GPU figures (its KV cache)."""
     r = cfg.resources
     parts: dict[str, Any] = dict(
@@ -76,6 +76,7 @@ def generator_parts(cfg: RunConfig, *, evaluator: bool = False) -> dict[str, Any
         fp32_head=cfg.recipe.fp32_head, gpus=r.evaluator_gpus if evaluator else r.generator_gpus, threads=r.torch_threads,
         reward_functions=cfg.reward.functions, validate_with=cfg.reward.validate_with,
         max_steps=cfg.train.max_steps, prompts_per_step=cfg.train.prompts_per_step,  # the functions' trainer_state
+        env=cfg.env,  # task.name env: the episodes' budgets
     )  # fmt: skip
     if _on_vllm(cfg, evaluator):
         parts.update(seed=cfg.seed, plan=gpu_settings(cfg))

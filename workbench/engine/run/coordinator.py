@@ -87,6 +87,7 @@ class RunCoordinator:
         self.max_steps = cfg.train.max_steps  # the one owner of the target is the config
         self.counters = accounting.Counters()
         self.step = 0
+        self._env_error_said = False  # an environment fault is said once in events.log (env/errors counts them all)
         self.resumed_from: Optional[int] = None
         state = self.checkpoints.latest() if resume else None
         if state is not None:
@@ -265,17 +266,19 @@ class RunCoordinator:
         split = workers.split_sizes(per_step)
         if alg == "pipeline" and self.depth.depth > 0:
             ahead = self.depth.depth  # <= k (lag.py)
-            # the step the trainer is running does not count; one queued behind it does
-            lag_steps = math.ceil(self._in_flight_groups() / per_step) + max(0, len(loop.train_q) - 1)
+            # the step the trainer is running does not count; one queued behind it does. Whole steps
+            # only: groups short of a step (the rest of theirs dropped: a sandbox or environment
+            # error) wait for the next chunk, which must then be sent
+            lag_steps = self._in_flight_groups() // per_step + max(0, len(loop.train_q) - 1)
             while (
                 lag_steps < ahead
-                and math.ceil(self._in_flight_groups() / per_step) < steps_needed
+                and self._in_flight_groups() < steps_needed * per_step
                 and len(loop.gen_refs) < 2 * workers.num_generators
             ):
                 for n in split:
                     self._dispatch(workers, n)
                 lag_steps += 1
-        elif not loop.gen_refs and not loop.groups and not loop.train_q:  # sync, a round, or auto's depth 0
+        elif not loop.gen_refs and len(loop.groups) < per_step and not loop.train_q:  # sync, a round, or auto's depth 0
             for _ in range(min(k, steps_needed) if alg == "ppo-off-policy" else 1):
                 for n in split:
                     self._dispatch(workers, n)
@@ -355,6 +358,10 @@ class RunCoordinator:
         loop.gen_stats["swaps"] += chunk.weight_swaps
         loop.gen_stats["chunks"] += 1
         reward_metrics.add_chunk(loop.gen_stats["rewards"], chunk)
+        env = getattr(chunk, "env", None)
+        if env is not None and env.first_error and not self._env_error_said:  # the first environment fault, said once
+            self._env_error_said = True
+            self.log.event(f"environment error (its episode's group is dropped; env/errors counts them): {env.first_error}")
 
     def _on_trained(self, workers, deadline: float) -> None:
         cfg, loop = self.cfg, self.loop

@@ -74,12 +74,20 @@ def add_chunk(stats: dict[str, Any], chunk: Any) -> None:
     sums = stats.setdefault("reward_values", {})
     for name, s in getattr(chunk, "reward_values", {}).items():
         sums[name] = sums[name].merged(s) if name in sums else s
+    env = getattr(chunk, "env", None)  # an environment's episodes (engine/rollout/episodes.EnvStats)
+    if env is not None:
+        stats["env"] = stats["env"].merged(env) if stats.get("env") is not None else env
 
 
 def step_reward_row(task: Any, batch: Any, stats: dict[str, Any], waited: float) -> dict[str, float]:
     """The reward metrics of one trainer step (`batch`: its PackedGroups; see the module docstring)."""
-    row = {k: v for k, v in stats.items() if k not in ("reward_wait", "reward_values")}
+    row = {k: v for k, v in stats.items() if k not in ("reward_wait", "reward_values", "env")}
     row.update(value_metrics(stats.get("reward_values", {}), "rewards"))
+    if stats.get("env") is not None:  # env/*: the step's generated episodes; train/*_tokens: the trained batch's, by origin
+        row.update(stats["env"].metrics())
+        sampled = int(batch.sampled.sum())
+        row["train/sampled_tokens"] = float(sampled)
+        row["train/env_tokens"] = float(int(batch.t_len.sum()) - sampled)
     row["reward/latency"] = stats.get("reward_wait", 0.0)
     row["time/reward_wait"] = min(max(waited, 0.0), stats.get("reward_wait", 0.0))
     if getattr(task, "parts", None) and batch.num_sequences:

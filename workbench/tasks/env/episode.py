@@ -2,8 +2,13 @@
 
     runner = EpisodeRunner(load_env_factory("workbench.envs.calculator:CalculatorEnv"), tokenizer,
                            EnvSettings(max_turns=4, max_new_tokens=64, max_episode_tokens=1024))
-    ep = runner.run(row, sample)     # sample(token_ids, max_new_tokens) -> (new_ids, logprobs)
+    ep = runner.run(row, sample)     # sample(token_ids, max_new_tokens) -> (new_ids, logprobs[, versions])
     ep.token_ids, ep.mask, ep.logprobs, ep.reward, ep.passed, ep.messages, ep.error
+    eps = runner.run_batch(rows, sample_many)   # many episodes, each turn's requests sampled in one batch
+
+`episode(row)` is the driver itself, a generator: it yields a `SampleRequest` (the ids so far, the
+most new tokens) and is sent what was sampled; `run` and `run_batch` drive it. The generators use
+`run_batch`, so that the episodes' next turns are decoded together (a batch per turn, not per episode).
 
 An episode is one token sequence: the prompt (rendered once), then each sampled turn exactly as
 `sample` returned it, then each environment message as ONLY the suffix the chat template renders
@@ -14,8 +19,9 @@ prompt and the environment's; the logprobs are the generator's, None elsewhere.
 Budgets: `max_turns` sampled turns; `max_new_tokens` per turn; `max_episode_tokens` for the whole
 context, prompt included. A turn that stops without its end-of-turn token (its calls are not run),
 an environment message that would not fit, a turn left without room, or a conversation still going
-after `max_turns` (the last turn's tool calls do run, for their effect on get_reward, but nobody
-reads their results): the episode ends `truncated`.
+after `max_turns` (the last turn's tool calls are not run, as in TRL, whose
+max_tool_calling_iterations = k allows max_turns = k + 1): the episode ends `truncated`.
+`get_reward()` returning None means it does not apply (TRL's NaN): no reward, no pass or fail.
 
 Faults: an exception or a hang (`timeout_s`) in the factory, `reset`, `step`, `get_reward`, or a
 tool's hang (and, with `tool_exceptions="drop"`, a tool's exception) ends the episode with `error`
@@ -29,7 +35,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Optional, Sequence
+from typing import Any, Callable, Generator, Literal, Optional, Sequence
 
 from workbench.errors import UserError, one_line
 from workbench.tasks.env.deadline import EnvFault, call_with_deadline
@@ -39,7 +45,19 @@ from workbench.tasks.env.render import (
 )  # fmt: skip
 from workbench.tasks.env.tools import ToolResult, parse_reply, run_tool
 
-Sample = Callable[[list[int], int], tuple[Sequence[int], Sequence[float]]]
+Sampled = tuple  # (new ids, their log-probs) or (new ids, log-probs, the policy version of each)
+Sample = Callable[[list[int], int], Sampled]
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    """What an episode asks the generator for: continue `ids` by at most `max_new_tokens`."""
+
+    ids: list[int]
+    max_new_tokens: int
+
+
+SampleMany = Callable[[list[SampleRequest]], list[Sampled]]
 
 
 @dataclass(frozen=True)
@@ -60,6 +78,8 @@ class EnvSettings:
     """A tool that raises: its error goes back to the model (TRL) or the episode is errored."""
     prompt_key: str = "prompt"
     """The row's column holding the prompt (text or messages); absent: an empty user turn, as in TRL."""
+    system_prompt: str = ""
+    """task.system_prompt: the system turn where the row's prompt has none (the tools' text follows it)."""
 
     def __post_init__(self) -> None:
         for name in ("max_turns", "max_new_tokens", "max_episode_tokens"):
@@ -76,20 +96,27 @@ class EpisodeTokens:
     ids: list[int] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
     logprobs: list[Optional[float]] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    """The policy version that sampled each token; context tokens carry the last sampled token's (0 before any)."""
 
     def add_context(self, ids: Sequence[int]) -> None:
         """Prompt or environment tokens: context, never trained."""
         self.ids.extend(int(i) for i in ids)
         self.mask.extend([0] * len(ids))
         self.logprobs.extend([None] * len(ids))
+        self.versions.extend([self.versions[-1] if self.versions else 0] * len(ids))
 
-    def add_sampled(self, ids: Sequence[int], logprobs: Sequence[float]) -> None:
-        """Tokens the policy sampled, as sampled, with one log-prob each."""
+    def add_sampled(self, ids: Sequence[int], logprobs: Sequence[float], versions: Optional[Sequence[int]] = None) -> None:
+        """Tokens the policy sampled, as sampled, with one log-prob (and policy version) each."""
         if len(logprobs) != len(ids):
             raise ValueError(f"sample returned {len(ids)} token ids but {len(logprobs)} log-probs")
+        if versions is not None and len(versions) != len(ids):
+            raise ValueError(f"sample returned {len(ids)} token ids but {len(versions)} versions")
+        last = self.versions[-1] if self.versions else 0
         self.ids.extend(int(i) for i in ids)
         self.mask.extend([1] * len(ids))
         self.logprobs.extend(float(x) for x in logprobs)
+        self.versions.extend(int(v) for v in versions) if versions is not None else self.versions.extend([last] * len(ids))
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -109,6 +136,8 @@ class Episode:
     """Tokens of the prompt (the tools' schema included): token_ids[:prompt_len]."""
     messages: list[dict]
     """The conversation: the prompt's messages, each assistant turn, each tool or environment message."""
+    versions: list[int] = field(default_factory=list)
+    """The policy version of each token (sampled tokens: the one that sampled it; see EpisodeTokens)."""
     turns: int = 0
     """Assistant turns sampled."""
     tool_calls: int = 0
@@ -120,11 +149,13 @@ class Episode:
     truncated: bool = False
     """A budget cut the episode (max_new_tokens in a turn, max_episode_tokens, max_turns)."""
     reward: Optional[float] = None
-    """get_reward(), or the sum of step's rewards; None for a tool environment without get_reward."""
+    """get_reward(), or the sum of step's rewards; None for a tool environment without get_reward, or get_reward gave None."""
     passed: Optional[bool] = None
     """reward > pass_threshold; None when there is no environment reward."""
     error: Optional[str] = None
     """The first environment fault (one line); set: the engine drops the episode's group."""
+    instance: Any = field(default=None, repr=False, compare=False)
+    """The environment instance that ran the episode (reward functions get it as `environments`)."""
 
     @property
     def sampled_tokens(self) -> int:
@@ -174,33 +205,64 @@ class EpisodeRunner:
 
     def run(self, row: dict, sample: Sample) -> Episode:
         """One episode from a dataset row (every column reaches reset(**row), as in TRL)."""
+        return self.run_batch([row], lambda reqs: [sample(r.ids, r.max_new_tokens) for r in reqs])[0]
+
+    def run_batch(self, rows: Sequence[dict], sample_many: SampleMany) -> list[Episode]:
+        """One episode per row, their turns interleaved: every round, each live episode's next
+        request goes to `sample_many` in one list (one decode batch), in row order."""
+        drivers = [self.episode(row) for row in rows]
+        done: list[Optional[Episode]] = [None] * len(rows)
+        waiting: dict[int, SampleRequest] = {}
+        for i, d in enumerate(drivers):
+            self._advance(i, d, None, waiting, done)
+        while waiting:
+            order = sorted(waiting)
+            got = sample_many([waiting.pop(i) for i in order])
+            if len(got) != len(order):
+                raise ValueError(f"sample_many returned {len(got)} results for {len(order)} requests")
+            for i, out in zip(order, got):
+                self._advance(i, drivers[i], out, waiting, done)
+        return done  # type: ignore[return-value]
+
+    @staticmethod
+    def _advance(i: int, driver: Generator, sent: Any, waiting: dict, done: list) -> None:
+        try:
+            waiting[i] = driver.send(sent) if sent is not None else next(driver)
+        except StopIteration as stop:
+            done[i] = stop.value
+
+    def episode(self, row: dict) -> Generator[SampleRequest, Sampled, Episode]:
+        """The episode of `row` as a generator: yields requests, is sent what was sampled, returns the Episode."""
         name = self.env.name
         ep = Episode(token_ids=[], mask=[], logprobs=[], prompt_len=0, messages=[])
         tokens = EpisodeTokens()
         step_rewards: list[float] = []
         try:
-            instance = self._call(self.env.new, f"{name}()")
+            instance = ep.instance = self._call(self.env.new, f"{name}()")
             observation = self._call(instance.reset, f"{name}.reset", **row)
             if observation is not None and not isinstance(observation, str):
                 raise EnvFault(f"{name}.reset returned {type(observation).__name__}, not a string or None")
             if self.env.kind == "turns" and observation is None:
                 raise EnvFault(f"{name}.reset returned None: a turn-based environment's reset returns its first observation")
-            ep.messages = prompt_messages(row.get(self.settings.prompt_key), observation, self.schemas, self.format)
+            ep.messages = prompt_messages(row.get(self.settings.prompt_key), observation, self.schemas, self.format,
+                                          self.settings.system_prompt)  # fmt: skip
             tokens.add_context(prompt_ids(self.tokenizer, ep.messages, self.schemas, self.format))
             ep.prompt_len = len(tokens)
-            self._turns(instance, sample, tokens, ep, step_rewards)
-            if self.env.has_reward:
-                ep.reward = _number(self._call(instance.get_reward, f"{name}.get_reward"), f"{name}.get_reward")
+            yield from self._turns(instance, tokens, ep, step_rewards)
+            if self.env.has_reward:  # None: does not apply (TRL's NaN), the episode neither passes nor fails
+                got = self._call(instance.get_reward, f"{name}.get_reward")
+                ep.reward = None if got is None else _number(got, f"{name}.get_reward")
             elif self.env.kind == "turns":
                 ep.reward = float(sum(step_rewards))
         except EnvFault as e:
             ep.error = str(e)
-        ep.token_ids, ep.mask, ep.logprobs = tokens.ids, tokens.mask, tokens.logprobs
+        ep.token_ids, ep.mask, ep.logprobs, ep.versions = tokens.ids, tokens.mask, tokens.logprobs, tokens.versions
         if ep.reward is not None and ep.error is None:
             ep.passed = ep.reward > self.settings.pass_threshold
         return ep
 
-    def _turns(self, instance: Any, sample: Sample, tokens: EpisodeTokens, ep: Episode, step_rewards: list[float]) -> None:
+    def _turns(self, instance: Any, tokens: EpisodeTokens, ep: Episode,
+               step_rewards: list[float]) -> Generator[SampleRequest, Sampled, None]:  # fmt: skip
         s = self.settings
         tools = self.env.bound_tools(instance)
         for turn in range(s.max_turns):
@@ -208,9 +270,10 @@ class EpisodeRunner:
             if room <= 0:
                 ep.truncated = True
                 return
-            new_ids, logprobs = sample(list(tokens.ids), room)
-            new_ids = [int(i) for i in new_ids][:room]
-            tokens.add_sampled(new_ids, list(logprobs)[: len(new_ids)])
+            out = yield SampleRequest(list(tokens.ids), room)
+            new_ids = [int(i) for i in out[0]][:room]
+            versions = list(out[2])[: len(new_ids)] if len(out) > 2 else None
+            tokens.add_sampled(new_ids, list(out[1])[: len(new_ids)], versions)
             ep.turns += 1
             finished = bool(new_ids) and new_ids[-1] in self.stop_ids
             # decoded to be read, never encoded again
@@ -230,10 +293,9 @@ class EpisodeRunner:
                 if not parsed.calls:
                     ep.truncated = not finished
                     return
-                if not finished:  # calls in a turn cut by max_new_tokens are not run
+                if not finished or last_turn:  # calls in a cut turn, or in the last turn (as TRL), are not run
                     ep.truncated = True
                     return
-                # the last turn's calls run too (their effects count for get_reward); no turn is left to read them
                 results = [run_tool(tools, c, timeout_s=s.timeout_s, tool_exceptions=s.tool_exceptions)
                            for c in parsed.calls]
                 ep.tool_calls += len(results)

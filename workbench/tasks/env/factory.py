@@ -5,7 +5,9 @@
     instance = env.new()                        # one instance per rollout
     tools = env.bound_tools(instance)           # {"add": instance.add, ...}
 
-Two shapes are accepted, told apart by whether the class defines `step`:
+Two shapes are accepted, told apart by `step`: a class whose `step` is a turn's (no tool description,
+or an (observation, reward, done) return) is turn-based; a `step` written as a tool is a tool, as TRL,
+which reserves only reset and get_reward, has it:
 
 - **tools** (TRL's `environment_factory`): `reset(**row) -> None | str`; every public method other
   than `reset` and `get_reward` is a tool, described by its type hints and Google-style docstring
@@ -84,12 +86,26 @@ def inspect_env(factory: Callable[[], Any], *, what: str = "task.env", spec: str
     members = dict(inspect.getmembers(cls, predicate=inspect.isfunction))
     if "reset" not in members:
         raise UserError(f"{what}: {spec!r} ({cls.__name__}) has no reset method: an environment needs reset(**row)")
-    if "step" in members:
+    if "step" in members and not _step_is_a_tool(members["step"]):
         return EnvFactory(spec=spec, factory=factory, cls=cls, kind="turns", has_reward="get_reward" in members)
-    names = tuple(n for n in members if n not in RESERVED and not n.startswith("_"))
+    names = tuple(n for n in members if n not in ("reset", "get_reward") and not n.startswith("_"))
     schemas = tuple(tool_schema(members[n], what=f"{what}: {spec!r}: tool {cls.__name__}.{n}") for n in names)
     return EnvFactory(spec=spec, factory=factory, cls=cls, kind="tools", tool_names=names, schemas=schemas,
                       has_reward="get_reward" in members)  # fmt: skip
+
+
+def _step_is_a_tool(step: Callable[..., Any]) -> bool:
+    """Whether a class's `step` is a tool (TRL reserves only reset and get_reward: its echo example's one
+    tool is `step(message: str)`): described as tools are (type hints, an Args docstring) and returning
+    no (observation, reward, done) tuple. Otherwise the class is turn-based."""
+    ret = inspect.signature(step).return_annotation
+    if ret is not inspect.Signature.empty and ("tuple" in str(ret).lower()):
+        return False
+    try:
+        tool_schema(step, what="step")
+    except UserError:
+        return False
+    return True
 
 
 def tool_schema(fn: Callable[..., Any], *, what: str) -> dict:

@@ -104,10 +104,12 @@ def tools_system_text(schemas: Sequence[dict]) -> str:
     return TOOLS_SYSTEM.format(tools="\n".join(json.dumps(s) for s in schemas))
 
 
-def prompt_messages(prompt: Any, observation: Optional[str], schemas: Sequence[dict], fmt: TemplateFormat) -> list[dict]:
+def prompt_messages(prompt: Any, observation: Optional[str], schemas: Sequence[dict], fmt: TemplateFormat,
+                    system_prompt: str = "") -> list[dict]:  # fmt: skip
     """The conversation the episode starts from: the row's prompt (text, or a list of messages), with
-    reset()'s text appended to the last message's content (as TRL does), and, where the template does
-    not render tools, the tools' text in the system turn (after the row's own system text)."""
+    reset()'s text appended to the last message's content (as TRL does), `system_prompt`
+    (task.system_prompt) as the system turn where the prompt has none, and, where the template does
+    not render tools, the tools' text in the system turn (after the system turn's own text)."""
     if prompt is None:
         messages = [{"role": "user", "content": ""}]
     elif isinstance(prompt, str):
@@ -118,6 +120,8 @@ def prompt_messages(prompt: Any, observation: Optional[str], schemas: Sequence[d
             messages = [{"role": "user", "content": ""}]
     if observation is not None:
         messages[-1] = {**messages[-1], "content": messages[-1]["content"] + observation}
+    if system_prompt and messages[0]["role"] != "system":
+        messages.insert(0, {"role": "system", "content": system_prompt})
     if schemas and not fmt.renders_tools:
         text = tools_system_text(schemas)
         if messages[0]["role"] == "system":

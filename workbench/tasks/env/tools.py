@@ -8,9 +8,11 @@ The format is the one the Qwen family is trained on (and the one the system turn
 whose template has no tools): `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, several per
 turn allowed. Nothing the model writes raises: a call that is not JSON, names no tool, names an
 unknown tool, or has wrong arguments becomes a ToolCall with `error` set, and running it returns that
-error as the tool's result, as TRL returns `{"error": ...}`, so the model reads it next turn. A tool
-that raises returns its error the same way (`tool_exceptions="reply"`, TRL's behaviour) or faults
-the episode (`"drop"`). A tool that hangs past `timeout_s` always faults the episode (EnvHang).
+error as the tool's result, so the model reads it next turn. TRL does so for an unknown tool, and for
+arguments the call rejects (`{"error": ...}`); a call it cannot parse ends its episode as plain text
+instead, and it passes wrong types to the tool unchecked. A tool that raises returns its error the
+same way (`tool_exceptions="reply"`, TRL's behaviour) or faults the episode (`"drop"`). A tool that
+hangs past `timeout_s` always faults the episode (EnvHang).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ from workbench.config import GenerationConfig
 from workbench.engine.model.sampling import Completion
 from workbench.engine.plan.memory import Settings
 from workbench.engine.rollout.vllm.adapter import VllmAdapter
-from workbench.engine.rollout.vllm.decode import BatchEngine, StepEngine, decode
+from workbench.engine.rollout.vllm.decode import BatchEngine, PrefixCounter, StepEngine, decode
 from workbench.engine.rollout.vllm.extension import EXTENSION, to_flat
 from workbench.engine.rollout.worker import RolloutWorker
 from workbench.engine.weights import Weights
@@ -60,9 +60,10 @@ _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: 
 # --- engine construction
 def build_engine_kwargs(
     g: GenerationConfig, model_dir: str, engine_fields: Iterable[str], *, dtype: str, seed: int,
-    max_model_len: Optional[int] = None, enforce_eager: bool = False, vllm_version: str = "",
+    max_model_len: Optional[int] = None, enforce_eager: bool = False, vllm_version: str = "", prefix_caching: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
-    """Keyword arguments for `vllm.LLM`, restricted to what the installed version accepts."""
+    """Keyword arguments for `vllm.LLM`, restricted to what the installed version accepts. `prefix_caching`:
+    an environment's episodes, whose next turn continues its own earlier ids (see the module docstring)."""
     fields = set(engine_fields)
     # "processed_logprobs" includes temperature only since vLLM 0.10.2 (PR #22387).
     processed = "logprobs_mode" in fields and _version_at_least(vllm_version, "0.10.2")
@@ -88,7 +89,8 @@ def build_engine_kwargs(
     if g.vllm_tensor_parallel_size > 1:
         kw["distributed_executor_backend"] = "mp"  # workers as child processes of this actor
     optional = {
-        "enable_prefix_caching": False,  # a cached prefix would carry KV from older weights into new requests
+        # a cached prefix would carry KV from older weights into new requests; an episode's next turn needs it
+        "enable_prefix_caching": bool(prefix_caching),
         "async_scheduling": False,  # outputs must belong to the step that produced them (per-token versions)
         "generation_config": "vllm",  # ignore the checkpoint's sampling defaults (top_k/top_p) and extra stop ids
         "max_num_seqs": max(1, g.max_batch_sequences),
@@ -157,7 +159,7 @@ class VllmGenerator(RolloutWorker):
         seed = (self.seed + 1000 * self.rank) % (2**31 - 1)  # the evaluator is rank -1; vLLM seeds numpy (needs >= 0)
         kwargs = build_engine_kwargs(g, str(model_dir), fields, dtype=dtype, seed=seed, max_model_len=self._needed_model_len(),
                                      enforce_eager=self.enforce_eager or g.vllm_enforce_eager,
-                                     vllm_version=self.vllm_version)  # fmt: skip
+                                     vllm_version=self.vllm_version, prefix_caching=self.env_settings is not None)  # fmt: skip
         kv = None
         if self.device == "cuda":  # the plan's KV cache: the fp32 head inside vLLM's budget, no profiling beside a neighbour
             from workbench.engine.plan.build import vllm_kv_cache_bytes
@@ -184,6 +186,7 @@ class VllmGenerator(RolloutWorker):
         self._top_k_off = SamplingParams().top_k  # -1 or 0 depending on the version: no truncation
         self._make_prompt = lambda ids: TokensPrompt(prompt_token_ids=ids)
         self._calls = 0
+        self._cached = PrefixCounter()  # prompt tokens the prefix cache served (an environment's turns)
         self.engine_mode = "step" if self._probe_step_api() else "batch"
         log.info("vLLM %s generator %d: engine_mode=%s fp32_head=%s logprobs=%s dtype=%s", self.vllm_version,
                  self.rank, self.engine_mode, self.fp32_head_mode, self.logprobs_mode, dtype)  # fmt: skip
@@ -222,7 +225,9 @@ class VllmGenerator(RolloutWorker):
 
     def _needed_model_len(self) -> int:
         """Longest task prompt (as the generator encodes it) + max_new_tokens: keeps the KV-cache
-        requirement to what runs need."""
+        requirement to what runs need. An environment's episode: env.max_episode_tokens."""
+        if self.env_settings is not None:
+            return self.env_settings.max_episode_tokens + 1
         longest = max(
             len(self._prompt_ids(split, i)) for split in ("train", "val") for i in range(len(self._examples(split)))
         )
@@ -231,7 +236,8 @@ class VllmGenerator(RolloutWorker):
     def _probe_step_api(self) -> bool:
         try:
             engine = self._engines()
-            out = decode(engine, [self._prompt_ids("train", 0)], make_params=lambda m, i, p: self._params(1),
+            probe = self.tokenizer.encode("probe") or [int(self.tokenizer.eos_token_id)]
+            out = decode(engine, [probe], make_params=lambda m, i, p: self._params(1),
                          max_new_tokens=1, max_model_len=self.max_model_len, id_prefix="probe")  # fmt: skip
             return len(out[0].tokens) == 1
         except Exception as e:  # noqa: BLE001 - any failure of the internal API: use LLM.generate
@@ -262,9 +268,20 @@ class VllmGenerator(RolloutWorker):
         self._engine_thread()
         if self.adapter is not None:  # model.lora: the adapter alone, through its folder (adapter.py)
             self.adapter.load(self.llm.llm_engine, state)
+            self._forget_prefixes()
             return
         # One buffer + layout: a dict of views would pickle the whole buffer once per tensor (TP > 1).
         self.llm.collective_rpc("workbench_load_weights", args=(to_flat(state),))
+        self._forget_prefixes()
+
+    def _forget_prefixes(self) -> None:
+        """With prefix caching (an environment), new weights drop the cached prefixes, unless requests
+        are running (an in-flight update: they, and their next turns, keep their KV, as PipelineRL does)."""
+        if self.env_settings is not None and not self.llm.llm_engine.has_unfinished_requests():
+            self.llm.reset_prefix_cache()
+
+    def _prefix_counts(self) -> tuple[int, int]:
+        return self._cached.take()
 
     def _prompts_per_call(self, n_per_prompt: int) -> int:
         return 1 << 30  # one engine run per call: vLLM batches (max_num_seqs) and schedules itself
@@ -274,15 +291,18 @@ class VllmGenerator(RolloutWorker):
         return {"backend": "vllm", "vllm_version": self.vllm_version, "engine_mode": self.engine_mode,
                 "fp32_head": self.fp32_head_mode, **lora}
 
-    def _decode(self, prompts: list[list[int]], *, seed: int, budgets: Optional[list[int]], on_step: Any) -> list[Completion]:
+    def _decode(self, prompts: list[list[int]], *, seed: int, budgets: Optional[list[int]], on_step: Any,
+                limits: Optional[list[int]] = None) -> list[Completion]:  # fmt: skip
         self._calls += 1
         self._engine_thread()
         engine = self._engines(batch=self.engine_mode != "step")
-        return decode(
+        outs = decode(
             engine, prompts, make_params=lambda m, i, part: self._params(m),
             max_new_tokens=self.generation.max_new_tokens, max_model_len=self.max_model_len, budgets=budgets,
             interruption=self._interruption, on_step=on_step, version=self.version, id_prefix=f"c{self._calls}s",
+            limits=limits, cached=self._cached,
         )  # fmt: skip
+        return outs
 
     def _release(self) -> None:
         self.llm = None

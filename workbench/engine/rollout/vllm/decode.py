@@ -105,16 +105,42 @@ class _Seq:
     seen: int = 0  # tokens of the current request already recorded
 
 
+@dataclass
+class PrefixCounter:
+    """Prompt tokens served from vLLM's prefix cache against those asked for (an environment's next turns
+    reuse their episode's earlier KV): the `gen/prefix_cache_hit` figure."""
+
+    cached: int = 0
+    prompt: int = 0
+    unknown: int = 0  # requests whose output said nothing (an older vLLM)
+
+    def add(self, cached: Optional[int], prompt: int) -> None:
+        self.prompt += prompt
+        if cached is None:
+            self.unknown += 1
+        else:
+            self.cached += int(cached)
+
+    def take(self) -> tuple[int, int]:
+        """(cached, prompt) since the last take."""
+        out = (self.cached, self.prompt)
+        self.cached = self.prompt = self.unknown = 0
+        return out
+
+
 def decode(
     engine: Any, prompts: list[list[int]], *, make_params: Callable[[int, int, int], Any], max_new_tokens: int,
     max_model_len: int, budgets: Optional[list[int]] = None, interruption: Any = None,
     on_step: Optional[Callable[[], int]] = None, version: int = 0, id_prefix: str = "wb",
+    limits: Optional[list[int]] = None, cached: Optional["PrefixCounter"] = None,
 ) -> list[Completion]:  # fmt: skip
     """Generate one completion per prompt through `engine` (StepEngine / BatchEngine interface).
 
     make_params(max_tokens, index, part) -> SamplingParams; part 0 = first request of sequence
     `index`, 1 = its continuation after the thinking budget. `on_step()` runs before every step
     (it may load new weights) and returns the version that the step's tokens are credited to.
+    `limits`: each prompt's own most new tokens (an episode's turn). `cached`: adds up the prompt
+    tokens the engine's prefix cache served (RequestOutput.num_cached_tokens) and those it was asked for.
     """
     seqs = [_Seq(list(p), Completion(prompt_tokens=list(p)), None if budgets is None else int(budgets[i])) for i, p in enumerate(prompts)]
     by_id: dict[str, int] = {}
@@ -131,6 +157,8 @@ def decode(
         if len(s.prompt) >= max_model_len:
             raise UserError(f"a prompt has {len(s.prompt)} tokens; the vLLM engine's max_model_len is {max_model_len}")
         first = max_new_tokens if s.budget is None else min(s.budget, max_new_tokens)
+        if limits is not None:
+            first = min(first, int(limits[i]))
         submit(i, s.prompt, min(first, max_model_len - len(s.prompt)), 0)
 
     while engine.has_unfinished():
@@ -150,6 +178,8 @@ def decode(
             if not out.finished:
                 continue
             running.discard(rid)
+            if cached is not None:
+                cached.add(getattr(out, "num_cached_tokens", None), len(getattr(out, "prompt_token_ids", None) or ()))
             reason = res.finish_reason
             if reason == "stop":
                 c.finished = True

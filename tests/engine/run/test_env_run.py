@@ -1,0 +1,54 @@
+"""An environment trained end to end: a real Ray local cluster, a tiny Qwen2-shaped model with its BPE
+tokenizer, a turn-based guessing game whose reset fails for a third of its rows. The run finishes its
+steps; each step logs env/* and train/sampled_tokens / train/env_tokens; the failing rows' groups are
+dropped and counted (reward/dropped_groups, env/errors) and the first fault is said once in events.log;
+the kept samples hold whole conversations (the game's replies between the model's turns)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from workbench.engine.run.launch import run_to_end
+from workbench.runs.samples import read_samples
+from workbench.tracking.sink import read_jsonl
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _fixtures_importable(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "helpers"))
+
+
+def test_a_flaky_game_trains_and_its_faults_are_counted(ray_cluster, tiny_config, tmp_path):
+    from tests.helpers.tiny_hf import build_tiny_hf
+
+    rows = tmp_path / "games.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": "", "target": 1 + i % 4, "n": i}) + "\n" for i in range(40)))
+    model = build_tiny_hf(tmp_path / "m", "qwen2", corpus=["Let's play a game. Guess it: reply with one number.",
+                                                           "Higher. Lower. 1 2 3 4"], max_positions=1024)  # fmt: skip
+    cfg = tiny_config({"model": {"path": str(model)},
+                       "task": {"name": "env", "env": "env_fixtures:SometimesRaises", "path": str(rows), "num_val": 8},
+                       "env": {"max_turns": 2, "max_episode_tokens": 600}, "generation.max_new_tokens": 6,
+                       "train.max_steps": 3, "eval.every_steps": 3, "eval.num_prompts": 8}, name="envrun")  # fmt: skip
+    summary = run_to_end(cfg, resume=False, timeout=600)
+    assert summary["status"] == "finished" and summary["steps"] == 3
+    out = Path(cfg.out_dir)
+    train = [r for r in read_jsonl(out / "metrics.jsonl") if "train/reward_mean" in r]
+    assert len(train) == 3
+    for r in train:
+        assert 0.0 < r["env/turns_mean"] <= 2.0 and r["env/tool_calls_mean"] == 0.0  # an errored episode has no turn
+        assert r["train/sampled_tokens"] > 0 and r["train/env_tokens"] >= 0
+        assert r["env/episode_tokens_mean"] > 0
+    assert sum(r["env/errors"] for r in train) > 0 and sum(r["reward/dropped_groups"] for r in train) > 0
+    assert sum(r["reward/verdict/env_error"] for r in train) == sum(r["env/errors"] for r in train)
+    events = (out / "events.log").read_text()
+    assert events.count("environment error") == 1 and "simulator unreachable" in events
+    kept = read_samples(out, kind="train")
+    assert len(kept), "no samples kept"
+    assert kept["prompt"].str.contains("I am thinking of a whole number").all()  # reset's text: the user turn
+    two_turns = kept[kept["completion"].str.contains("guesses left")]  # the game's reply between the model's turns
+    assert len(two_turns) and two_turns["completion"].str.contains("<|im_start|>user", regex=False).all()
