@@ -8,7 +8,9 @@
   checkpoint at each evaluation step, and the training wall time at each step with the checkpoint
   saves taken out. The bench runs it in a child process, `python benchmarks/vs_trl.py SPEC.json
   RESULT.json`, so that a crash (vLLM colocated on a CPU) costs that side only; the result holds
-  `{"seconds": {step: s}, "checkpoints": {step: folder}, "error": null | "one line"}`.
+  `{"seconds": {step: s}, "checkpoints": {step: folder}, "saves_s": s, "error": null | "one line"}`:
+  `seconds` is TRL's training clock (from `on_train_begin`, the saves taken out: the bench takes the
+  workbench's out too), `saves_s` the seconds taken out.
 
 Imports of trl stay inside `train_trl`: the Ray workers that import `sum_correct` never load it.
 """
@@ -58,7 +60,7 @@ def trl_config(spec: dict) -> Any:
 def step_clock() -> Any:
     """A TrainerCallback that keeps the training wall time at each optimizer step, less the
     checkpoint saves: they stop TRL's training only because the bench scores TRL from them (the
-    workbench's evaluations run beside its training, and any slowdown they cause stays in its clock)."""
+    bench takes the workbench's saves out of its clock too, and scores both after their runs)."""
     from transformers import TrainerCallback
 
     class StepClock(TrainerCallback):
@@ -93,7 +95,7 @@ def train_trl(spec: dict) -> dict:
     trainer.train()
     out = Path(spec["out"])
     checkpoints = {int(p.name.split("-")[1]): str(p) for p in out.glob("checkpoint-*") if (p / "config.json").is_file()}
-    return {"seconds": clock.seconds, "checkpoints": checkpoints, "error": None}
+    return {"seconds": clock.seconds, "checkpoints": checkpoints, "saves_s": clock.saving, "error": None}
 
 
 def where_in_trl(e: BaseException) -> str:
@@ -112,7 +114,7 @@ def main(argv: list[str]) -> int:
         result = train_trl(spec)
     except Exception as e:  # noqa: BLE001 - any failure (vLLM on a CPU) is that side's one line, not the bench's end
         traceback.print_exc()
-        result = {"seconds": {}, "checkpoints": {}, "error": f"{type(e).__name__}: {one_line(e)[:300]}{where_in_trl(e)}"}
+        result = {"seconds": {}, "checkpoints": {}, "saves_s": 0.0, "error": f"{type(e).__name__}: {one_line(e)[:300]}{where_in_trl(e)}"}
     Path(result_path).write_text(json.dumps(result))
     return 0
 
