@@ -217,3 +217,40 @@ def test_samples_tab_group_view_side_by_side_and_health_banner_in_jupyterlab(lab
     assert not any("Traceback" in e for e in errors), errors
     for name in ("health", "samples", "group", "side-by-side"):
         assert (ARTIFACTS / f"dashboard-{name}.png").stat().st_size > 5_000
+
+
+def test_an_environments_samples_show_as_conversations_in_jupyterlab(lab):
+    """A tool environment's kept samples in the Samples tab's group view: each episode turn by turn, the
+    model's tool calls, the tools' results and its final answer, labelled by who wrote them."""
+    import nbformat
+    from playwright.sync_api import sync_playwright
+
+    from tests.helpers.samples_folder import write_env_samples_run
+
+    base, token, tmp = lab
+    run = write_env_samples_run(tmp / "env-run")
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "workbench", "display_name": "workbench", "language": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell("from workbench.runs.view import RunView\nfrom workbench.widgets.dashboard import Dashboard\n"
+                                          f"d = Dashboard(RunView.open({str(run)!r}))\nd.open_samples(1, 'train')\nd")]  # fmt: skip
+    nbformat.write(nb, tmp / "lab" / "env-viewer.ipynb")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            run_all(page, f"{base}/lab/workspaces/envviewer/tree/env-viewer.ipynb?reset&token={token}")
+            samples = page.locator(".workbench-samples")
+            page.wait_for_selector(".workbench-samples tr.wb-sample", timeout=120_000)
+            table_text = samples.inner_text()
+            samples.locator("button", has_text="Group view").click()
+            group = page.locator(".workbench-samples .wb-group")
+            group.wait_for(timeout=30_000)
+            for d in group.locator("details.wb-fold summary").all():  # open every folded card
+                d.click()
+            group_text = group.inner_text()
+            page.locator(".workbench-dashboard").screenshot(path=str(ARTIFACTS / "dashboard-conversation.png"))
+        finally:
+            browser.close()
+    assert "── assistant ──" in table_text and "<raw episode text>" not in table_text
+    for shown in ('"name": "add"', "── tool ──", "85", "Submitted 85.", "The answer is 85."):
+        assert shown in group_text, shown
+    assert group_text.count("── assistant ──") == 4  # three turns of the first episode, one of the second

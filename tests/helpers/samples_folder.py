@@ -78,3 +78,28 @@ def write_samples_run(folder: Path) -> Path:
     assert [f.rule for f in flags] == ["entropy"], flags
     (folder / "summary.json").write_text(json.dumps({"status": "finished", "steps": LAST, "health": [f.as_dict() for f in flags]}))
     return folder
+
+
+TOOL_TURNS = [{"role": "assistant", "text": '<tool_call>\n{"name": "add", "arguments": {"a": 47, "b": 38}}\n</tool_call>'},
+              {"role": "tool", "text": "85"},
+              {"role": "assistant", "text": '<tool_call>\n{"name": "submit", "arguments": {"answer": 85}}\n</tool_call>'},
+              {"role": "tool", "text": "Submitted 85."},
+              {"role": "assistant", "text": "The answer is 85."}]  # fmt: skip
+
+
+def write_env_samples_run(folder: Path) -> Path:
+    """A finished run of a tool environment whose kept samples are conversations (their `turns` column,
+    as engine/rollout/episodes.episode_turns writes it): step 1, one group of two episodes, one
+    that used the tools and passed, one that answered without them and failed."""
+    write_run(folder, 2, every=1)
+    w = SampleWriter(folder, SamplesConfig())
+    recs = []
+    for j, (turns, passed) in enumerate(((TOOL_TURNS, True), (TOOL_TURNS[-1:], False))):
+        rec = _rec(0, 7, "", "<raw episode text>", passed, 1.0 if passed else 0.0, 0.5 if passed else -0.5, 0,
+                   trained=True, loss_weight=0.5)  # fmt: skip
+        rec["prompt"] = "Ann has 47 apples and buys 38 more. How many apples does she have now?"
+        rec["turns"] = json.dumps(turns)
+        recs.append(rec)
+    w.write(1, "train", recs, trained_version=1)
+    (folder / "summary.json").write_text(json.dumps({"status": "finished", "steps": 1, "health": []}))
+    return folder

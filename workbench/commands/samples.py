@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.errors import UserError
-from workbench.widgets.samples_data import fold_text
+from workbench.widgets.samples_data import fold_text, shown_text
 
 
 def add_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
@@ -124,7 +124,7 @@ def samples_text(df: pd.DataFrame, *, limit: int, fold: int | None, whole: pd.Da
         out.append(folded(first["prompt"], fold, "  "))
         for i, (_, r) in enumerate(g.iterrows()):
             out.append(f"  --- [{i}] {_line(r)}")
-            out.append(folded(r["completion"], fold))
+            out.append(folded(shown_text(r), fold))
     return "\n".join(out)
 
 
@@ -152,7 +152,7 @@ def diff_text(run_dir: Path, a: int, b: int, *, limit: int, fold: int | None) ->
         for step, g in ((a, ga), (b, gb)):
             for i, (_, r) in enumerate(g.iterrows()):
                 out.append(f"  --- step {step} [{i}] {_line(r)}")
-                out.append(folded(r["completion"], fold))
+                out.append(folded(shown_text(r), fold))
     if len(order) > limit:
         out.append(f"... {len(order) - limit} more prompts (--limit)")
     return "\n".join(out)

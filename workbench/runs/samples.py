@@ -22,7 +22,8 @@ zero-variance filter, rl/step.TrainedValues; NaN and 0 where not trained; val: N
 (the completion was in the rows the step's update was computed over), version (the policy
 version that sampled its first token), version_last, staleness (the trainer's version minus
 `version`), length (tokens), truncated (hit the token limit) and interrupted (length control
-forced the end).
+forced the end). An environment's samples add `turns`: the episode after its prompt as a JSON list
+of {"role", "text"}, one entry per sampled turn ("assistant") or environment message ("tool", "user").
 """
 
 from __future__ import annotations
@@ -149,27 +150,35 @@ def train_records(batch: Any, keep: list[int], notes: list[Optional[dict]], prom
                 "interrupted": bool(batch.interrupted[i]),
             }  # fmt: skip
             rec.update({f"reward/{k}": float(v[j]) for k, v in (note.get("values") or {}).items()})
+            if note.get("turns") is not None:
+                rec["turns"] = note["turns"][j]
             out.append(rec)
             rows.append(int(i))
     return KeptSamples(out, rows)
 
 
-def group_note(texts: list[str], verdicts: list[Any]) -> dict[str, Any]:
+def group_note(texts: list[str], verdicts: list[Any], turns: Optional[list[str]] = None) -> dict[str, Any]:
     """What the generator keeps of one group for the samples: its decoded texts, verdict names and
-    each reward function's values (`Verdict.values`, with `reward.functions`); the generator adds
-    `prompt`, the prompt rendered as it tokenised it (engine/rollout/worker.py)."""
+    each reward function's values (`Verdict.values`, with `reward.functions`); an environment's
+    episodes also their `turns` (one JSON list of {"role", "text"} per completion: engine/rollout/episodes.py);
+    the generator adds `prompt`, the prompt rendered as it tokenised it (engine/rollout/worker.py)."""
     values: dict[str, list[float]] = {}
     for v in verdicts:
         for k, x in (getattr(v, "values", None) or {}).items():
             values.setdefault(k, []).append(float(x))
-    return {"texts": list(texts), "verdicts": [v.verdict for v in verdicts],
+    note = {"texts": list(texts), "verdicts": [v.verdict for v in verdicts],
             "values": {k: xs for k, xs in values.items() if len(xs) == len(verdicts)}}  # fmt: skip
+    if turns is not None:
+        note["turns"] = list(turns)
+    return note
 
 
 def val_records(examples: list[Any], ids: list[int], k: int, texts: list[str], outs: list[Any], verdicts: list[Any],
-                version: int, cap: int, *, prompt_text: Callable[[int], str]) -> list[dict[str, Any]]:  # fmt: skip
+                version: int, cap: int, *, prompt_text: Callable[[int], str],
+                turns: Optional[list[str]] = None) -> list[dict[str, Any]]:  # fmt: skip
     """An evaluation's completions (prompt-major, `k` per prompt `ids`), the first `cap` of them;
-    `prompt_text(prompt id)`: the prompt rendered as the generator tokenised it."""
+    `prompt_text(prompt id)`: the prompt rendered as the generator tokenised it; `turns`: an
+    environment's episodes as turns (group_note)."""
     from workbench.rl.shaping import reward_for  # here: rl/shaping imports torch, which `workbench samples` does not need
 
     out = []
@@ -182,6 +191,8 @@ def val_records(examples: list[Any], ids: list[int], k: int, texts: list[str], o
                "version_last": int(version), "staleness": 0,
                "length": len(c.tokens), "truncated": not bool(c.finished), "interrupted": bool(c.interrupted)}  # fmt: skip
         rec.update({f"reward/{name}": float(x) for name, x in (getattr(v, "values", None) or {}).items()})
+        if turns is not None:
+            rec["turns"] = turns[i]
         out.append(rec)
     return out
 

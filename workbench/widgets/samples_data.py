@@ -16,6 +16,8 @@ workbench/widgets/samples_view.py draws these values.
 
 from __future__ import annotations
 
+import json
+
 import math
 import textwrap
 from dataclasses import dataclass, field
@@ -187,13 +189,28 @@ def _num(v: Any) -> Optional[float]:
     return float(v) if v is not None and not (isinstance(v, float) and math.isnan(v)) else None
 
 
+def shown_text(r: Any) -> str:
+    """What a sample shows as its completion: an environment's episode turn by turn (its `turns`
+    column: a "── role ──" line before each assistant turn, tool result or environment message),
+    else the completion text. The terminal's and the dashboard's one rule."""
+    raw = r.get("turns") if hasattr(r, "get") else None
+    if isinstance(raw, str) and raw:
+        try:
+            turns = json.loads(raw)
+        except ValueError:
+            turns = None
+        if isinstance(turns, list) and turns:
+            return "\n".join(f"── {t.get('role', '?')} ──\n{t.get('text', '')}" for t in turns)
+    return str(r["completion"])
+
+
 def completion(r: pd.Series) -> Completion:
     """A sample's row as a Completion (the `reward/<fn>` columns into `rewards`)."""
     stale = _num(r.get("staleness"))
     trained = r.get("trained") if r.get("kind") == "train" else None
     trained = bool(trained) if trained is not None and not pd.isna(trained) else None
     rewards = {str(k).split("/", 1)[1]: float(v) for k, v in r.items() if str(k).startswith("reward/") and _num(v) is not None}
-    return Completion(text=str(r["completion"]), passed=bool(r["passed"]), verdict=str(r["verdict"]), reward=float(r["reward"]),
+    return Completion(text=shown_text(r), passed=bool(r["passed"]), verdict=str(r["verdict"]), reward=float(r["reward"]),
                       advantage=_num(r.get("advantage")), rewards=rewards, version=int(r["version"]),
                       staleness=int(stale) if stale is not None else None, length=int(r["length"]),
                       truncated=bool(r["truncated"]), interrupted=bool(r["interrupted"]), trained=trained,

@@ -112,6 +112,11 @@ def test_a_tool_episode_is_one_completion_masked_on_what_the_policy_sampled(tiny
     assert chunk.verdicts["pass"] == 2 and chunk.verdicts["fail"] == 2
     note = chunk.notes[0]
     assert "# Tools" in note["prompt"] and "<tool_response>" in note["texts"][0]
+    turns = json.loads(note["turns"][0])  # the samples' turn-by-turn view: ChatML has no tool role, results come as user turns
+    assert [t["role"] for t in turns] == ["assistant", "user", "assistant", "user", "assistant"]
+    assert turns[0]["text"].startswith('<tool_call>{"name": "add"') and "<|im_end|>" not in turns[0]["text"]
+    a, b = re.findall(r"Add (\d+) and (\d+)", note["prompt"])[-1]
+    assert turns[1]["text"] == f"<tool_response>\n{int(a) + int(b)}\n</tool_response>" and turns[-1]["text"] == "Done."
 
 
 def test_a_push_between_turns_is_seen_in_the_next_turns_versions(tiny):

@@ -23,7 +23,7 @@ def _fixtures_importable(monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "helpers"))
 
 
-def test_a_flaky_game_trains_and_its_faults_are_counted(ray_cluster, tiny_config, tmp_path):
+def test_a_flaky_game_trains_and_its_faults_are_counted(ray_cluster, tiny_config, tmp_path, capsys):
     from tests.helpers.tiny_hf import build_tiny_hf
 
     rows = tmp_path / "games.jsonl"
@@ -52,3 +52,8 @@ def test_a_flaky_game_trains_and_its_faults_are_counted(ray_cluster, tiny_config
     assert kept["prompt"].str.contains("I am thinking of a whole number").all()  # reset's text: the user turn
     two_turns = kept[kept["completion"].str.contains("guesses left")]  # the game's reply between the model's turns
     assert len(two_turns) and two_turns["completion"].str.contains("<|im_start|>user", regex=False).all()
+    from workbench.cli import main
+
+    assert main(["samples", str(out), "--train", "--full", "--contains", "guesses left"]) == 0  # the terminal: turn by turn
+    shown = capsys.readouterr().out
+    assert "── assistant ──" in shown and "── user ──" in shown and "guesses left" in shown

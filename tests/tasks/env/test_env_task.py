@@ -86,3 +86,38 @@ def test_without_a_dataset_the_rows_are_seeds_never_shared(tmp_path):
     other = load_task(_cfg(tmp_path, **{"task.env": "workbench.envs.guess:GuessNumberEnv", "task.path": None,
                                         "task.seed": 1, "eval.num_prompts": 5}).task)  # fmt: skip
     assert {e.columns["seed"] for e in other.val} != val
+
+
+def test_the_memory_plan_counts_the_whole_episode(tmp_path):
+    """An episode's context is env.max_episode_tokens, not a prompt plus one completion."""
+    from tests.helpers.tiny_hf import build_tiny_hf
+    from workbench.engine.plan.build import plan_for
+    from workbench.engine.plan.memory import Cluster
+
+    model = build_tiny_hf(tmp_path / "m", "qwen2", corpus=["Add 1 and 2."])
+    cfg = _cfg(tmp_path, **{"model.path": str(model), "env.max_episode_tokens": 3000, "generation.max_new_tokens": 200})
+    plan = plan_for(cfg, Cluster(0, 64 * 2**30, source="test"))
+    assert "prompt tokens: 2,800 (env.max_episode_tokens less generation.max_new_tokens" in " ".join(plan.notes)
+    bigger = plan_for(_cfg(tmp_path, **{"model.path": str(model), "env.max_episode_tokens": 12000,
+                                        "generation.max_new_tokens": 200}), Cluster(0, 64 * 2**30, source="test"))  # fmt: skip
+    assert sum(r.need for r in bigger.roles) > sum(r.need for r in plan.roles)
+
+
+def test_preflight_refuses_an_episode_budget_the_prompts_do_not_leave_a_turn_in(tmp_path):
+    from tests.helpers.tiny_hf import build_tiny_hf
+    from workbench.engine.run.preflight import check_sequences
+    from workbench.errors import UserError
+
+    model = build_tiny_hf(tmp_path / "m", "qwen2", corpus=["Add 1 and 2."], max_positions=4096)
+
+    def check(**over):
+        cfg = _cfg(tmp_path, **{"model.path": str(model), "generation.max_new_tokens": 32, **over})
+        check_sequences(cfg, load_task(cfg.task))
+
+    check(**{"env.max_episode_tokens": 3000})  # the schema (~1,000 tokens with this tiny vocabulary) and a turn fit
+    with pytest.raises(UserError, match=r"the longest prompt, the tools' schema included, is \d+ tokens: .* raise env.max_episode_tokens"):
+        check(**{"env.max_episode_tokens": 300})
+    with pytest.raises(UserError, match=r"env.max_episode_tokens = 5000 is past the model's context of 4096"):
+        check(**{"env.max_episode_tokens": 5000})
+    with pytest.raises(UserError, match=r"train.micro_batch_tokens = 2000 is below env.max_episode_tokens = 3000"):
+        check(**{"env.max_episode_tokens": 3000, "train.micro_batch_tokens": 2000})

@@ -23,7 +23,8 @@ they are on this machine (a synthetic task, local files, or a hub dataset alread
 cache; the task is loaded with the hub switched off, so the plan never downloads a dataset),
 encoded with the model's own tokenizer (none beside config.json: their length in bytes, a bound on
 their tokens); else the model's bound: its context (max_position_embeddings) less
-generation.max_new_tokens, the longest prompt the run could be given. The plan says which.
+generation.max_new_tokens, the longest prompt the run could be given. The plan says which. An
+environment's episodes (task.name env) are planned at env.max_episode_tokens, their whole context.
 """
 
 from __future__ import annotations
@@ -196,7 +197,11 @@ def local_task(cfg: RunConfig) -> tuple[Any, str]:
 
 def prompt_tokens(cfg: RunConfig, fields: dict[str, Any], where: Optional[Path], task: Any, why: str = "") -> tuple[int, str]:
     """The longest prompt in tokens (the 8 longest by characters, encoded) and how it was found; the
-    model's bound when the task (`why` not) or the tokenizer is not on this machine (see the docstring)."""
+    model's bound when the task (`why` not) or the tokenizer is not on this machine (see the docstring).
+    An environment's episode is its whole context: env.max_episode_tokens less one turn's tokens."""
+    if cfg.task.name == "env":
+        return (cfg.env.max_episode_tokens - cfg.generation.max_new_tokens,
+                "env.max_episode_tokens less generation.max_new_tokens: an episode's prompt, earlier turns and the environment's messages")  # fmt: skip
     if task is not None:
         prompts = sorted((ex.prompt for ex in list(task.train) + list(task.val)), key=len)[-8:]
         if where is None:  # builtin: one token per character

@@ -3,6 +3,7 @@
     rollouts = EnvRollouts(task, tokenizer, settings, eos_id)       # once per worker (worker.py)
     outs, episodes = rollouts.run(examples, n, decode)              # n episodes per example, prompt-major
     stats = EnvStats.of(episodes)                                   # env/* metrics' sums (a chunk's; summed per step)
+    turns = episode_turns(episodes[0], len(outs[0].prompt_tokens), tokenizer)   # the samples' turn-by-turn view
 
 `decode(prompts, limits)` is the backend's sampler (worker._decode with the in-flight weight slot):
 every round, each live episode's next turn is one prompt of one call (tasks/env/episode.run_batch),
@@ -16,6 +17,7 @@ instances) leads the completion as context, never trained.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Optional, Sequence
 
@@ -132,3 +134,37 @@ def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
             i += 1
         n = i
     return n
+
+
+def episode_turns(ep: Episode, prompt_len: int, tokenizer: Any) -> str:
+    """The episode after `prompt_len` as the samples show it, turn by turn: a JSON list of {"role",
+    "text"}: each sampled run of tokens is an assistant turn (its text decoded from the ids sampled),
+    each run of environment tokens the messages it rendered (their contents: a tool's result, the
+    environment's reply); context before the first sampled token (a reset() text longer than the
+    group's shared prompt) is the user's."""
+    env_groups: list[tuple[str, str]] = []  # (role, text) of each run of non-assistant messages after the first turn
+    started = False
+    for m in ep.messages:
+        if m.get("role") == "assistant":
+            started = True
+            env_groups.append(("", ""))
+        elif started:
+            role, text = env_groups[-1]
+            env_groups[-1] = (role or str(m.get("role")), (text + "\n" if text else "") + str(m.get("content") or ""))
+    env_groups = [g for g in env_groups if g[0]]
+    turns, at, k = [], prompt_len, 0
+    ids, mask = ep.token_ids, ep.mask
+    while at < len(ids):
+        end = at
+        while end < len(ids) and mask[end] == mask[at]:
+            end += 1
+        if mask[at]:
+            turns.append({"role": "assistant", "text": tokenizer.decode(ids[at:end], skip_special_tokens=True)})
+        elif not any(t["role"] == "assistant" for t in turns):
+            turns.append({"role": "user", "text": tokenizer.decode(ids[at:end], skip_special_tokens=True)})
+        else:
+            role, text = env_groups[k] if k < len(env_groups) else ("environment", tokenizer.decode(ids[at:end], skip_special_tokens=True))
+            turns.append({"role": role, "text": text})
+            k += 1
+        at = end
+    return json.dumps(turns)

@@ -47,7 +47,8 @@ DROPS_GROUP = ("sandbox_error", "env_error")
 
 
 def verdict_groups(
-    chunk_id: int, prompt_ids: list[int], n: int, outs: list, verdicts: list[Verdict], texts: Optional[list[str]] = None
+    chunk_id: int, prompt_ids: list[int], n: int, outs: list, verdicts: list[Verdict], texts: Optional[list[str]] = None,
+    turns: Optional[list[str]] = None,
 ) -> tuple[list[Group], int]:
     """(groups, number of groups dropped for a sandbox or environment error) from prompt-major completions;
     `texts` (the decoded completions) go into each group's note (runs/samples.group_note)."""
@@ -60,7 +61,8 @@ def verdict_groups(
             continue
         correct = [v.passed for v in vs]
         rewards = [reward_for(v.passed) if v.reward is None else v.reward for v in vs]
-        note = group_note(texts[gi * n : (gi + 1) * n], vs) if texts is not None else None
+        part = turns[gi * n : (gi + 1) * n] if turns is not None else None
+        note = group_note(texts[gi * n : (gi + 1) * n], vs, part) if texts is not None else None
         groups.append(Group(pid, chunk_id, outs[gi * n : (gi + 1) * n], correct, rewards, note=note))
     return groups, dropped
 

@@ -277,18 +277,18 @@ class RolloutWorker:
             self._apply_pending()
         return self._decode(prompts, seed=seed, budgets=budgets, on_step=self._apply_pending if in_flight else None)
 
-    def _scored(self, split: str, prompt_ids: list[int], n: int, seed: int, in_flight: bool) -> tuple[list, list[str], Any, Any]:
-        """(completions, their texts, pending verdicts, env stats or None) of `n` samples per prompt:
-        one decode call, or an environment's episodes (_episodes); checks started at once."""
+    def _scored(self, split: str, prompt_ids: list[int], n: int, seed: int, in_flight: bool) -> "Scored":
+        """`n` samples per prompt, their texts and their checks started at once: one decode call, or
+        an environment's episodes (_episodes)."""
         if self._env is not None:
             return self._episodes(split, prompt_ids, n, seed, in_flight)
         outs = self._sample(split, prompt_ids, n, seed, in_flight=in_flight)
         texts = self._texts(outs)
-        return outs, texts, self._submit_checks(split, prompt_ids, n, outs, texts), None
+        return Scored(outs, texts, self._submit_checks(split, prompt_ids, n, outs, texts))
 
-    def _episodes(self, split: str, prompt_ids: list[int], n: int, seed: int, in_flight: bool) -> tuple[list, list[str], Any, Any]:
+    def _episodes(self, split: str, prompt_ids: list[int], n: int, seed: int, in_flight: bool) -> "Scored":
         """An environment task's `n` episodes per prompt, their turns decoded together (episodes.py), scored."""
-        from workbench.engine.rollout.episodes import EnvStats
+        from workbench.engine.rollout.episodes import EnvStats, episode_turns
         from workbench.tasks.env.scoring import episode_verdicts
 
         rounds = iter(range(1 << 30))
@@ -310,7 +310,8 @@ class RolloutWorker:
                                     task_verdict=split == "val" and self.validate_with == "task")  # fmt: skip
         stats = EnvStats.of(episodes)
         stats.prefix_cached, stats.prefix_prompt = self._prefix_counts()
-        return outs, self._texts(outs), _Ready(verdicts), stats
+        turns = [episode_turns(ep, len(c.prompt_tokens), self.tokenizer) for ep, c in zip(episodes, outs)]
+        return Scored(outs, self._texts(outs), _Ready(verdicts), stats, turns)
 
     # -- the calls the coordinator makes -----------------------------------------------------
     @compute_group
@@ -330,30 +331,34 @@ class RolloutWorker:
             swaps0 = self._swaps
             self._apply_pending()
             step = self._prompts_per_call(n_per_prompt)
-            env_stats = None
+            env_stats, turns = None, None
             for s in range(0, len(prompt_ids), step):
-                part = prompt_ids[s : s + step]
-                done, part_texts, checks, part_env = self._scored("train", part, n_per_prompt, seed + s, in_flight)
-                pending.append(checks)  # checked while we decode on
-                texts += part_texts
-                outs += done
-                env_stats = part_env if env_stats is None else env_stats.merged(part_env)
+                part = self._scored("train", prompt_ids[s : s + step], n_per_prompt, seed + s, in_flight)
+                pending.append(part.checks)  # checked while we decode on
+                texts += part.texts
+                outs += part.outs
+                if part.env is not None:
+                    env_stats = part.env if env_stats is None else env_stats.merged(part.env)
+                    turns = (turns or []) + part.turns
             swaps = self._swaps - swaps0
         t_wait = time.perf_counter()  # the next chunk may decode from here on
         verdicts = [v for p in pending for v in p.get()]
         wait = time.perf_counter() - t_wait
-        chunk = self._make_chunk(chunk_id, prompt_ids, n_per_prompt, outs, verdicts, t0, swaps, wait, self._describe(), texts)
+        chunk = self._make_chunk(chunk_id, prompt_ids, n_per_prompt, outs, verdicts, t0, swaps, wait, self._describe(), texts,
+                                 turns)  # fmt: skip
         chunk.env = env_stats
         return chunk
 
     def _make_chunk(
         self, chunk_id: int, prompt_ids: list[int], n_per_prompt: int, outs: list, verdicts: list, t0: float,
         swaps: int, reward_wait: float, meta: Optional[dict] = None, texts: Optional[list[str]] = None,
+        turns: Optional[list[str]] = None,
     ) -> Chunk:  # fmt: skip
-        """Groups from the completions (prompt-major order), their verdicts and texts (the kept samples')."""
+        """Groups from the completions (prompt-major order), their verdicts and texts (the kept samples'; an
+        environment's episodes also turn by turn)."""
         from workbench.tasks.base import verdict_counts
 
-        groups, dropped = verdict_groups(chunk_id, prompt_ids, n_per_prompt, outs, verdicts, texts)
+        groups, dropped = verdict_groups(chunk_id, prompt_ids, n_per_prompt, outs, verdicts, texts, turns)
         for g in groups:  # the kept samples show the prompt rendered as tokenised
             if g.note is not None:
                 g.note["prompt"] = self._prompt_text("train", g.prompt_id)
@@ -384,7 +389,7 @@ class RolloutWorker:
         from workbench.tasks.mixture import indices_by_domain
 
         ids = self._code_first("val", [i for idx in indices_by_domain(self.task.val).values() for i in idx[:num_prompts]])
-        pending, texts, kept = [], [], []
+        pending, texts, kept, turns = [], [], [], []
         tokens = 0
         with self._decode_lock:
             t0 = time.perf_counter()
@@ -394,14 +399,15 @@ class RolloutWorker:
             step = self._prompts_per_call(k)
             for s in range(0, len(ids), step):
                 batch = ids[s : s + step]
-                outs, part_texts, checks, _ = self._scored("val", batch, k, seed + s, in_flight=False)
-                tokens += sum(len(c.tokens) for c in outs)
-                pending.append(checks)
-                texts += part_texts
-                kept += outs[: max(0, keep_samples - len(kept))]
+                part = self._scored("val", batch, k, seed + s, in_flight=False)
+                tokens += sum(len(c.tokens) for c in part.outs)
+                pending.append(part.checks)
+                texts += part.texts
+                turns += part.turns or []
+                kept += part.outs[: max(0, keep_samples - len(kept))]
         verdicts = [v for p in pending for v in p.get()]
         samples = val_records(self.task.val, ids, k, texts, kept, verdicts, version, keep_samples,
-                              prompt_text=lambda p: self._prompt_text("val", p))  # fmt: skip
+                              prompt_text=lambda p: self._prompt_text("val", p), turns=turns or None)  # fmt: skip
         return {
             **({SAMPLES_KEY: samples} if samples else {}),
             # with val/pass_rate_se: the standard error over prompts, the noise a curve fit should expect
@@ -418,6 +424,18 @@ class RolloutWorker:
             self._local_sandbox.__exit__(None, None, None)
             self._local_sandbox = None
         self._release()
+
+
+@dataclass
+class Scored:
+    """One `_decode` call's samples (or an environment's episodes): completions, their texts, verdicts on
+    their way (`.get()`), and for an environment its EnvStats and each episode's turns (JSON, for the samples)."""
+
+    outs: list
+    texts: list[str]
+    checks: Any
+    env: Any = None
+    turns: Optional[list[str]] = None
 
 
 class _Ready:

@@ -159,6 +159,9 @@ def check_sequences(cfg: RunConfig, task: Any) -> None:
         if not spelled(tok, stop):
             raise UserError(f"the task's stop string {stop!r} cannot be spelled by the model's tokenizer ({cfg.model.path}): "
                             "remove it, or use a model whose tokenizer covers its characters")
+    if task.env is not None:  # an environment's episodes: their own budget (env.max_episode_tokens)
+        check_episode_budget(cfg, task, tok, context, ctx_where)
+        return
     n, ex = longest_prompt(tok, task)
     longest = n + g.max_new_tokens
     vllm = g.backend == "vllm"  # the vLLM generator asks for max_model_len = longest prompt + max_new_tokens + 1
@@ -174,6 +177,33 @@ def check_sequences(cfg: RunConfig, task: Any) -> None:
         raise UserError(f"train.micro_batch_tokens = {cfg.train.micro_batch_tokens} is below the longest sequence the trainer "
                         f"will see ({n} prompt + {g.max_new_tokens} generation.max_new_tokens = {longest} tokens): raise "
                         f"train.micro_batch_tokens to at least {longest}, or lower generation.max_new_tokens")
+
+
+def check_episode_budget(cfg: RunConfig, task: Any, tok: Any, context: Optional[int], ctx_where: str) -> None:
+    """An environment's budgets against its prompts and the model: the longest rendered prompt (the
+    tools' schema included, reset()'s text not: it is known only at run time) leaves a turn's room in
+    env.max_episode_tokens; the episode fits the model's context (vLLM: one more) and a micro-batch."""
+    from workbench.tasks.env import EpisodeRunner
+    from workbench.tasks.env.render import prompt_ids, prompt_messages
+
+    env, g = cfg.env, cfg.generation
+    runner = EpisodeRunner(task.env, tok)  # checks the template can append messages token-exactly (one line if not)
+    key = cfg.task.prompt_key
+    rows = sorted(list(task.train) + list(task.val), key=lambda ex: len(str(ex.columns.get(key) or "")))[-8:]
+    n = max(len(prompt_ids(tok, prompt_messages(ex.columns.get(key), None, runner.schemas, runner.format,
+                                                cfg.task.system_prompt or ""), runner.schemas, runner.format))
+            for ex in rows)  # fmt: skip
+    if n + g.max_new_tokens > env.max_episode_tokens:
+        raise UserError(f"the longest prompt, the tools' schema included, is {n} tokens: with generation.max_new_tokens = "
+                        f"{g.max_new_tokens} that leaves no whole turn in env.max_episode_tokens = {env.max_episode_tokens}; "
+                        f"raise env.max_episode_tokens to at least {n + g.max_new_tokens}")  # fmt: skip
+    need = env.max_episode_tokens + (1 if g.backend == "vllm" else 0)
+    if context is not None and need > context:
+        raise UserError(f"env.max_episode_tokens = {env.max_episode_tokens} is past the model's context of {context} "
+                        f"({ctx_where}): lower it to {context - (need - env.max_episode_tokens)} or less")  # fmt: skip
+    if cfg.train.micro_batch_tokens < env.max_episode_tokens:
+        raise UserError(f"train.micro_batch_tokens = {cfg.train.micro_batch_tokens} is below env.max_episode_tokens = "
+                        f"{env.max_episode_tokens}, the longest episode the trainer may see: raise it to at least that")  # fmt: skip
 
 
 def check_penalty_reach(lc: Any, max_new_tokens: int) -> None:
