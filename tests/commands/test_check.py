@@ -141,3 +141,13 @@ def test_reward_functions_are_called_and_each_ones_values_printed(tmp_path, caps
     assert rc == 0 and lines[0] == "reward functions: accuracy_reward (weight 1, decides pass / fail), short_bonus (weight 0.5)"
     assert "accuracy_reward 1  short_bonus 0.5" in lines[1] and "not_applicable" in lines[3] and "accuracy_reward none" in lines[3]
     assert lines[-2:] == ["accuracy_reward: mean +0.5 std 0.7071 over 2, none on 1", "short_bonus: mean +0.5 std 0 over 3, none on 0"]
+
+
+def test_an_environment_task_is_refused_in_one_line(tmp_path, capsys):
+    rows = write(tmp_path, "calc.jsonl", [{"prompt": f"Add {i} and 1.", "answer": i + 1} for i in range(12)])
+    cfg = write(tmp_path, "env.yaml", {"task": {"name": "env", "env": "workbench.envs.calculator:CalculatorEnv", "path": rows,
+                                                "num_val": 2}, "eval": {"num_prompts": 2},
+                                       "recipe": {"base": "scalerl", "length_control": {"type": "none"}}})  # fmt: skip
+    completions = write(tmp_path, "c.jsonl", [{"example": 0, "completion": "2"}])
+    rc, out, err = check(capsys, "--config", cfg, "--completions", completions)
+    assert rc != 0 and out == "" and "scores whole episodes" in err and "Traceback" not in err

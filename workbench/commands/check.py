@@ -197,6 +197,10 @@ def run(args: argparse.Namespace) -> int:
     from workbench.rl.reward_functions import RewardState, load_reward_functions
 
     cfg = load_run_config(args.config, args.set)
+    if cfg.task.name == "env":  # episodes, not texts: there is no completion to score on its own
+        raise UserError(f"workbench check scores saved completions, but task.env {cfg.task.env!r} scores whole episodes "
+                        "(its tools' results and replies are part of them): try the environment with "
+                        "`workbench run --config ... --set train.max_steps=1` and read `workbench samples`")  # fmt: skip
     task, by_domain, flat = example_rows(cfg.task)
     items = read_completions(Path(args.completions), by_domain, flat)
     task.reward_functions = load_reward_functions(cfg.reward.functions)  # [] without: the task's +1 / -1

@@ -12,6 +12,14 @@ right 0% and 4% of the time without a tool:
 
     rows = make_rows(500, seed=0)                      # [{"prompt": "...", "answer": 85, "kind": "sum"}, ...]
     write_jsonl("calc.jsonl", 500, seed=0)             # or: python -m workbench.envs.calculator calc.jsonl 500
+
+A model never trained on tool calls (SmolLM2-135M-Instruct almost never writes a `<tool_call>` from
+the schema alone) gets `few_shot=True`: each prompt is then a message list (TRL's conversational
+format) that opens with two worked episodes as earlier turns, an `add` and a `multiply`, each
+followed by its `<tool_response>` and the `submit` call, before the question:
+
+    write_jsonl("calc-fewshot.jsonl", 2000, seed=0, few_shot=True)
+    # python -m workbench.envs.calculator calc-fewshot.jsonl 2000 0 --few-shot
 """
 
 from __future__ import annotations
@@ -33,6 +41,11 @@ TIMES_TEMPLATES = (
     "A page has {a} words. How many words are on {b} pages?",
 )
 INSTRUCTION = " Use the calculator tools, then call submit with the answer."
+# the worked episodes of few_shot=True: (question, tool, a, b); results unlike each other and unlike the rows'
+SHOTS = (
+    ("Tom has 23 cards and gets 45 more. How many cards does he have now?", "add", 23, 45),
+    ("A bag holds 16 marbles. How many marbles are in 4 bags?", "multiply", 16, 4),
+)
 
 
 class CalculatorEnv:
@@ -90,9 +103,36 @@ class CalculatorEnv:
         return 1.0 if self.expected is not None and self.submitted == self.expected else 0.0
 
 
-def make_rows(n: int, seed: int = 0, kinds: tuple[str, ...] = ("sum", "times")) -> list[dict]:
+def _call(name: str, **arguments: int) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+def _response(content: object) -> str:
+    return f"<tool_response>\n{content}\n</tool_response>"
+
+
+def few_shot_messages() -> list[dict]:
+    """The worked episodes that lead a few_shot prompt: per shot, the question, the tool call, its
+    result, the submit call, its result and a closing sentence (the Hermes format the parser reads;
+    results come back as user turns, as for a template without a tool role)."""
+    messages: list[dict] = []
+    for question, tool, a, b in SHOTS:
+        result = a + b if tool == "add" else a * b
+        messages += [
+            {"role": "user", "content": question + INSTRUCTION},
+            {"role": "assistant", "content": _call(tool, a=a, b=b)},
+            {"role": "user", "content": _response(result)},
+            {"role": "assistant", "content": _call("submit", answer=result)},
+            {"role": "user", "content": _response("Answer submitted.")},
+            {"role": "assistant", "content": f"The answer is {result}."},
+        ]
+    return messages
+
+
+def make_rows(n: int, seed: int = 0, kinds: tuple[str, ...] = ("sum", "times"), few_shot: bool = False) -> list[dict]:
     """`n` word problems, alternating `kinds`: "sum" (two two-digit numbers) and "times" (a two-digit
-    number times a digit from 2 to 9). Columns: prompt, answer, kind."""
+    number times a digit from 2 to 9). Columns: prompt, answer, kind. `few_shot`: the prompt is a
+    message list, few_shot_messages() then the question as the last user turn."""
     rng = random.Random(seed)
     rows = []
     for i in range(n):
@@ -105,18 +145,25 @@ def make_rows(n: int, seed: int = 0, kinds: tuple[str, ...] = ("sum", "times")) 
             text, answer = rng.choice(TIMES_TEMPLATES).format(a=a, b=b), a * b
         else:
             raise ValueError(f"kind must be 'sum' or 'times', got {kind!r}")
-        rows.append({"prompt": text + INSTRUCTION, "answer": answer, "kind": kind})
+        prompt: str | list[dict] = text + INSTRUCTION
+        if few_shot:
+            prompt = few_shot_messages() + [{"role": "user", "content": prompt}]
+        rows.append({"prompt": prompt, "answer": answer, "kind": kind})
     return rows
 
 
-def write_jsonl(path: str | Path, n: int, seed: int = 0) -> Path:
-    """make_rows(n, seed) as a JSONL file (one row a line), for `task.path`."""
+def write_jsonl(path: str | Path, n: int, seed: int = 0, few_shot: bool = False) -> Path:
+    """make_rows(n, seed, few_shot=few_shot) as a JSONL file (one row a line), for `task.path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in make_rows(n, seed)))
+    path.write_text("".join(json.dumps(r) + "\n" for r in make_rows(n, seed, few_shot=few_shot)))
     return path
 
 
-if __name__ == "__main__":  # python -m workbench.envs.calculator OUT.jsonl [N] [SEED]
-    args = sys.argv[1:]
-    print(write_jsonl(args[0], int(args[1]) if len(args) > 1 else 500, int(args[2]) if len(args) > 2 else 0))
+if __name__ == "__main__":  # python -m workbench.envs.calculator OUT.jsonl [N] [SEED] [--few-shot]
+    flags = [a for a in sys.argv[1:] if a.startswith("--")]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if set(flags) - {"--few-shot"}:
+        sys.exit(f"unknown option {sorted(set(flags) - {'--few-shot'})[0]} (the one option is --few-shot)")
+    n, seed = int(args[1]) if len(args) > 1 else 500, int(args[2]) if len(args) > 2 else 0
+    print(write_jsonl(args[0], n, seed, few_shot="--few-shot" in flags))

@@ -45,6 +45,10 @@ def test_a_flaky_game_trains_and_its_faults_are_counted(ray_cluster, tiny_config
         assert r["env/episode_tokens_mean"] > 0
     assert sum(r["env/errors"] for r in train) > 0 and sum(r["reward/dropped_groups"] for r in train) > 0
     assert sum(r["reward/verdict/env_error"] for r in train) == sum(r["env/errors"] for r in train)
+    from tests.docs.test_metrics_glossary import covered, glossary_keys
+
+    written = {k for r in read_jsonl(out / "metrics.jsonl") for k in r} - {"step"}
+    assert not [k for k in written if not covered(k, glossary_keys())]  # docs/metrics.md explains every key
     events = (out / "events.log").read_text()
     assert events.count("environment error") == 1 and "simulator unreachable" in events
     kept = read_samples(out, kind="train")
