@@ -77,3 +77,27 @@ def test_an_episode_through_the_driver_passes_when_it_submits_the_sum():
 
     ep = EpisodeRunner(load_env_factory("workbench.envs.calculator:CalculatorEnv"), tok, EnvSettings()).run(row, sample)
     assert ep.error is None and ep.passed and ep.tool_results[0].content == str(int(a) + int(b))
+
+
+def test_few_shot_rows_lead_with_worked_episodes_whose_calls_parse_and_add_up(tmp_path):
+    from workbench.envs.calculator import few_shot_messages
+    from workbench.tasks.env.tools import parse_reply, run_tool
+
+    plain, rows = make_rows(6, seed=2), make_rows(6, seed=2, few_shot=True)
+    shots = few_shot_messages()
+    env = load_env_factory("workbench.envs.calculator:CalculatorEnv")
+    for p, r in zip(plain, rows):  # the same question and answer, after the same worked episodes
+        assert r["prompt"][:-1] == shots and r["prompt"][-1] == {"role": "user", "content": p["prompt"]}
+        assert (r["answer"], r["kind"]) == (p["answer"], p["kind"])
+    assert [m["role"] for m in shots] == ["user", "assistant"] * 6
+    instance = env.new()
+    tools = env.bound_tools(instance)
+    for i in range(0, len(shots), 6):  # each shot: a tool call whose result is the next turn, then submit it
+        (call,) = parse_reply(shots[i + 1]["content"], env.schemas).calls
+        result = run_tool(tools, call, schemas=env.schemas).content
+        assert shots[i + 2]["content"] == f"<tool_response>\n{result}\n</tool_response>"
+        (submit,) = parse_reply(shots[i + 3]["content"], env.schemas).calls
+        assert submit.name == "submit" and submit.arguments == {"answer": int(result)}
+    out = tmp_path / "few.jsonl"
+    subprocess.run([sys.executable, "-m", "workbench.envs.calculator", str(out), "4", "2", "--few-shot"], check=True, capture_output=True)
+    assert [json.loads(line) for line in out.read_text().splitlines()] == make_rows(4, seed=2, few_shot=True)

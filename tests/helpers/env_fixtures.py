@@ -135,7 +135,7 @@ class SometimesRaises:
 
 
 class InitFailsLater(AddEnv):
-    """Constructs once (the check at config load), then fails: a resource that ran out mid-run."""
+    """Constructs once (the check before launch), then fails: a resource that ran out mid-run."""
 
     made = 0
 

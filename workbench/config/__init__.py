@@ -27,7 +27,7 @@ one way (run.py above the sections; lora.py and resources.py read generation.py)
 from __future__ import annotations
 
 from workbench.config.checkpoint import CheckpointConfig
-from workbench.config.env import EnvConfig, env_settings
+from workbench.config.env import EnvConfig, check_env_factory, env_settings
 from workbench.config.evaluation import EvalConfig, validate_eval
 from workbench.config.generation import GenerationConfig, validate_generation
 from workbench.config.health import HealthConfig, validate_health
@@ -47,7 +47,7 @@ __all__ = [
     "CheckpointConfig", "ConfigError", "EnvConfig", "EvalConfig", "GenerationConfig", "HealthConfig", "LoraConfig",
     "MixSource", "ModelConfig", "ResourcesConfig", "RewardConfig", "RunConfig", "SamplesConfig",
     "TaskConfig", "TrackingConfig", "TrainConfig", "WandbConfig",
-    "env_settings", "load_run_config", "run_config_from_dict", "validate",
+    "check_env_factory", "env_settings", "load_run_config", "run_config_from_dict", "validate",
     "validate_eval", "validate_generation", "validate_gpu_shares", "validate_health", "validate_lora",
     "validate_mix", "validate_model", "validate_resources", "validate_reward", "validate_samples",
     "validate_task", "validate_tracking", "validate_train",

@@ -1,5 +1,7 @@
 """`env:`: an environment's episodes (the budgets and rules of `task: {name: env, env: ...}`), and
-the checks across it and the task, run at config load so that a bad factory is one line before Ray.
+the checks across it and the task: at config load those that import nothing of the user's
+(`check_env_run`), before launch the factory itself (`check_env_factory`: the driver's preflight),
+so that a bad factory is one line before Ray starts.
 
     env: {max_turns: 4, max_episode_tokens: 1024, timeout_s: 10, pass_threshold: 0}
 
@@ -53,10 +55,10 @@ def env_settings(env: EnvConfig, max_new_tokens: int, prompt_key: str, system_pr
 
 
 def check_env_run(cfg: Any) -> None:
-    """Across sections, for task.name env: the factory loads, is well formed and constructs (one line if not), the
-    episode has a reward (get_reward, reset/step's rewards or reward.functions), a factory without a
-    dataset takes reset's `seed`, the episode's budget holds a turn, and length control is off (its
-    budgets are per completion, not per turn). `task.env` with another task is refused."""
+    """Across sections, for task.name env, nothing of the user's imported (a finished run's config is read
+    where its environment may not be): the factory named, no mix, the episode's budget holds a turn,
+    and length control is off (its budgets are one completion's, not a turn's). `task.env` with
+    another task is refused. The factory itself is checked before launch (`check_env_factory`)."""
     task, env = cfg.task, cfg.env
     if task.name != "env":
         if getattr(task, "env", None):
@@ -66,13 +68,30 @@ def check_env_run(cfg: Any) -> None:
         raise ConfigError("task.mix: an environment task cannot be mixed yet; train it as task.name env on its own")
     if not task.env:
         raise ConfigError("task.env: name the environment factory, e.g. task.env: workbench.envs.calculator:CalculatorEnv")
+    if cfg.generation.max_new_tokens >= env.max_episode_tokens:
+        raise ConfigError(f"env.max_episode_tokens ({env.max_episode_tokens}) must exceed generation.max_new_tokens "
+                          f"({cfg.generation.max_new_tokens}): it holds the prompt and every turn")  # fmt: skip
+    if cfg.recipe.length_control.type != "none":
+        raise ConfigError(f"recipe.length_control.type: {cfg.recipe.length_control.type} is not applied to an environment's "
+                          "episodes (its budgets are one completion's); an episode's budgets are env.max_turns, "
+                          "generation.max_new_tokens per turn and env.max_episode_tokens: set length_control: {type: none}")  # fmt: skip
+
+
+def check_env_factory(cfg: Any) -> None:
+    """Before launch (the driver's preflight, before Ray starts; `Session` and `workbench run` alike), for
+    task.name env: the factory imports, is well formed and constructs (one instance, as TRL probes one),
+    the episode has a reward (get_reward, reset/step's rewards or reward.functions), and a factory
+    without a dataset takes reset's `seed`. Each problem is one line (ConfigError)."""
+    task = cfg.task
+    if task.name != "env":
+        return
     from workbench.tasks.env import load_env_factory
 
     try:
         factory = load_env_factory(task.env)
     except UserError as e:
         raise ConfigError(str(e)) from None
-    try:  # one instance, as TRL probes one: a factory that cannot construct is one line now, not every episode's fault
+    try:  # a factory that cannot construct is one line now, not every episode's fault
         factory.new()
     except Exception as e:  # noqa: BLE001 - the user's code runs
         raise ConfigError(f"task.env: {task.env!r}: constructing {factory.name}() raised {type(e).__name__}: {one_line(e)}") from None
@@ -82,13 +101,6 @@ def check_env_run(cfg: Any) -> None:
     if not task.path and not _takes(factory.cls.reset, "seed"):
         raise ConfigError(f"task.path: {factory.name}.reset takes no `seed`, so without a dataset every episode "
                           "would be the same; give task.path (rows for reset(**row)) or let reset take seed")  # fmt: skip
-    if cfg.generation.max_new_tokens >= env.max_episode_tokens:
-        raise ConfigError(f"env.max_episode_tokens ({env.max_episode_tokens}) must exceed generation.max_new_tokens "
-                          f"({cfg.generation.max_new_tokens}): it holds the prompt and every turn")  # fmt: skip
-    if cfg.recipe.length_control.type != "none":
-        raise ConfigError(f"recipe.length_control.type: {cfg.recipe.length_control.type} is not applied to an environment's "
-                          "episodes (its budgets are one completion's); an episode's budgets are env.max_turns, "
-                          "generation.max_new_tokens per turn and env.max_episode_tokens: set length_control: {type: none}")  # fmt: skip
 
 
 def _takes(fn: Any, name: str) -> bool:

@@ -153,4 +153,4 @@ def validate(cfg: RunConfig) -> None:
     validate_task(cfg.task, cfg.eval.num_prompts)
     validate_reward(cfg.reward)
     validate_env(cfg.env)
-    check_env_run(cfg)  # task.env's factory imported and checked here: one line before Ray starts
+    check_env_run(cfg)  # task.env's shape; its factory is imported before launch (config/env.check_env_factory)

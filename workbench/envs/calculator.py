@@ -133,6 +133,7 @@ def make_rows(n: int, seed: int = 0, kinds: tuple[str, ...] = ("sum", "times"), 
     """`n` word problems, alternating `kinds`: "sum" (two two-digit numbers) and "times" (a two-digit
     number times a digit from 2 to 9). Columns: prompt, answer, kind. `few_shot`: the prompt is a
     message list, few_shot_messages() then the question as the last user turn."""
+    shots = few_shot_messages() if few_shot else []
     rng = random.Random(seed)
     rows = []
     for i in range(n):
@@ -147,7 +148,7 @@ def make_rows(n: int, seed: int = 0, kinds: tuple[str, ...] = ("sum", "times"), 
             raise ValueError(f"kind must be 'sum' or 'times', got {kind!r}")
         prompt: str | list[dict] = text + INSTRUCTION
         if few_shot:
-            prompt = few_shot_messages() + [{"role": "user", "content": prompt}]
+            prompt = shots + [{"role": "user", "content": prompt}]
         rows.append({"prompt": prompt, "answer": answer, "kind": kind})
     return rows
 

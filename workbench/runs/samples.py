@@ -141,6 +141,7 @@ def train_records(batch: Any, keep: list[int], notes: list[Optional[dict]], prom
             continue
         for j, i in enumerate(range(off[g], off[g + 1])):
             vers = batch.versions[tok[i] : tok[i + 1]]
+            vers = vers[vers >= 0]  # context before an episode's first turn has no version
             rec = {
                 "group": g, "prompt_id": int(batch.prompt_id[g]), "domain": ex.domain, "prompt": note.get("prompt", ex.prompt),
                 "completion": note["texts"][j], "passed": bool(batch.correct[i]), "verdict": note["verdicts"][j],

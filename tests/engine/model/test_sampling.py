@@ -73,3 +73,17 @@ def test_weight_swap_between_decode_steps_changes_version_mid_sequence():
         assert o.tokens[:2] == p.tokens[:2] and o.logprobs[:2] == p.logprobs[:2]
         # from the swap on, tokens come from the new weights
         assert o.logprobs[2] != p.logprobs[2]
+
+
+def test_each_sequence_stops_at_its_own_limit_with_the_same_tokens():
+    """An environment's turns have budgets of their own: a sequence stops at its limit (cut, not
+    finished) and what it sampled up to there is what an unlimited decode samples."""
+    model = tiny_gpt(3)
+    prompts = [[3, 4, 5], [6, 7], [8, 9, 10, 11]]
+    free = sample_batch(model, prompts, max_new_tokens=8, eos_id=99, pad_id=0, generator=torch.Generator().manual_seed(4))
+    cut = sample_batch(model, prompts, max_new_tokens=8, eos_id=99, pad_id=0, generator=torch.Generator().manual_seed(4),
+                       limits=[2, 8, 5])  # fmt: skip
+    assert [len(c.tokens) for c in cut] == [2, 8, 5] and not any(c.finished for c in cut)
+    for f, c in zip(free, cut):
+        assert c.tokens == f.tokens[: len(c.tokens)]
+        torch.testing.assert_close(torch.tensor(c.logprobs), torch.tensor(f.logprobs[: len(c.tokens)]), atol=1e-5, rtol=0)

@@ -137,7 +137,7 @@ def test_a_push_between_turns_is_seen_in_the_next_turns_versions(tiny):
 def test_an_environment_that_fails_costs_its_group_not_the_chunk(tiny, env, fragment):
     import env_fixtures  # the module task.env names (tests/helpers on sys.path)
 
-    env_fixtures.InitFailsLater.made = 0
+    env_fixtures.InitFailsLater.made = 1  # constructed once already, by the launch's check (config/env.check_env_factory)
     gen = _generator(tiny, env)
     chunk = gen.generate(chunk_id=0, prompt_ids=[0, 1], n_per_prompt=2, seed=0)
     assert chunk.groups == [] and chunk.dropped_groups == 2

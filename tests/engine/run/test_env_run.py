@@ -61,3 +61,18 @@ def test_a_flaky_game_trains_and_its_faults_are_counted(ray_cluster, tiny_config
     assert main(["samples", str(out), "--train", "--full", "--contains", "guesses left"]) == 0  # the terminal: turn by turn
     shown = capsys.readouterr().out
     assert "── assistant ──" in shown and "── user ──" in shown and "guesses left" in shown
+
+
+def test_an_environment_that_always_fails_stops_the_run_in_one_line(ray_cluster, tiny_config, tmp_path):
+    from tests.helpers.tiny_hf import build_tiny_hf
+    from workbench.engine.run.handle import RunFailed
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": f"Add {i} and 1.", "answer": i + 1}) + "\n" for i in range(30)))
+    model = build_tiny_hf(tmp_path / "m", "qwen2", corpus=["Add 1 and 2."], max_positions=4096)
+    cfg = tiny_config({"model": {"path": str(model)},
+                       "task": {"name": "env", "env": "env_fixtures:ResetRaises", "path": str(rows), "num_val": 4},
+                       "env": {"max_episode_tokens": 3000}, "generation.max_new_tokens": 6,
+                       "train.max_steps": 3, "eval.num_prompts": 4}, name="envbroken")  # fmt: skip
+    with pytest.raises(RunFailed, match=r"the environment failed in every episode of 3 chunks in a row.*ResetRaises.reset raised KeyError"):
+        run_to_end(cfg, resume=False, timeout=300)

@@ -158,3 +158,14 @@ def test_stop_if_not_learning_stops_the_run_early(ray_cluster, mine, tmp_path, m
     assert summary["status"] == "stopped" and summary["steps"] < 10
     assert summary["learning"]["stopped_because"].startswith("not learning: no completion has passed the checker in 3 steps")
     assert summary["training"].startswith("nothing was trained")
+
+
+def test_an_environments_cut_episodes_name_the_episode_budgets():
+    cfg = run_config_from_dict({}, {"train.generations_per_prompt": 2, "task.name": "env", "task.env": "env_fixtures:AddEnv",
+                                    "recipe.length_control.type": "none", "env.max_turns": 3})  # fmt: skip
+    w, log, stop = LearningWatch(cfg, task(), decode=lambda ids: "".join(map(chr, ids))), Log(), threading.Event()
+    for step in (1, 2, 3):
+        w.saw(chunk([[False, False], [False, False]]))
+        w.after_step(step, step_stats(2, 0, 1.0, truncation=0.8), log, stop)
+    assert "80% of the episodes were cut by a budget" in log.events[-1] and "env.max_turns = 3" in log.events[-1]
+    assert "raise it?" not in log.events[-1]

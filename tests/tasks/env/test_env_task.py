@@ -32,12 +32,7 @@ def _cfg(tmp_path, **over):
 
 
 @pytest.mark.parametrize("over,message", [
-    ({"task.env": "env_fixtures:Missing"}, "task.env"),
-    ({"task.env": "no_such_module:Env"}, "no_such_module"),
     ({"task.env": None}, "task.env: name the environment factory"),
-    ({"task.env": "env_fixtures:FactoryRaises"}, "constructing FactoryRaises() raised RuntimeError: no licence server"),
-    ({"task.env": "env_fixtures:NoReward"}, "NoReward has no get_reward() and reward.functions is empty"),
-    ({"task.env": "env_fixtures:NoSeed", "task.path": None}, "NoSeed.reset takes no `seed`"),
     ({"recipe.length_control.type": "interrupt"}, "recipe.length_control.type: interrupt is not applied"),
     ({"env.max_episode_tokens": 64, "generation.max_new_tokens": 64}, "env.max_episode_tokens (64) must exceed"),
     ({"env.max_turns": 0}, "env.max_turns must be a whole number >= 1"),
@@ -46,6 +41,25 @@ def _cfg(tmp_path, **over):
 def test_each_bad_setting_is_one_line_at_config_load(tmp_path, over, message):
     with pytest.raises(ConfigError) as e:
         _cfg(tmp_path, **over)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("over,message", [
+    ({"task.env": "env_fixtures:Missing"}, "task.env"),
+    ({"task.env": "no_such_module:Env"}, "no_such_module"),
+    ({"task.env": "env_fixtures:FactoryRaises"}, "constructing FactoryRaises() raised RuntimeError: no licence server"),
+    ({"task.env": "env_fixtures:NoReward"}, "NoReward has no get_reward() and reward.functions is empty"),
+    ({"task.env": "env_fixtures:NoSeed", "task.path": None}, "NoSeed.reset takes no `seed`"),
+])  # fmt: skip
+def test_a_bad_factory_is_one_line_before_launch_and_a_saved_config_still_reads(tmp_path, over, message):
+    """The factory is imported and constructed by the driver's preflight, before Ray starts; reading the
+    config (a finished run's config.json, where the environment may be gone) imports nothing of it."""
+    from workbench.engine.run.preflight import preflight
+    from workbench.errors import UserError
+
+    cfg = _cfg(tmp_path, **{"out_dir": str(tmp_path / "run"), **over})
+    with pytest.raises(UserError) as e:
+        preflight(cfg, build_model=False)
     assert message in str(e.value) and "\n" not in str(e.value)
 
 

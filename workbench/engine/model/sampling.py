@@ -61,11 +61,13 @@ def sample_batch(
     on_step: Optional[Callable[[], int]] = None,
     version: int = 0,
     interruptions: Optional[list[Any]] = None,
+    limits: Optional[Sequence[int]] = None,
 ) -> list[Completion]:
     """Sample completions for `prompts` (lists of token ids); see the module docstring.
 
     `interruptions`: optional per-sequence length-control states with
     `after_token(token_id) -> list[int] | None` (phrase ids to force) and `done(n) -> bool`.
+    `limits`: each sequence's own most new tokens (an environment's turns), within `max_new_tokens`.
     """
     if not prompts:
         return []
@@ -83,6 +85,8 @@ def sample_batch(
     tok_cols, lp_cols, live_cols, forced_cols, versions = [], [], [], [], []
     forced: list[list[int]] = [[] for _ in range(n)]
     interrupted = [False] * n
+    limit_t = None if limits is None else torch.tensor([int(x) for x in limits], device=device)
+    emitted = torch.zeros(n, dtype=torch.long, device=device)
     for _step in range(max_new_tokens):
         logp_all, tokens = _draw(next_logits, temperature, generator)
         was_forced = torch.zeros(n, dtype=torch.bool, device=device)
@@ -97,9 +101,12 @@ def sample_batch(
         live_cols.append(active.clone())
         forced_cols.append(was_forced)
         versions.append(version)
+        emitted += active.long()
         ended = active & (tokens == eos_id) & ~was_forced
         finished |= ended
         active = active & ~ended
+        if limit_t is not None:  # a sequence at its own limit stops (it is cut, not finished)
+            active = active & (emitted < limit_t)
         if interruptions is not None:
             tl = tokens.tolist()
             for i in range(n):

@@ -125,8 +125,10 @@ def episode_completion(ep: Episode, prompt_len: Optional[int] = None) -> Complet
 
 
 def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
-    if not seqs or any(not s for s in seqs):
-        return 0 if not seqs else min(len(s) for s in seqs)
+    """The longest prefix all non-empty `seqs` share (an episode that failed before its prompt has none)."""
+    seqs = [s for s in seqs if s]
+    if not seqs:
+        return 0
     first, n = seqs[0], min(len(s) for s in seqs)
     for s in seqs[1:]:
         i = 0
@@ -144,7 +146,7 @@ def episode_turns(ep: Episode, prompt_len: int, tokenizer: Any) -> str:
     group's shared prompt) is the user's."""
     env_groups: list[tuple[str, str]] = []  # (role, text) of each run of non-assistant messages after the first turn
     started = False
-    for m in ep.messages:
+    for m in ep.messages[ep.prompt_messages:]:
         if m.get("role") == "assistant":
             started = True
             env_groups.append(("", ""))

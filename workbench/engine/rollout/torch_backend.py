@@ -48,7 +48,7 @@ class Generator(RolloutWorker):
     def _decode(self, prompts: list[list[int]], *, seed: int, budgets: Optional[list[int]], on_step: Any,
                 limits: Optional[list[int]] = None) -> list[Completion]:  # fmt: skip
         gen = torch.Generator(device=self.device).manual_seed(seed)
-        # an episode's turns: the batch decodes to its largest limit; each episode keeps its own (tasks/env/episode.py)
+        # an environment's turns: each sequence stops at its own limit (the room its episode has left)
         states = None if budgets is None else [self._interruption.start(b) for b in budgets]
         return sample_batch(
             self.model,
@@ -62,6 +62,7 @@ class Generator(RolloutWorker):
             on_step=on_step,
             version=self.version,
             interruptions=states,
+            limits=limits,
         )
 
     def _release(self) -> None:

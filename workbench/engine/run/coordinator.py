@@ -40,6 +40,7 @@ from workbench.engine.batch import Chunk, GroupBuffer
 from workbench.engine.failures import RunFailed, describe_error, record_failure
 from workbench.engine.run import accounting
 from workbench.engine.run import reward_metrics
+from workbench.engine.run.env_faults import EnvFaults
 from workbench.engine.run.actors import Workers, spawn_workers
 from workbench.engine.run.lag import PipelineDepth
 from workbench.engine.run.learning import LearningWatch
@@ -87,7 +88,6 @@ class RunCoordinator:
         self.max_steps = cfg.train.max_steps  # the one owner of the target is the config
         self.counters = accounting.Counters()
         self.step = 0
-        self._env_error_said = False  # an environment fault is said once in events.log (env/errors counts them all)
         self.resumed_from: Optional[int] = None
         state = self.checkpoints.latest() if resume else None
         if state is not None:
@@ -102,6 +102,7 @@ class RunCoordinator:
             accounting.discarded_from_rows(self.counters, [r for r in logged if r.get("step", 0) > self.step])
             self.earlier_rows = [r for r in logged if r.get("step", 0) <= self.step]
         self.log = RunLog(self.out, sinks, samples=cfg.samples)
+        self.env_faults = EnvFaults(self.log.event)
         self.gen_restarts = GeneratorRestarts(self.log.event)
         if state is not None:
             self.log.back_to(self.step)  # steps logged after the checkpoint are redone: logged once
@@ -264,21 +265,25 @@ class RunCoordinator:
         if steps_needed <= 0:
             return
         split = workers.split_sizes(per_step)
+        short = (-self._in_flight_groups()) % per_step  # a step some dropped groups left short
+        if short and len(loop.gen_refs) < 2 * workers.num_generators and (alg == "pipeline" or not loop.train_q):
+            # groups dropped for a sandbox or environment error: top the step up with fresh prompts,
+            # so it trains at the lag it was sent for (a whole new step on top would stay a step behind)
+            self._dispatch(workers, short)
+            return
         if alg == "pipeline" and self.depth.depth > 0:
             ahead = self.depth.depth  # <= k (lag.py)
-            # the step the trainer is running does not count; one queued behind it does. Whole steps
-            # only: groups short of a step (the rest of theirs dropped: a sandbox or environment
-            # error) wait for the next chunk, which must then be sent
-            lag_steps = self._in_flight_groups() // per_step + max(0, len(loop.train_q) - 1)
+            # the step the trainer is running does not count; one queued behind it does
+            lag_steps = math.ceil(self._in_flight_groups() / per_step) + max(0, len(loop.train_q) - 1)
             while (
                 lag_steps < ahead
-                and self._in_flight_groups() < steps_needed * per_step
+                and math.ceil(self._in_flight_groups() / per_step) < steps_needed
                 and len(loop.gen_refs) < 2 * workers.num_generators
             ):
                 for n in split:
                     self._dispatch(workers, n)
                 lag_steps += 1
-        elif not loop.gen_refs and len(loop.groups) < per_step and not loop.train_q:  # sync, a round, or auto's depth 0
+        elif not loop.gen_refs and not loop.groups and not loop.train_q:  # sync, a round, or auto's depth 0
             for _ in range(min(k, steps_needed) if alg == "ppo-off-policy" else 1):
                 for n in split:
                     self._dispatch(workers, n)
@@ -358,10 +363,7 @@ class RunCoordinator:
         loop.gen_stats["swaps"] += chunk.weight_swaps
         loop.gen_stats["chunks"] += 1
         reward_metrics.add_chunk(loop.gen_stats["rewards"], chunk)
-        env = getattr(chunk, "env", None)
-        if env is not None and env.first_error and not self._env_error_said:  # the first environment fault, said once
-            self._env_error_said = True
-            self.log.event(f"environment error (its episode's group is dropped; env/errors counts them): {env.first_error}")
+        self.env_faults.saw(getattr(chunk, "env", None))  # an environment's faults: said once; all failing stops the run
 
     def _on_trained(self, workers, deadline: float) -> None:
         cfg, loop = self.cfg, self.loop

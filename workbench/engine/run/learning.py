@@ -94,7 +94,12 @@ class LearningWatch:
     def _evidence(self) -> str:
         text = f"{self.passed} of {self.sampled} sampled completions passed the checker '{self.checker}' so far"
         trunc = [t for _, _, t in self.steps]
-        if trunc and np.mean(trunc) > 0.5:
+        if trunc and np.mean(trunc) > 0.5 and self.cfg.task.name == "env":  # an episode has three budgets
+            e = self.cfg.env
+            text += (f"; {np.mean(trunc):.0%} of the episodes were cut by a budget (generation.max_new_tokens = "
+                     f"{self.cfg.generation.max_new_tokens} a turn, env.max_turns = {e.max_turns}, env.max_episode_tokens = "
+                     f"{e.max_episode_tokens}; `workbench samples` shows where)")  # fmt: skip
+        elif trunc and np.mean(trunc) > 0.5:
             text += (f"; {np.mean(trunc):.0%} of them ran into generation.max_new_tokens = "
                      f"{self.cfg.generation.max_new_tokens} before EOS (raise it?)")
         shown = self._shown_samples()

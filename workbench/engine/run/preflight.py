@@ -58,6 +58,9 @@ def preflight(cfg: RunConfig, *, build_model: bool) -> None:
     except OSError as e:
         raise UserError(f"cannot create the run folder {out}: {e.strerror or e}") from None
 
+    from workbench.config import check_env_factory
+
+    check_env_factory(cfg)  # task.env imported and constructed once: a bad factory is one line before Ray
     task = load_task(cfg.task)
     from workbench.rl.reward_functions import load_reward_functions
 

@@ -83,8 +83,9 @@ def step_reward_row(task: Any, batch: Any, stats: dict[str, Any], waited: float)
     """The reward metrics of one trainer step (`batch`: its PackedGroups; see the module docstring)."""
     row = {k: v for k, v in stats.items() if k not in ("reward_wait", "reward_values", "env")}
     row.update(value_metrics(stats.get("reward_values", {}), "rewards"))
-    if stats.get("env") is not None:  # env/*: the step's generated episodes; train/*_tokens: the trained batch's, by origin
+    if stats.get("env") is not None:  # env/*: the episodes generated since the step before was sent
         row.update(stats["env"].metrics())
+    if getattr(task, "env", None) is not None:  # the trained batch's tokens, by origin (every step, buffered groups too)
         sampled = int(batch.sampled.sum())
         row["train/sampled_tokens"] = float(sampled)
         row["train/env_tokens"] = float(int(batch.t_len.sum()) - sampled)

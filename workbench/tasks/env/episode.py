@@ -97,14 +97,15 @@ class EpisodeTokens:
     mask: list[int] = field(default_factory=list)
     logprobs: list[Optional[float]] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
-    """The policy version that sampled each token; context tokens carry the last sampled token's (0 before any)."""
+    """The policy version that sampled each token; context tokens carry the last sampled token's, -1
+    before any (no version: the trainer's staleness and the samples' version read only versions >= 0)."""
 
     def add_context(self, ids: Sequence[int]) -> None:
         """Prompt or environment tokens: context, never trained."""
         self.ids.extend(int(i) for i in ids)
         self.mask.extend([0] * len(ids))
         self.logprobs.extend([None] * len(ids))
-        self.versions.extend([self.versions[-1] if self.versions else 0] * len(ids))
+        self.versions.extend([self.versions[-1] if self.versions else -1] * len(ids))
 
     def add_sampled(self, ids: Sequence[int], logprobs: Sequence[float], versions: Optional[Sequence[int]] = None) -> None:
         """Tokens the policy sampled, as sampled, with one log-prob (and policy version) each."""
@@ -112,7 +113,7 @@ class EpisodeTokens:
             raise ValueError(f"sample returned {len(ids)} token ids but {len(logprobs)} log-probs")
         if versions is not None and len(versions) != len(ids):
             raise ValueError(f"sample returned {len(ids)} token ids but {len(versions)} versions")
-        last = self.versions[-1] if self.versions else 0
+        last = max(self.versions[-1], 0) if self.versions else 0
         self.ids.extend(int(i) for i in ids)
         self.mask.extend([1] * len(ids))
         self.logprobs.extend(float(x) for x in logprobs)
@@ -138,6 +139,8 @@ class Episode:
     """The conversation: the prompt's messages, each assistant turn, each tool or environment message."""
     versions: list[int] = field(default_factory=list)
     """The policy version of each token (sampled tokens: the one that sampled it; see EpisodeTokens)."""
+    prompt_messages: int = 0
+    """How many of `messages` are the prompt's (a few-shot prompt holds assistant turns of its own)."""
     turns: int = 0
     """Assistant turns sampled."""
     tool_calls: int = 0
@@ -246,8 +249,12 @@ class EpisodeRunner:
                 raise EnvFault(f"{name}.reset returned None: a turn-based environment's reset returns its first observation")
             ep.messages = prompt_messages(row.get(self.settings.prompt_key), observation, self.schemas, self.format,
                                           self.settings.system_prompt)  # fmt: skip
+            ep.prompt_messages = len(ep.messages)
             tokens.add_context(prompt_ids(self.tokenizer, ep.messages, self.schemas, self.format))
             ep.prompt_len = len(tokens)
+            if ep.prompt_len >= self.settings.max_episode_tokens:  # nothing to sample: not a turn the policy lost
+                raise EnvFault(f"the prompt is {ep.prompt_len} tokens (reset's text and the tools' schema included), "
+                               f"not under env.max_episode_tokens = {self.settings.max_episode_tokens}")  # fmt: skip
             yield from self._turns(instance, tokens, ep, step_rewards)
             if self.env.has_reward:  # None: does not apply (TRL's NaN), the episode neither passes nor fails
                 got = self._call(instance.get_reward, f"{name}.get_reward")

@@ -58,7 +58,9 @@ def _with_functions(task: TaskData, episodes: list, examples: list, env_name: st
     columns: dict[str, list] = {k: [ex.columns.get(k) for ex in examples] for k in keys}
     columns.setdefault("answer", [ex.answer for ex in examples])
     columns["environments"] = [ep.instance for ep in episodes]
-    prompts, completions = zip(*(split_conversation(ep.messages) for ep in episodes))
+    columns.setdefault("answer_format", [None] * len(examples))
+    columns["task_passed"] = [bool(ep.passed) for ep in episodes]  # the shipped `correct`: the environment's pass
+    prompts, completions = zip(*(split_conversation(ep.messages, ep.prompt_messages) for ep in episodes))
     scores = score_batch(task.reward_functions, list(prompts), list(completions), columns, [ex.id for ex in examples],
                          completion_ids=[ep.completion_ids for ep in episodes], trainer_state=trainer_state)  # fmt: skip
     out = []
@@ -81,7 +83,6 @@ def _with_functions(task: TaskData, episodes: list, examples: list, env_name: st
     return out
 
 
-def split_conversation(messages: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(the prompt's messages, the rest): the prompt ends before the first assistant turn."""
-    first = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
-    return messages[:first], messages[first:]
+def split_conversation(messages: list[dict], prompt_messages: int) -> tuple[list[dict], list[dict]]:
+    """(the prompt's messages, the rest): the first `prompt_messages` are the prompt's (Episode.prompt_messages)."""
+    return messages[:prompt_messages], messages[prompt_messages:]

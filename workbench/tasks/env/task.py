@@ -8,8 +8,8 @@ Rows come as the jsonl and hf tasks read them (`hf.load_splits`: a JSONL, Parque
 saved folder, a hub id), but nothing is required of them: the prompt (`task.prompt_key`, text or
 TRL's message list) may be absent or empty (reset's text is then the user turn) and there is no
 answer column to find; the environment scores the episode. Without `task.path`, the factory makes
-its own prompts: row i is {"seed": i} (train seeds after the validation ones, never shared), and
-reset must take `seed` (checked at config load, config/env.py). Rows are deduplicated, shuffled by
+its own prompts: each row is {"seed": s}, s drawn from task.seed (train seeds after the validation
+ones, never shared), and reset must take `seed` (checked before launch, config/env.py). Rows are deduplicated, shuffled by
 task.seed and split into val and train like a file task's.
 
 There is no text checker: the worker scores episodes (tasks/env/scoring.py); `checker` refuses a call.

@@ -187,6 +187,7 @@ class VllmGenerator(RolloutWorker):
         self._make_prompt = lambda ids: TokensPrompt(prompt_token_ids=ids)
         self._calls = 0
         self._cached = PrefixCounter()  # prompt tokens the prefix cache served (an environment's turns)
+        self._prefixes_stale = False  # new weights came while requests ran: drop the cached prefixes at the next decode
         self.engine_mode = "step" if self._probe_step_api() else "batch"
         log.info("vLLM %s generator %d: engine_mode=%s fp32_head=%s logprobs=%s dtype=%s", self.vllm_version,
                  self.rank, self.engine_mode, self.fp32_head_mode, self.logprobs_mode, dtype)  # fmt: skip
@@ -275,10 +276,15 @@ class VllmGenerator(RolloutWorker):
         self._forget_prefixes()
 
     def _forget_prefixes(self) -> None:
-        """With prefix caching (an environment), new weights drop the cached prefixes, unless requests
-        are running (an in-flight update: they, and their next turns, keep their KV, as PipelineRL does)."""
-        if self.env_settings is not None and not self.llm.llm_engine.has_unfinished_requests():
+        """With prefix caching (an environment), new weights drop the cached prefixes. Requests running
+        (an in-flight update) keep their KV, as PipelineRL does, and the drop waits for the next idle
+        point: the next decode call (`_decode`, between two turns or two chunks)."""
+        if self.env_settings is None:
+            return
+        self._prefixes_stale = True
+        if not self.llm.llm_engine.has_unfinished_requests():
             self.llm.reset_prefix_cache()
+            self._prefixes_stale = False
 
     def _prefix_counts(self) -> tuple[int, int]:
         return self._cached.take()
@@ -295,6 +301,8 @@ class VllmGenerator(RolloutWorker):
                 limits: Optional[list[int]] = None) -> list[Completion]:  # fmt: skip
         self._calls += 1
         self._engine_thread()
+        if self._prefixes_stale:  # weights changed while requests ran: drop the old KV now
+            self._forget_prefixes()
         engine = self._engines(batch=self.engine_mode != "step")
         outs = decode(
             engine, prompts, make_params=lambda m, i, part: self._params(m),

@@ -112,19 +112,17 @@ class PrefixCounter:
 
     cached: int = 0
     prompt: int = 0
-    unknown: int = 0  # requests whose output said nothing (an older vLLM)
 
     def add(self, cached: Optional[int], prompt: int) -> None:
-        self.prompt += prompt
-        if cached is None:
-            self.unknown += 1
-        else:
+        """A finished request's figures (`cached` None: an older vLLM that does not say; not counted)."""
+        if cached is not None:
+            self.prompt += prompt
             self.cached += int(cached)
 
     def take(self) -> tuple[int, int]:
         """(cached, prompt) since the last take."""
         out = (self.cached, self.prompt)
-        self.cached = self.prompt = self.unknown = 0
+        self.cached = self.prompt = 0
         return out
 
 
