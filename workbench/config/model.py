@@ -40,6 +40,8 @@ class ModelConfig:
     """builtin:tiny only: examples per supervised warm-up step."""
     cache_dir: str = "~/.cache/workbench/models"
     """Where built-in models are built once and cached (keyed by their settings), and GGUF files converted once (keyed by the file's sha256 and the dtype)."""
+    chat_template: Optional[str] = None
+    """A Jinja chat template used instead of the tokenizer's own: a .jinja file or the template's text (e.g. TRL's chat_templates/qwen2_5.jinja gives SmolLM2 Qwen's tool calls); null: the model's."""
     lora: Optional[LoraConfig] = None
     """LoRA adapters over the frozen base ({rank, alpha, dropout, target_modules}; `model.lora.rank=8` turns them on with the other defaults); null: full fine-tuning."""
 
@@ -51,7 +53,27 @@ def validate_model(model: ModelConfig, generation: GenerationConfig, resources: 
             "model.dtype: float16 is not supported for training (no loss scaling: per-token gradients "
             "of ~1e-6 underflow in fp16); use bfloat16, float32 or auto"
         )
+    if model.chat_template is not None:
+        if model.path.startswith("builtin:"):
+            raise ConfigError("model.chat_template is for a Hugging Face model's tokenizer; builtin:tiny has no chat template")
+        if not is_template_text(model.chat_template) and not Path(model.chat_template).expanduser().is_file():
+            raise ConfigError(f"model.chat_template: no such file: {model.chat_template} (a .jinja file, or the template's text)")
     validate_lora(model.lora, model.path, generation, resources)
+
+
+def is_template_text(value: str) -> bool:
+    """Whether model.chat_template holds the template itself rather than a file's path."""
+    return "{%" in value or "{{" in value
+
+
+def template_text(value: str) -> str:
+    """model.chat_template's template: its text, or the .jinja file's (one line when unreadable)."""
+    if is_template_text(value):
+        return value
+    try:
+        return Path(value).expanduser().read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"model.chat_template: cannot read {value}: {e.strerror or e}") from None
 
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")

@@ -190,7 +190,12 @@ def export_policy(run: str | Path, out: str | Path | None = None, step: Optional
         dtype = own_dtype(source)
         model = model.to(dtype)
         model.save_pretrained(tmp, safe_serialization=True)
-        AutoTokenizer.from_pretrained(source, local_files_only=True).save_pretrained(tmp)
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+        if cfg.model.chat_template is not None:  # the template it was trained with (the run's config holds its text)
+            from workbench.config.model import template_text
+
+            tokenizer.chat_template = template_text(cfg.model.chat_template)
+        tokenizer.save_pretrained(tmp)
         params = sum(p.numel() for p in model.parameters())
     result = PolicyExport(out=out, run=run, step=step, source=source, dtype=str(dtype).replace("torch.", ""),
                           params=params, kind="adapter" if adapter else "policy")  # fmt: skip

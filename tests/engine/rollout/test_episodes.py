@@ -170,3 +170,29 @@ def _runs(flags: list[bool]) -> list[tuple[bool, tuple[int, int]]]:
             out.append((flags[start], (start, i)))
             start = i
     return out
+
+
+def test_a_template_with_tool_support_given_in_the_config_renders_the_tools_and_the_tool_role(tiny, tmp_path):
+    """model.chat_template (a .jinja file: Qwen2.5's, as TRL ships it) replaces the model's ChatML: the
+    tools go through apply_chat_template(tools=...) and the results come back as the tool role."""
+    from tests.tasks.env.env_helpers import QWEN_LIKE
+
+    jinja = tmp_path / "qwen2_5.jinja"
+    jinja.write_text(QWEN_LIKE)
+    gen = _generator(tiny, **{"model.chat_template": str(jinja)})
+    chunk = gen.generate(chunk_id=0, prompt_ids=[0], n_per_prompt=2, seed=0)
+    note = chunk.notes[0]
+    assert "# Tools" in note["prompt"] and "<tools>" in note["prompt"] and "You are Qwen" in note["prompt"]
+    assert [t["role"] for t in json.loads(note["turns"][0])] == ["assistant", "tool", "assistant", "tool", "assistant"]
+
+
+@pytest.mark.parametrize("over,message", [
+    ({"model.chat_template": "/no/such/template.jinja"}, "model.chat_template: no such file: /no/such/template.jinja"),
+    ({"model.path": "builtin:tiny", "model.chat_template": "{{ messages }}"}, "builtin:tiny has no chat template"),
+])  # fmt: skip
+def test_a_bad_chat_template_is_one_line(over, message):
+    from workbench.config import run_config_from_dict
+    from workbench.configtools import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        run_config_from_dict({}, {"model.path": "/tmp/some-model", **over})

@@ -25,7 +25,7 @@ its tokenizer through here, so all of them agree on the ids:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from workbench.engine.model.devices import weights_dtype
 from workbench.engine.model.logs import no_progress_bars
@@ -87,8 +87,9 @@ def check_chat_template(tokenizer: Any, wanted: bool, *, where: str = "") -> Non
         )
 
 
-def load_tokenizer(path: str | Path, *, chat_template: bool = False) -> Any:
-    """The folder's own tokenizer, prepared for generation (see the module docstring)."""
+def load_tokenizer(path: str | Path, *, chat_template: bool = False, template: Optional[str] = None) -> Any:
+    """The folder's own tokenizer, prepared for generation (see the module docstring); `template`
+    (model.chat_template: a .jinja file or the text) replaces its chat template."""
     from transformers import AutoTokenizer
 
     d = check_model_dir(path)
@@ -96,6 +97,10 @@ def load_tokenizer(path: str | Path, *, chat_template: bool = False) -> Any:
         tokenizer = AutoTokenizer.from_pretrained(d, local_files_only=True)
     except (OSError, ValueError) as e:
         raise UserError(f"model.path: cannot load a tokenizer from {d}: {e}") from None
+    if template is not None:
+        from workbench.config.model import template_text
+
+        tokenizer.chat_template = template_text(template)
     prepare_tokenizer(tokenizer, where=str(d))
     check_chat_template(tokenizer, chat_template, where=str(d))
     return tokenizer
@@ -123,12 +128,13 @@ def prompt_ids(tokenizer: Any, text: str | list[dict[str, str]], *, chat_templat
     return [int(t) for t in ids]
 
 
-def load_hf_dir(path: str | Path, *, device: str = "cpu", dtype: Any = None, chat_template: bool = False) -> tuple[Any, Any]:
+def load_hf_dir(path: str | Path, *, device: str = "cpu", dtype: Any = None, chat_template: bool = False,
+                template: Optional[str] = None) -> tuple[Any, Any]:  # fmt: skip
     """Model + tokenizer from a local Hugging Face directory; clear errors for what is missing."""
     from transformers import AutoModelForCausalLM
 
     d = check_model_dir(path)
-    tokenizer = load_tokenizer(d, chat_template=chat_template)
+    tokenizer = load_tokenizer(d, chat_template=chat_template, template=template)
     try:
         with no_progress_bars():
             model = AutoModelForCausalLM.from_pretrained(d, local_files_only=True, dtype=weights_dtype(dtype, device))

@@ -54,7 +54,8 @@ def load_policy(
         model, tokenizer = load_builtin(model_cfg, task, device=device, dtype=dtype, progress=progress)
     else:
         folder = policy_dir(model_cfg, task)
-        model, tokenizer = load_hf_dir(folder, device=device, dtype=dtype, chat_template=wants_chat_template(task))
+        model, tokenizer = load_hf_dir(folder, device=device, dtype=dtype, chat_template=wants_chat_template(task),
+                                       template=getattr(model_cfg, "chat_template", None))  # fmt: skip
         model.workbench_info = {"from_cache": False, "dir": str(folder),
                                 "params": sum(p.numel() for p in model.parameters())}  # fmt: skip
     compute = compute if isinstance(compute, torch.dtype) else next(model.parameters()).dtype

@@ -36,6 +36,10 @@ def absolute_paths(cfg: RunConfig) -> RunConfig:
     out = str(cfg.output_dir().resolve())
     model = resolved_path(cfg.model)  # a hub id: its snapshot folder and commit, resolved here once
     model = dataclasses.replace(model, cache_dir=str(Path(model.cache_dir).expanduser().resolve()))
+    if model.chat_template is not None:  # a template read where it is: its text goes to every actor
+        from workbench.config.model import template_text
+
+        model = dataclasses.replace(model, chat_template=template_text(model.chat_template))
     task = cfg.task
     if task.path:  # an hf task's hub dataset id stays an id
         path = task_path(task.path) if task.name == "hf" else str(Path(task.path).expanduser().resolve())
@@ -106,7 +110,7 @@ def policy_tokenizer(cfg: RunConfig, task: Any) -> tuple[Any, Optional[int], str
     from transformers import AutoConfig
 
     d = check_model_dir(cfg.model.path)
-    tok = load_tokenizer(d, chat_template=task.chat_template)
+    tok = load_tokenizer(d, chat_template=task.chat_template, template=cfg.model.chat_template)
     try:
         mc = AutoConfig.from_pretrained(d, local_files_only=True)
     except (OSError, ValueError) as e:

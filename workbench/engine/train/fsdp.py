@@ -107,7 +107,7 @@ def load_skeleton(
     from workbench.engine.model.load import policy_dir
 
     d = policy_dir(model_cfg, task, progress=progress)
-    tokenizer = load_tokenizer(d, chat_template=bool(getattr(task, "chat_template", False)))
+    tokenizer = load_tokenizer(d, chat_template=bool(getattr(task, "chat_template", False)), template=model_cfg.chat_template)
     try:
         config = AutoConfig.from_pretrained(d, local_files_only=True)
         with torch.device("meta"):

@@ -152,7 +152,7 @@ class VllmGenerator(RolloutWorker):
         self.device = self.vllm_device
         model_dir = policy_dir(self.model_cfg, self.task)  # vLLM loads the weights; only the tokenizer is read here
         check_vllm_shape(str(model_dir), self.device)
-        self.tokenizer = load_tokenizer(model_dir, chat_template=self.task.chat_template)
+        self.tokenizer = load_tokenizer(model_dir, chat_template=self.task.chat_template, template=self.model_cfg.chat_template)
         dtype = _DTYPES[trainer_precision(self.model_cfg.dtype, self.device).compute]  # the trainer's compute dtype
         self.vllm_version = getattr(vllm, "__version__", "")
         fields = [f.name for f in dataclasses.fields(EngineArgs)]
