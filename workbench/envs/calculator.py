@@ -41,7 +41,7 @@ TIMES_TEMPLATES = (
     "A page has {a} words. How many words are on {b} pages?",
 )
 INSTRUCTION = " Use the calculator tools, then call submit with the answer."
-# the worked episodes of few_shot=True: (question, tool, a, b); results unlike each other and unlike the rows'
+# the worked episodes of few_shot=True: (question, tool, a, b), with results unlike each other
 SHOTS = (
     ("Tom has 23 cards and gets 45 more. How many cards does he have now?", "add", 23, 45),
     ("A bag holds 16 marbles. How many marbles are in 4 bags?", "multiply", 16, 4),
@@ -148,7 +148,7 @@ def make_rows(n: int, seed: int = 0, kinds: tuple[str, ...] = ("sum", "times"), 
             raise ValueError(f"kind must be 'sum' or 'times', got {kind!r}")
         prompt: str | list[dict] = text + INSTRUCTION
         if few_shot:
-            prompt = shots + [{"role": "user", "content": prompt}]
+            prompt = [dict(m) for m in shots] + [{"role": "user", "content": prompt}]
         rows.append({"prompt": prompt, "answer": answer, "kind": kind})
     return rows
 

@@ -27,7 +27,7 @@ def check_system_prompt(task_cfg: Any) -> None:
     """A system prompt needs the chat template (a `workbench.config.TaskConfig`, its mix sources
     too): without it there is no system turn to put it in. ConfigError at config load."""
     for where, t in [("task", task_cfg), *((f"task.mix[{i}]", s) for i, s in enumerate(task_cfg.mix))]:
-        if t.system_prompt and not (t.chat_template or task_cfg.chat_template):
+        if t.system_prompt and not (t.chat_template or task_cfg.chat_template or t.name == "env"):  # an episode is a chat
             raise ConfigError(f"{where}.system_prompt is set but {where}.chat_template is false: the system prompt is a chat turn; "
                               "set task.chat_template: true (or put the text in the prompts)")  # fmt: skip
 

@@ -135,3 +135,9 @@ def test_preflight_refuses_an_episode_budget_the_prompts_do_not_leave_a_turn_in(
         check(**{"env.max_episode_tokens": 5000})
     with pytest.raises(UserError, match=r"train.micro_batch_tokens = 2000 is below env.max_episode_tokens = 3000"):
         check(**{"env.max_episode_tokens": 3000, "train.micro_batch_tokens": 2000})
+
+
+def test_an_environment_takes_a_system_prompt_without_setting_the_chat_template(tmp_path):
+    """An episode is a conversation: the chat template is implied, and task.system_prompt is its system turn."""
+    task = load_task(_cfg(tmp_path, **{"task.system_prompt": "Use the tools."}).task)
+    assert task.chat_template and task.system_prompt == "Use the tools."
