@@ -148,23 +148,28 @@ def test_dashboard_renders_in_jupyterlab(lab):
     shutil.copy(shot, tmp / "dashboard.png")
 
 
+def viewer_notebook(path: Path, code: str) -> None:
+    """A one-cell notebook on the workbench kernel that shows a run's dashboard: `code` after the imports."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "workbench", "display_name": "workbench", "language": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell(f"from workbench.runs.view import RunView\nfrom workbench.widgets.dashboard import Dashboard\n{code}")]
+    nbformat.write(nb, path)
+
+
 def test_samples_tab_group_view_side_by_side_and_health_banner_in_jupyterlab(lab):
     """A finished run folder with kept samples and an entropy flag (tests/helpers/samples_folder.py),
     its dashboard in the same JupyterLab: the banner names the flag and its button opens the samples
     at its step; the verdict filter leaves only failures; the group view shows one prompt's
     completions with their advantages (a long one folded, opened by a click); the side by side
     shows two evaluations. Screenshots of each go to test-artifacts/ (copied into docs/)."""
-    import nbformat
     from playwright.sync_api import sync_playwright
 
     from tests.helpers.samples_folder import COLLAPSE, write_samples_run
 
     base, token, tmp = lab
     run = write_samples_run(tmp / "samples-run")
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "workbench", "display_name": "workbench", "language": "python"}})
-    nb.cells = [nbformat.v4.new_code_cell("from workbench.runs.view import RunView\nfrom workbench.widgets.dashboard import Dashboard\n"
-                                          f"Dashboard(RunView.open({str(run)!r}))")]  # fmt: skip
-    nbformat.write(nb, tmp / "lab" / "viewer.ipynb")
+    viewer_notebook(tmp / "lab" / "viewer.ipynb", f"Dashboard(RunView.open({str(run)!r}))")
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
@@ -222,17 +227,13 @@ def test_samples_tab_group_view_side_by_side_and_health_banner_in_jupyterlab(lab
 def test_an_environments_samples_show_as_conversations_in_jupyterlab(lab):
     """A tool environment's kept samples in the Samples tab's group view: each episode turn by turn, the
     model's tool calls, the tools' results and its final answer, labelled by who wrote them."""
-    import nbformat
     from playwright.sync_api import sync_playwright
 
     from tests.helpers.samples_folder import write_env_samples_run
 
     base, token, tmp = lab
     run = write_env_samples_run(tmp / "env-run")
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "workbench", "display_name": "workbench", "language": "python"}})
-    nb.cells = [nbformat.v4.new_code_cell("from workbench.runs.view import RunView\nfrom workbench.widgets.dashboard import Dashboard\n"
-                                          f"d = Dashboard(RunView.open({str(run)!r}))\nd.open_samples(1, 'train')\nd")]  # fmt: skip
-    nbformat.write(nb, tmp / "lab" / "env-viewer.ipynb")
+    viewer_notebook(tmp / "lab" / "env-viewer.ipynb", f"d = Dashboard(RunView.open({str(run)!r}))\nd.open_samples(1, 'train')\nd")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
         try:

@@ -27,12 +27,13 @@ import random
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional, TypeVar
 
 from workbench.errors import UserError
 from workbench.tasks.chat import messages_text, parse_messages
 from workbench.tasks.types import Example, TaskData
 
+T = TypeVar("T")
 MAX_MATH_CHARS = 2000  # answers sit at the end of a completion; longer text is not parsed
 MATH_TIMEOUT_S = 5  # per parse / comparison, main thread only
 
@@ -127,14 +128,39 @@ def read_parquet(path: Path, prompt_key: str, answer_key: str) -> list[Row]:
     return [record(row, f"{path}: row {i}", prompt_key, answer_key, i) for i, row in enumerate(df.to_dict("records"))]
 
 
-def _dedupe(rows: Iterable[Row]) -> list[Row]:
+def dedupe(items: Iterable[T], key: Callable[[T], str]) -> list[T]:
+    """`items` with repeats (the same `key`) left out, first occurrence kept, in order."""
     seen: set[str] = set()
     out = []
-    for row in rows:
-        if row.prompt not in seen:
-            seen.add(row.prompt)
-            out.append(row)
+    for item in items:
+        if (k := key(item)) not in seen:
+            seen.add(k)
+            out.append(item)
     return out
+
+
+def split_rows(cfg: Any, rows: list[T], val_rows: Optional[list[T]], *, key: Callable[[T], str], label: str,
+               source: str, what: str = "prompts") -> tuple[list[T], list[T]]:  # fmt: skip
+    """(the rest, val) of a task's rows: repeats (by `key`) kept once, shuffled by `cfg.seed` (seeded by
+    `label`), then `cfg.num_val` rows for val (from `val_rows` when given, else from `rows`); training
+    takes up to `cfg.num_train` of the rest (a row in val is never trained on)."""
+    rows = dedupe(rows, key)
+    rng = random.Random(f"{label}:{cfg.seed}")
+    if val_rows is not None:
+        val_rows = dedupe(val_rows, key)
+        rng.shuffle(val_rows)
+        held = val_rows[: cfg.num_val]
+        in_val = {key(r) for r in held}
+        rows = [r for r in rows if key(r) not in in_val]
+    if not rows or (val_rows is None and len(rows) <= cfg.num_val):
+        raise UserError(
+            f"{source}: {len(rows)} distinct {what}, but task.num_val={cfg.num_val} leaves none for training; "
+            "lower task.num_val"
+        )
+    rng.shuffle(rows)
+    if val_rows is None:
+        held, rows = rows[: cfg.num_val], rows[cfg.num_val :]
+    return rows, held
 
 
 def load_file_task(cfg) -> TaskData:
@@ -161,22 +187,7 @@ def task_from_rows(cfg, rows: list[Row], *, source: str, val_rows: list[Row] | N
             if r.messages:
                 raise UserError(f"{r.where}: the prompt is a message list, which only the chat template can encode; "
                                 "set task.chat_template: true")  # fmt: skip
-    rows = _dedupe(rows)
-    rng = random.Random(f"file:{cfg.seed}")
-    if val_rows is not None:
-        val_rows = _dedupe(val_rows)
-        rng.shuffle(val_rows)
-        held = val_rows[: cfg.num_val]
-        in_val = {r.prompt for r in held}
-        rows = [r for r in rows if r.prompt not in in_val]
-    if not rows or (val_rows is None and len(rows) <= cfg.num_val):
-        raise UserError(
-            f"{source}: {len(rows)} distinct prompts, but task.num_val={cfg.num_val} leaves none for training; "
-            "lower task.num_val"
-        )
-    rng.shuffle(rows)
-    if val_rows is None:
-        held, rows = rows[: cfg.num_val], rows[cfg.num_val :]
+    rows, held = split_rows(cfg, rows, val_rows, key=lambda r: r.prompt, label="file", source=source)
     val = [Example(id=r.id, prompt=r.prompt, answer=r.answer, messages=r.messages, columns=r.columns) for r in held]
     train = [Example(id=r.id, prompt=r.prompt, answer=r.answer, messages=r.messages, columns=r.columns) for r in rows[: cfg.num_train]]
     alphabet = "".join(sorted({c for ex in train + val for c in ex.prompt + ex.answer}))

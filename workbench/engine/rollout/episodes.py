@@ -85,7 +85,6 @@ class EnvRollouts:
 
     def __init__(self, task: Any, tokenizer: Any, settings: EnvSettings, eos_id: int) -> None:
         self.runner = EpisodeRunner(task.env, tokenizer, settings, stop_ids=[eos_id])
-        self.settings = settings
 
     def run(self, examples: Sequence[Example], n: int, decode: Decode) -> tuple[list[Completion], list[Episode]]:
         """`n` episodes per example (prompt-major), each turn of every live episode decoded in one call."""
@@ -154,15 +153,16 @@ def episode_turns(ep: Episode, prompt_len: int, tokenizer: Any) -> str:
             role, text = env_groups[-1]
             env_groups[-1] = (role or str(m.get("role")), (text + "\n" if text else "") + str(m.get("content") or ""))
     env_groups = [g for g in env_groups if g[0]]
-    turns, at, k = [], prompt_len, 0
+    turns, at, k, sampled = [], prompt_len, 0, False
     ids, mask = ep.token_ids, ep.mask
     while at < len(ids):
         end = at
         while end < len(ids) and mask[end] == mask[at]:
             end += 1
         if mask[at]:
+            sampled = True
             turns.append({"role": "assistant", "text": tokenizer.decode(ids[at:end], skip_special_tokens=True)})
-        elif not any(t["role"] == "assistant" for t in turns):
+        elif not sampled:
             turns.append({"role": "user", "text": tokenizer.decode(ids[at:end], skip_special_tokens=True)})
         else:
             role, text = env_groups[k] if k < len(env_groups) else ("environment", tokenizer.decode(ids[at:end], skip_special_tokens=True))

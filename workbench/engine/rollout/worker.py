@@ -26,6 +26,7 @@ the vLLM one `vllm/backend.VllmGenerator`. Methods the coordinator calls over Ra
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -291,7 +292,7 @@ class RolloutWorker:
         from workbench.engine.rollout.episodes import EnvStats, episode_turns
         from workbench.tasks.env.scoring import episode_verdicts
 
-        rounds = iter(range(1 << 30))
+        rounds = itertools.count()
         on_step = self._apply_pending if in_flight else None
         if in_flight:
             self._apply_pending()
@@ -306,7 +307,7 @@ class RolloutWorker:
             if outs[gi * n].prompt_tokens:
                 self._prompt_texts[(split, p)] = self.tokenizer.decode(outs[gi * n].prompt_tokens, skip_special_tokens=False)
         verdicts = episode_verdicts(self.task, episodes, [ex for ex in exs for _ in range(n)],
-                                    threshold=self._env.settings.pass_threshold, trainer_state=self._trainer_state(),
+                                    threshold=self.env_settings.pass_threshold, trainer_state=self._trainer_state(),
                                     task_verdict=split == "val" and self.validate_with == "task")  # fmt: skip
         stats = EnvStats.of(episodes)
         stats.prefix_cached, stats.prefix_prompt = self._prefix_counts()

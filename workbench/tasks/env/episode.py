@@ -113,11 +113,12 @@ class EpisodeTokens:
             raise ValueError(f"sample returned {len(ids)} token ids but {len(logprobs)} log-probs")
         if versions is not None and len(versions) != len(ids):
             raise ValueError(f"sample returned {len(ids)} token ids but {len(versions)} versions")
-        last = max(self.versions[-1], 0) if self.versions else 0
+        if versions is None:  # a sampler that does not say: the last version in force
+            versions = [max(self.versions[-1], 0) if self.versions else 0] * len(ids)
         self.ids.extend(int(i) for i in ids)
         self.mask.extend([1] * len(ids))
         self.logprobs.extend(float(x) for x in logprobs)
-        self.versions.extend(int(v) for v in versions) if versions is not None else self.versions.extend([last] * len(ids))
+        self.versions.extend(int(v) for v in versions)
 
     def __len__(self) -> int:
         return len(self.ids)

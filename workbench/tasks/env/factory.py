@@ -30,7 +30,7 @@ from typing import Any, Callable, Literal
 from workbench.configtools import import_spec
 from workbench.errors import UserError, one_line
 
-RESERVED = ("reset", "step", "get_reward")
+RESERVED = ("reset", "get_reward")  # as TRL reserves them: `step` may be a tool (see _step_is_a_tool)
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def inspect_env(factory: Callable[[], Any], *, what: str = "task.env", spec: str
         raise UserError(f"{what}: {spec!r} ({cls.__name__}) has no reset method: an environment needs reset(**row)")
     if "step" in members and not _step_is_a_tool(members["step"]):
         return EnvFactory(spec=spec, factory=factory, cls=cls, kind="turns", has_reward="get_reward" in members)
-    names = tuple(n for n in members if n not in ("reset", "get_reward") and not n.startswith("_"))
+    names = tuple(n for n in members if n not in RESERVED and not n.startswith("_"))
     schemas = tuple(tool_schema(members[n], what=f"{what}: {spec!r}: tool {cls.__name__}.{n}") for n in names)
     return EnvFactory(spec=spec, factory=factory, cls=cls, kind="tools", tool_names=names, schemas=schemas,
                       has_reward="get_reward" in members)  # fmt: skip

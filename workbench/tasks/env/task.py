@@ -18,10 +18,10 @@ There is no text checker: the worker scores episodes (tasks/env/scoring.py); `ch
 from __future__ import annotations
 
 import json
-import random
 from typing import Any
 
 from workbench.errors import UserError
+from workbench.tasks.files import plain_value, split_rows
 from workbench.tasks.types import Example, TaskData
 
 
@@ -42,7 +42,9 @@ def load_env_task(cfg: Any) -> TaskData:
         val_rows = [(i, {"seed": base + i}) for i in range(cfg.num_val)]
         rows = [(cfg.num_val + i, {"seed": base + cfg.num_val + i}) for i in range(cfg.num_train)]
         source = f"{env.name} (seeds)"
-    train, val = _split(rows, val_rows, cfg)
+
+    rest, val = split_rows(cfg, rows, val_rows, key=_key, label="env", source=f"task.path: {source}", what="rows")
+    train = rest[: cfg.num_train]
     task = TaskData(name="env", train=[_example(i, r, cfg) for i, r in train], val=[_example(i, r, cfg) for i, r in val],
                     checker=_no_checker, stop=None, checker_name=f"env:{env.name}", seed=cfg.seed,
                     info={"source": source, "env": env.spec, "env_kind": env.kind, "tools": list(env.tool_names)})  # fmt: skip
@@ -54,46 +56,14 @@ def load_env_task(cfg: Any) -> TaskData:
 
 def _rows(ds: Any, cfg: Any, offset: int) -> list[tuple[int, dict]]:
     """(row id, the row as a plain dict) of a split."""
-    from workbench.tasks.files import plain_value
-
     if not len(ds):
         raise UserError(f"task.path: {cfg.path!r} has no rows")
     return [(offset + i, {k: plain_value(v) for k, v in row.items()}) for i, row in enumerate(ds)]
 
 
-def _split(rows: list, val_rows: Any, cfg: Any) -> tuple[list, list]:
-    """Repeated rows kept once; shuffled by task.seed; num_val for validation (from val_rows when given)."""
-    rows = _dedupe(rows)
-    rng = random.Random(f"env:{cfg.seed}")
-    if val_rows is not None:
-        val_rows = _dedupe(val_rows)
-        rng.shuffle(val_rows)
-        held = val_rows[: cfg.num_val]
-        keys = {_key(r) for _, r in held}
-        rows = [(i, r) for i, r in rows if _key(r) not in keys]
-    elif len(rows) <= cfg.num_val:
-        raise UserError(f"task.path: {len(rows)} distinct rows, but task.num_val={cfg.num_val} leaves none for training; "
-                        "lower task.num_val")  # fmt: skip
-    rng.shuffle(rows)
-    if val_rows is None:
-        held, rows = rows[: cfg.num_val], rows[cfg.num_val :]
-    if not rows:
-        raise UserError("task.path: no rows left for training after the validation rows")
-    return rows[: cfg.num_train], held
-
-
-def _key(row: dict) -> str:
-    return json.dumps(row, sort_keys=True, default=str)
-
-
-def _dedupe(rows: list[tuple[int, dict]]) -> list[tuple[int, dict]]:
-    seen: set[str] = set()
-    out = []
-    for i, r in rows:
-        if (k := _key(r)) not in seen:
-            seen.add(k)
-            out.append((i, r))
-    return out
+def _key(pair: tuple[int, dict]) -> str:
+    """A row's identity (rows repeat only whole: environments' prompts may all be empty)."""
+    return json.dumps(pair[1], sort_keys=True, default=str)
 
 
 def _example(i: int, row: dict, cfg: Any) -> Example:

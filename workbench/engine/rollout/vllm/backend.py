@@ -304,13 +304,12 @@ class VllmGenerator(RolloutWorker):
         if self._prefixes_stale:  # weights changed while requests ran: drop the old KV now
             self._forget_prefixes()
         engine = self._engines(batch=self.engine_mode != "step")
-        outs = decode(
+        return decode(
             engine, prompts, make_params=lambda m, i, part: self._params(m),
             max_new_tokens=self.generation.max_new_tokens, max_model_len=self.max_model_len, budgets=budgets,
             interruption=self._interruption, on_step=on_step, version=self.version, id_prefix=f"c{self._calls}s",
-            limits=limits, cached=self._cached,
+            limits=limits, cached=self._cached if self.env_settings is not None else None,
         )  # fmt: skip
-        return outs
 
     def _release(self) -> None:
         self.llm = None
