@@ -110,3 +110,13 @@ def test_wrong_keys_in_the_recipe_and_elsewhere_are_named_together():
     msg = str(e.value)
     assert msg.startswith("2 problems in the config: (1) unknown config key 'recipe.loss.epsmax' (did you mean 'recipe.loss.eps_max'?)")
     assert "(2) unknown config key 'train.lrr' (did you mean 'train.lr'?)" in msg
+
+
+def test_evaluation_is_off_at_zero_and_a_negative_interval_is_refused_in_one_line():
+    from workbench.config import run_config_from_dict
+    from workbench.configtools import ConfigError
+
+    assert not run_config_from_dict({}, {"eval.every_steps": 0}).eval.enabled
+    assert run_config_from_dict({}, {"eval.every_steps": 3}).eval.enabled
+    with pytest.raises(ConfigError, match=r"eval.every_steps: -1 is negative.*0 for no evaluation"):
+        run_config_from_dict({}, {"eval.every_steps": -1})

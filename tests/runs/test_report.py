@@ -154,6 +154,10 @@ def test_a_session_run_end_writes_the_one_layout_in_the_run_folder(tmp_path):
     report, why = report_run_end(cfg(short), step=20, tracked=False)  # too few (read from the folder): no error
     assert report is None and "evaluation" in why
     assert not (short / "fit.json").exists()
+    off = _write_run(tmp_path / "off", COMPUTE, _sigmoid(COMPUTE))  # eval.every_steps 0: rows scored elsewhere are not its own
+    no_eval = SimpleNamespace(**vars(cfg(off)), eval=SimpleNamespace(enabled=False))
+    report, why = report_run_end(no_eval, step=250, tracked=False)
+    assert report is None and "eval.every_steps: 0" in why and not (off / "fit.json").exists()
 
 
 def test_eval_curve_is_in_step_order_and_keeps_the_last_evaluation_of_a_step():

@@ -282,6 +282,12 @@ def report_run_end(
     or why it could not be fitted. Returns (the report, "") or (None, why there is no fit)."""
     from workbench.tracking import run_tracking
 
+    if not getattr(getattr(cfg, "eval", None), "enabled", True):  # eval.every_steps 0
+        why = ("the run made no evaluations (eval.every_steps: 0): score its checkpoints to fit a curve "
+               "(benchmarks/bench_env_learning.py does, then fits them as this report would)")
+        if tracked:
+            run_tracking.log_fit_error(cfg, why)
+        return None, why
     try:
         rep = write_report(cfg.output_dir(), x, rows=rows, health=getattr(cfg, "health", None))
     except (UserError, ValueError, RuntimeError) as e:

@@ -187,7 +187,8 @@ class RunView:
             of = "" if domain is None else f" of domain {domain!r}"
             raise UserError(
                 f"only {n} evaluation(s){of} with {x} > {fit_from or 0:g} so far ({n_evals} in all); the sigmoid fit "
-                f"needs at least {MIN_POINTS}: wait for more (one every {self._cfg.eval.every_steps} steps)"
+                f"needs at least {MIN_POINTS}: " + (f"wait for more (one every {self._cfg.eval.every_steps} steps)"
+                                                   if self._cfg.eval.enabled else "this run makes none (eval.every_steps: 0)")
             )
         result = fit_curves([(c, y)], fit_from=fit_from, n_boot=n_boot)
         # only the latest evaluation count: a new evaluation invalidates every cached fit

@@ -71,3 +71,14 @@ def test_session_plan_shows_the_table_in_a_notebook():
     plan = s.plan()
     assert plan.fits and repr(plan).endswith("verdict: fits") and "trainer on host" in repr(plan)
     assert not s.plan(gpus_per_node=1, gpu_memory_gb=0.01).fits  # 10 MB per GPU holds nothing
+
+
+def test_a_run_without_evaluation_plans_no_evaluator():
+    from workbench.engine.plan import plan_for
+    from workbench.engine.plan.build import cluster_shape
+
+    on = plan_for(run_config_from_dict({}, {"model.path": str(QWEN15)}), cluster_shape(), prompt=256)
+    off = plan_for(run_config_from_dict({}, {"model.path": str(QWEN15), "eval.every_steps": 0}), cluster_shape(), prompt=256)
+    assert "evaluator" in [r.name for r in on.roles] and "evaluator" not in [r.name for r in off.roles]
+    host_on, host_off = on.roles[-1], off.roles[-1]  # a CPU run: every actor on one host
+    assert "evaluator" not in host_off.terms and host_off.need == pytest.approx(host_on.need - host_on.terms["evaluator"])

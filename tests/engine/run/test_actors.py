@@ -4,11 +4,12 @@ after another (each sizes its KV cache from the GPU's free memory); otherwise al
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
 from workbench.config import run_config_from_dict
-from workbench.engine.run.actors import start_one_by_one, start_order
+from workbench.engine.run.actors import generator_class, start_one_by_one, start_order
 
 ONE_GPU = {"generation.backend": "vllm", "resources.num_gpus": 1, "resources.generator_gpus": 0.5,
            "generation.vllm_gpu_memory_utilization": 0.45, "resources.trainer_gpus": 0.5}  # fmt: skip
@@ -31,6 +32,34 @@ ONE_GPU = {"generation.backend": "vllm", "resources.num_gpus": 1, "resources.gen
 )
 def test_vllm_engines_sharing_a_gpu_start_one_after_another(overrides, order):
     assert start_order(run_config_from_dict({}, overrides)) == order
+
+
+ENV = {"task.name": "env", "task.env": "workbench.envs.guess:GuessNumberEnv", "recipe.length_control.type": "none"}
+GPUS = {"resources.num_gpus": 2, "resources.generator_gpus": 1, "resources.trainer_gpus": 1}
+
+
+@pytest.mark.parametrize(
+    "overrides,evaluator",
+    [
+        ({**ENV, "generation.backend": "vllm"}, "VllmGenerator"),  # episodes on a CPU run: vLLM's prefix cache serves each turn
+        ({"generation.backend": "vllm"}, "Evaluator"),  # one-turn prompts on a CPU run: the torch evaluator, as measured
+        (ENV, "Evaluator"),  # generation.backend=torch
+        ({**ENV, **GPUS, "generation.backend": "vllm"}, "Evaluator"),  # GPUs, no evaluator share: the CUDA build has no CPU engine
+        ({**GPUS, "resources.num_gpus": 3, "resources.evaluator_gpus": 1, "generation.backend": "vllm"}, "VllmGenerator"),
+    ],
+    ids=["env-cpu-vllm", "one-turn-cpu-vllm", "env-torch", "env-gpus-no-evaluator-share", "evaluator-gpu"],
+)
+def test_an_environments_evaluator_on_a_cpu_run_is_a_vllm_engine(overrides, evaluator):
+    from workbench.engine.plan import plan_for
+    from workbench.engine.plan.build import cluster_shape
+
+    qwen = Path(__file__).resolve().parents[2] / "data" / "model_configs" / "qwen2.5-0.5b"  # a shape the plan reads
+    cfg = run_config_from_dict({}, {**overrides, "model.path": str(qwen)})
+    assert generator_class(cfg, evaluator=True).__name__ == evaluator
+    if not overrides.get("resources.num_gpus"):  # the CPU plan counts the engine the run starts
+        row = next(r for r in plan_for(cfg, cluster_shape(), prompt=128).roles if r.name == "evaluator")
+        vllm_row = "KV cache" in row.terms and "KV cache (HF)" not in row.terms
+        assert vllm_row == (evaluator == "VllmGenerator"), row.terms
 
 
 class Loader:

@@ -119,6 +119,22 @@ def test_a_stop_evaluates_once_after_the_last_queued_step(ray_cluster, tiny_conf
     assert evals == [0, summary["steps"]], "one evaluation at the stop, not one per step still queued"
 
 
+def test_with_evaluation_off_the_run_trains_and_checkpoints_without_an_evaluator(ray_cluster, tiny_config):
+    """eval.every_steps 0 (score the checkpoints afterwards): no evaluation at the start, during or
+    at the end, no evaluator actor, every checkpoint kept for scoring."""
+    from workbench.runs.checkpoint import CheckpointStore
+
+    cfg = tiny_config({"train.max_steps": 4, "eval.every_steps": 0, "checkpoint.every_steps": 2, "checkpoint.keep": 4},
+                      name="eval-off")  # fmt: skip
+    summary = run_to_end(cfg)
+    assert summary["status"] == "finished" and summary["steps"] == 4
+    rows = read_jsonl(f"{cfg.out_dir}/metrics.jsonl")
+    assert not [r for r in rows if any(k.startswith("val/") for k in r)] and len(rows) >= 4
+    assert CheckpointStore(Path(cfg.out_dir) / "checkpoints").steps() == [2, 4]
+    logs = sorted(p.name for p in (Path(cfg.out_dir) / "logs").iterdir())  # one log per actor started
+    assert logs == ["Coordinator.log", "Generator-0.log", "Trainer-0.log"], logs  # no evaluator
+
+
 def test_resume_after_kill_continues_the_same_curve(ray_cluster, tiny_config):
     cfg = tiny_config({"train.max_steps": 8, "checkpoint.every_steps": 2}, name="resume")
     handle = launch(cfg)

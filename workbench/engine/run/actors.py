@@ -36,15 +36,16 @@ from workbench.engine.rollout.worker import concurrency_groups
 from workbench.engine.batch import PackedGroups
 from workbench.engine.cluster.common import kill_actors
 from workbench.engine.failures import held_errors
-from workbench.engine.plan.build import gpu_settings
+from workbench.engine.plan.build import evaluator_on_vllm, gpu_settings
 from workbench.engine.train.group import TrainCall, TrainerGroup
 from workbench.engine.run.reward_metrics import start_reward_pool
 from workbench.engine.run.weight_sync import WeightSync
 
 
 def _on_vllm(cfg: RunConfig, evaluator: bool) -> bool:
-    """Generators run vLLM with generation.backend=vllm; the evaluator too when it has GPUs."""
-    return cfg.generation.backend == "vllm" and (not evaluator or cfg.resources.evaluator_gpus > 0)
+    """Generators run vLLM with generation.backend=vllm; the evaluator too where the plan says so
+    (plan/build.evaluator_on_vllm: on a GPU share, or an environment's on a CPU run)."""
+    return cfg.generation.backend == "vllm" and (not evaluator or evaluator_on_vllm(cfg))
 
 
 def generator_class(cfg: RunConfig, *, evaluator: bool = False) -> type:
@@ -93,7 +94,7 @@ class Workers:
         self.reward_pool = reward_pool  # sandboxed code checks (reward_metrics.py), None without code
         self.generators = generators
         self.trainer = trainer
-        self.evaluator = evaluator
+        self.evaluator = evaluator  # None with eval.every_steps 0 (no evaluation in the run)
         self.n_params = n_params
         self.n_trainable = n_params if n_trainable is None else n_trainable  # a LoRA run's adapters (accounting.py)
         self.n_per_prompt, self.evaluation = n_per_prompt, evaluation  # generations per prompt; the `eval:` section
@@ -140,7 +141,7 @@ class Workers:
         return version
 
     def shutdown(self) -> None:
-        kill_actors([*self.generators, self.evaluator])
+        kill_actors([*self.generators, self.evaluator])  # None (no evaluator) is skipped
         if self.trainer is not None:
             self.trainer.kill()
         if self.reward_pool is not None:
@@ -197,10 +198,11 @@ def spawn_workers(cfg: RunConfig, task: Any) -> Workers:
         )
         for rank in range(cfg.generation.num_generators)
     ]
-    # On GPUs with the vLLM backend, validation runs on vLLM too (it has the same `evaluate`); rank -1.
-    eval_remote = ray.remote(concurrency_groups=groups)(held_errors(generator_class(cfg, evaluator=True), out))
-    eval_parts = generator_parts(cfg, evaluator=True)
-    makers.append(lambda: eval_remote.options(num_cpus=r.evaluator_cpus, num_gpus=r.evaluator_gpus).remote(**eval_parts, rank=-1))
+    # Validation on vLLM where evaluator_on_vllm says (it has the same `evaluate`); rank -1.
+    if cfg.eval.enabled:  # eval.every_steps 0: no evaluation in the run, so no evaluator
+        eval_remote = ray.remote(concurrency_groups=groups)(held_errors(generator_class(cfg, evaluator=True), out))
+        eval_parts = generator_parts(cfg, evaluator=True)
+        makers.append(lambda: eval_remote.options(num_cpus=r.evaluator_cpus, num_gpus=r.evaluator_gpus).remote(**eval_parts, rank=-1))
     sequential = start_order(cfg) == "sequential"
     trainer: Optional[TrainerGroup] = None
     handles: list = []  # filled as the actors are created, so a failure kills every one
@@ -220,8 +222,9 @@ def spawn_workers(cfg: RunConfig, task: Any) -> Workers:
         if pool is not None:
             pool.shutdown()
         raise
+    n_gen = cfg.generation.num_generators
     return Workers(
-        handles[:-1], trainer, handles[-1], n_params=int(trainer.info["num_params"]),
+        handles[:n_gen], trainer, handles[n_gen] if cfg.eval.enabled else None, n_params=int(trainer.info["num_params"]),
         n_trainable=int(trainer.info.get("trainable_params", trainer.info["num_params"])),
         n_per_prompt=cfg.train.generations_per_prompt, evaluation=cfg.eval, algorithm=cfg.recipe.off_policy.algorithm,
         reward_pool=pool,

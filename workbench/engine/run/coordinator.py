@@ -213,7 +213,7 @@ class RunCoordinator:
         """Phases, until the last step is trained: dispatch generation, queue train steps, collect
         whatever finished. A dead trainer worker restarts the group from the last checkpoint."""
         self.loop = LoopState(last_ckpt=self.step)
-        if self.step == 0 and self.cfg.eval.at_start:
+        if self.step == 0 and self.cfg.eval.at_start and self.cfg.eval.enabled:
             self.loop.eval_refs[workers.evaluate(self.cfg.seed, initial=True, keep_samples=self.cfg.samples.val_cap)] = (0, self._snapshot())
         self.clock.start()
         while True:
@@ -375,7 +375,7 @@ class RunCoordinator:
         stamp = self._snapshot()
         # stopping: evaluate once, after the last queued step (not after each step still in the queue)
         last = self.step >= self.max_steps or ((self._stop.is_set() or time.monotonic() > deadline) and not loop.train_q)
-        if self.step % cfg.eval.every_steps == 0 or last:
+        if cfg.eval.enabled and (self.step % cfg.eval.every_steps == 0 or last):
             loop.eval_refs[workers.evaluate(cfg.seed + self.step, keep_samples=cfg.samples.val_cap)] = (self.step, stamp)
         if not loop.train_q and (self.step % cfg.checkpoint.every_steps == 0 or last):
             self._checkpoint(workers, loop.groups.prompt_ids(), loop.gen_refs)
