@@ -105,7 +105,7 @@ ALIASES: tuple[Alias, ...] = (
     _A("TRL", "gradient_checkpointing", "train.gradient_checkpointing"),
     _A("TRL", "save_steps", "checkpoint.every_steps"),
     _A("TRL", "save_total_limit", "checkpoint.keep"),
-    _A("TRL", "eval_steps", "eval.every_steps"),
+    _A("TRL", "eval_steps", "eval.every_steps", "0 turns evaluation off (TRL's eval_strategy \"no\"): no evaluator is started."),
     _A("TRL", "output_dir", "out_dir"),
     _A("TRL", "run_name", "name", "The run's folder (runs/<name>) and its MLflow (and W&B) run name."),
     _A("TRL", "num_train_epochs", None,
