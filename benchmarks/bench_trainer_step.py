@@ -12,6 +12,9 @@ turn:
     +fused GELU   engine/model/kernels.py
     +bf16         bf16 autocast over fp32 masters, eager attention (CPU with native bf16 only)
     +shared prompt   a group's prompt run once (engine/model/forward.shared_prompt_hidden)
+    sdpa instead  the same, with SDPA in place of the eager attention kernels.py picks for bf16 on
+                  the CPU (a candidate, issue 52: eager keeps every layer's T x T probabilities for
+                  the backward, engine/plan/memory.attention_bytes; SDPA keeps none)
 
 Printed: ms per step, samples per second and the speed-up over `before`; with --profile the
 top operators of the first and the last variant (torch.profiler, self CPU time per step). Run it
@@ -31,7 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-VARIANTS = ("before", "+fused GELU", "+bf16", "+shared prompt")
+VARIANTS = ("before", "+fused GELU", "+bf16", "+shared prompt", "sdpa instead")
 
 
 def make_trainer(cfg, variant: str, threads: int):
@@ -50,6 +53,8 @@ def make_trainer(cfg, variant: str, threads: int):
                 if isinstance(child, torch.nn.GELU):
                     setattr(parent, name, NewGELUActivation())
     tr.share_prompts = level >= 3
+    if level >= 4:
+        tr.model.set_attn_implementation("sdpa")
     return tr
 
 
