@@ -1,6 +1,7 @@
 """Benchmark: held-out RMSE of the workbench's forecast against the paper's procedure and the
-naive forecasts, on every development curve in examples/curves (and its more/ and smollm2/ folders:
-the public curves and this project's SmolLM2 runs).
+naive forecasts, on every development curve in examples/curves (and its more/, smollm2/ and
+smollm2-env/ folders: the public curves and this project's SmolLM2 runs, on word problems and on
+environments).
 
     .venv/bin/python benchmarks/bench_forecast.py                   # 25% and 50% prefixes
     .venv/bin/python benchmarks/bench_forecast.py --fractions 0.25 0.5 0.75 --json out.json
@@ -39,7 +40,7 @@ from workbench.scaling.forecast.backtest import holdout_noise  # noqa: E402
 from workbench.scaling.forecast.scoreboard import format_table, load_folder, score_prefix, summary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = (ROOT / "examples" / "curves", ROOT / "examples" / "curves" / "more", ROOT / "examples" / "curves" / "smollm2")
+FOLDERS = tuple(ROOT / "examples" / "curves" / sub for sub in ("", "more", "smollm2", "smollm2-env"))
 
 
 def main() -> None:
