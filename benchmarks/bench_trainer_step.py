@@ -14,7 +14,7 @@ turn:
     +shared prompt   a group's prompt run once (engine/model/forward.shared_prompt_hidden)
     sdpa instead  the same, with SDPA in place of the eager attention kernels.py picks for bf16 on
                   the CPU (a candidate, issue 52: eager keeps every layer's T x T probabilities for
-                  the backward, engine/plan/memory.attention_bytes; SDPA keeps none)
+                  the backward, engine/plan/attention.attention_bytes; SDPA keeps none)
 
 Printed: ms per step, samples per second and the speed-up over `before`; with --profile the
 top operators of the first and the last variant (torch.profiler, self CPU time per step). Run it

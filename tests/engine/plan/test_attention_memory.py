@@ -1,4 +1,4 @@
-"""The attention's memory in the trainer plan (plan/memory.attention_bytes): on the CPU in bf16 the
+"""The attention's memory in the trainer plan (plan/attention.attention_bytes): on the CPU in bf16 the
 trainer runs HF's eager attention (engine/model/kernels.attention_for), whose backward keeps every
 head's T x T probabilities twice per layer (the fp32 softmax and its bf16 copy): quadratic in the
 row, which the activations (linear in tokens) do not count. SDPA on the CPU keeps a float mask per
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from workbench.engine.plan.fit import make_plan
-from workbench.engine.plan.memory import GB, Cluster, ModelShape, Settings, eager_attention, trainer_terms
+from workbench.engine.plan.attention import eager_attention
+from workbench.engine.plan.memory import GB, Cluster, ModelShape, Settings, trainer_terms
 
 HERE = Path(__file__).resolve().parent
 # SmolLM2-135M (configs/smollm2-tools.yaml's model, its GGUF converted): Llama, 30 layers, 9 / 3 heads

