@@ -88,7 +88,7 @@ def test_trl_config_is_read_from_the_workbench_run(bench, env_sides, setup, tmp_
     rows = env_sides.train_rows(settings)
     spec = env_sides.trl_spec(a, settings, tmp_path / "out", 878, rows)
     t = run_config_from_dict(settings).train
-    assert (spec["turn_tokens"], spec["max_turns"], spec["completion_tokens"], spec["micro_batch"]) == (48, 3, 402, 2)
+    assert (spec["turn_tokens"], spec["max_turns"], spec["completion_tokens"], spec["micro_batch"]) == (48, 3, 402, 1)  # micro_batch_tokens 2048: one row of 1,280 at a time
     assert (spec["prompts"], spec["generations"], spec["lr"], spec["eps_max"], spec["save_steps"]) == (8, 8, 3e-5, 4.0, 3)
     assert (spec["weight_decay"], spec["adam_eps"], spec["adam_betas"], spec["grad_clip"]) == (t.weight_decay, t.adam_eps, list(t.adam_betas), t.grad_clip)
     assert spec["budget_s"] == 1200.0 and spec["chat_template"] == settings["model"]["chat_template"]
@@ -126,7 +126,7 @@ def test_grpo_config_maps_turns_tokens_and_the_batch(env_sides, setup, tmp_path)
     c = GRPOConfig(**kw)
     assert c.max_tool_calling_iterations == 2  # 3 turns: 2 tool rounds, 3 generation calls
     assert c.generation_kwargs == {"max_new_tokens": 48} and c.max_completion_length == 402  # a turn's cap, the episode's
-    assert (c.per_device_train_batch_size, c.gradient_accumulation_steps, c.generation_batch_size, c.steps_per_generation) == (2, 32, 64, 32)
+    assert (c.per_device_train_batch_size, c.gradient_accumulation_steps, c.generation_batch_size, c.steps_per_generation) == (1, 64, 64, 64)
     assert c.num_generations == 8 and not c.bf16 and c.use_cpu and c.save_steps == 3 and c.max_steps == a.max_steps
     # the single-turn bench's choices, unchanged: loss, advantages, AdamW, sampling
     single = trl_config({**spec, "steps": spec["max_steps"], "tokens": 48, "vllm": False, "max_model_len": 0})
