@@ -53,7 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench_learning import write_curve  # noqa: E402  (benchmarks/ is the script's folder)
-from bench_vs_trl import RunWatch, save_seconds, saves_before, startup_seconds  # noqa: E402
+from bench_vs_trl import RunWatch, is_training_row, save_seconds, saves_before, startup_seconds  # noqa: E402
 from cli_run import workbench_run  # noqa: E402
 
 COMPUTE_KEYS = ("compute/device_hours", "compute/flops", "compute/wall_seconds")
@@ -89,8 +89,7 @@ def training_rows(folder: Path) -> list[dict[str, Any]]:
     """The run's trained-step rows (an evaluation row, from a run made with evaluation on, left out)."""
     from workbench.tracking.sink import read_jsonl
 
-    return [r for r in read_jsonl(folder / "metrics.jsonl")
-            if "compute/wall_seconds" in r and not any(k.startswith("val/") for k in r)]  # fmt: skip
+    return [r for r in read_jsonl(folder / "metrics.jsonl") if is_training_row(r)]
 
 
 # --- scoring -------------------------------------------------------------------------------------
@@ -160,7 +159,7 @@ def scored_curve(rows: list[dict[str, Any]], scores: dict[int, dict[str, float]]
     had spent at that step (zero at step 0), and `gain_clock_s`: the start-up plus the run clock at
     the step less the checkpoint saves before it. A scored step without a training row is left out
     (a checkpoint is saved after its step's row)."""
-    at = {int(r["step"]): r for r in rows if not any(k.startswith("val/") for k in r)}  # a run's own evaluation row: not its step's
+    at = {int(r["step"]): r for r in rows if is_training_row(r)}
     out = []
     for step in sorted(scores):
         if step and step not in at:

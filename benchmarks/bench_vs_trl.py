@@ -186,11 +186,15 @@ def saves_before(seconds: dict[int, float], step: int) -> float:
     return sum(v for s, v in seconds.items() if s < step)
 
 
+def is_training_row(r: dict[str, Any]) -> bool:
+    """A trained step's metrics row: it has the run clock and no evaluation (an evaluation row
+    carries the clock of the step it was asked at, and is not that step's)."""
+    return "compute/wall_seconds" in r and not any(k.startswith("val/") for k in r)
+
+
 def step_clock(rows: list[dict[str, Any]]) -> dict[int, float]:
-    """The run clock (`compute/wall_seconds`) at each trained step, from a run's metrics rows (the
-    training rows; an evaluation row carries the clock of the step it was asked at)."""
-    return {int(r["step"]): float(r["compute/wall_seconds"]) for r in rows
-            if "compute/wall_seconds" in r and not any(k.startswith("val/") for k in r)}  # fmt: skip
+    """The run clock (`compute/wall_seconds`) at each trained step, from a run's metrics rows."""
+    return {int(r["step"]): float(r["compute/wall_seconds"]) for r in rows if is_training_row(r)}
 
 
 def workbench_points(rows: list[dict[str, Any]], saves: dict[int, float], scores: dict[int, tuple[float, float]]) -> list[Point]:

@@ -37,6 +37,7 @@ from bench_vs_trl import (  # benchmarks/ is the script's folder
     Point,
     RunWatch,
     Side,
+    is_training_row,
     policy_fp32,
     save_seconds,
     saves_before,
@@ -230,8 +231,7 @@ def check_prompts(ours: dict[str, Any], trl: Optional[dict[str, Any]]) -> dict[s
 
 def step_log(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The workbench's training rows trimmed to LOG_KEYS (one a step)."""
-    return [{"step": int(r["step"]), **{k: r[k] for k in LOG_KEYS if k in r}} for r in rows
-            if "compute/wall_seconds" in r and not any(k.startswith("val/") for k in r)]  # fmt: skip
+    return [{"step": int(r["step"]), **{k: r[k] for k in LOG_KEYS if k in r}} for r in rows if is_training_row(r)]
 
 
 # --- scoring: one scorer, its results kept ---------------------------------------------------------

@@ -233,7 +233,8 @@ class Dashboard(widgets.VBox):
         if curve.empty:
             self.fit, self.forecast, self.chart_svg = None, None, ""
             hint = " (the run has not started: call session.start())" if getattr(self.session, "started", True) is False else ""
-            self.message = f"{WAITING}{hint}; one every {every} steps." if every else "This run makes no evaluations (eval.every_steps: 0): no curve to fit."
+            self.message = (f"{WAITING}{hint}; one every {every} steps." if s.cfg.eval.enabled
+                            else "This run makes no evaluations (eval.every_steps: 0): no curve to fit.")
             style = "padding:2em;color:#555"
             self._chart.value = f"<div class='wb-message' style='{style}'>&#8987; {html.escape(self.message)}</div>"
             self._fit_text.value = ""
