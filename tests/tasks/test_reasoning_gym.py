@@ -60,6 +60,9 @@ def test_an_unknown_dataset_is_one_line_naming_the_close_ones():
         _task("leg_count")
     with pytest.raises(UserError, match=r"task.config for reasoning_gym dataset 'leg_counting': TypeError: .*'no_such'"):
         _task("leg_counting", {"no_such": 1})
+    # accepted by the dataset's own check, failing only as rows are drawn: still one line, not a traceback
+    with pytest.raises(UserError, match=r"dataset 'simple_equations': ValueError: The number of weights"):
+        _task("simple_equations", {"operators": ["+", "-"]})
 
 
 def test_a_scorer_that_evaluates_the_answer_as_code_is_refused_at_load():

@@ -80,12 +80,15 @@ def dataset_names() -> list[str]:
     return sorted(_registry())
 
 
-def _create(name: str, config: dict, seed: int, size: int) -> Any:
+def _create(name: str, config: dict, seed: int, size: int) -> tuple[Any, list[dict]]:
+    """The dataset and its rows: a config the dataset's own check lets through can still fail as the
+    rows are drawn (simple_equations' operators_weights against its operators), so both are here."""
     from reasoning_gym.factory import create_dataset
 
     try:
-        return create_dataset(name, **{**config, "seed": seed, "size": size})
-    except (TypeError, ValueError, AssertionError) as e:
+        dataset = create_dataset(name, **{**config, "seed": seed, "size": size})
+        return dataset, list(dataset)
+    except (TypeError, ValueError, AssertionError, KeyError, IndexError) as e:
         raise UserError(f"task.config for reasoning_gym dataset {name!r}: {type(e).__name__}: {one_line(e) or 'invalid'}") from None
 
 
@@ -174,13 +177,12 @@ def make_reasoning_gym_task(cfg: Any) -> TaskData:
     if not isinstance(getattr(cfg, "config", None) or {}, dict):
         raise UserError("task.config: for reasoning_gym, a mapping of the dataset's config fields")
     train_seed, val_seed = _seeds(cfg.seed)
-    dataset = _create(name, config, train_seed, cfg.num_train)  # its rows, and its score_answer for the checker
-    train_rows = list(dataset)
+    dataset, train_rows = _create(name, config, train_seed, cfg.num_train)  # its rows, and its score_answer for the checker
     train = [_example(i, e, fmt, name) for i, e in enumerate(train_rows)]
     seen = {e["question"] for e in train_rows}
     val: list[Example] = []
     for draw in range(_MAX_DRAWS):
-        for e in _create(name, config, val_seed + draw, cfg.num_val):
+        for e in _create(name, config, val_seed + draw, cfg.num_val)[1]:
             if e["question"] not in seen and len(val) < cfg.num_val:
                 seen.add(e["question"])
                 val.append(_example(cfg.num_train + len(val), e, fmt, name))
