@@ -81,4 +81,8 @@ def test_a_run_without_evaluation_plans_no_evaluator():
     off = plan_for(run_config_from_dict({}, {"model.path": str(QWEN15), "eval.every_steps": 0}), cluster_shape(), prompt=256)
     assert "evaluator" in [r.name for r in on.roles] and "evaluator" not in [r.name for r in off.roles]
     host_on, host_off = on.roles[-1], off.roles[-1]  # a CPU run: every actor on one host
-    assert "evaluator" not in host_off.terms and host_off.need == pytest.approx(host_on.need - host_on.terms["evaluator"])
+    from workbench.engine.plan.host import RUNTIME_TORCH
+
+    # no evaluator's tensors, and no torch process for it (the default backend is torch: 3 processes, then 2)
+    assert host_on.terms["runtime: 3 torch processes"] == 3 * RUNTIME_TORCH
+    assert "evaluator" not in host_off.terms and host_off.need == pytest.approx(host_on.need - host_on.terms["evaluator"] - RUNTIME_TORCH)

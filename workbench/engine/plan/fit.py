@@ -9,7 +9,8 @@ there). A vLLM generator gets `vllm_gpu_memory_utilization` of each of its TP GP
 generator its share. Roles with a GPU share of 0 run on the host (on a GPU cluster the plan does
 not bound them): an evaluator without one is the torch generator there, whatever the backend,
 except an environment's on a CPU run with vLLM, a vLLM-CPU engine (build.evaluator_on_vllm). On
-a CPU cluster every actor shares the host's memory: one "host" budget.
+a CPU cluster every actor shares the host's memory: one "host" budget, Ray's share of it (host.py),
+which also holds each process's runtime and the driver's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import dataclasses
 import math
 
 from workbench.config import VLLM_SHARE_MARGIN
+from workbench.engine.plan.host import host_budget, runtime_terms
 from workbench.engine.plan.memory import (
     CONTEXT_BYTES, CPU_KV_BLOCK, CUDA_GRAPHS_BYTES, GB, KV_BLOCK, Cluster, ModelShape, Plan, Role, Settings, adapters,
     generator_terms, gpus, kv_bytes_per_token, sequences_that_fit, trainer_terms,
@@ -227,8 +229,13 @@ def make_plan(m: ModelShape, s: Settings, c: Cluster) -> Plan:
         total = {"trainer": tr.need * s.trainer_workers, "generators": gen.need * s.num_generators}
         if s.evaluates:
             total["evaluator"] = roles[2].need
-        host = Role("all actors", "host", c.gpu_memory, total, sum(total.values()))
-        host.fix = (tr.fix or _trainer_fix(m, s, c, tr, True)) if tr.need * s.trainer_workers >= gen.need * s.num_generators \
+        vllm = s.num_generators * (s.backend == "vllm") + int(s.evaluates and on_vllm)
+        torch_processes = s.trainer_workers + s.num_generators * (s.backend != "vllm") + int(s.evaluates and not on_vllm)
+        total.update(runtime_terms(torch_processes, vllm))
+        budget, why = host_budget(c.gpu_memory)
+        host = Role("all actors", "host", budget, total, sum(total.values()), notes=[why])
+        room = dataclasses.replace(tr, budget=(budget - (host.need - total["trainer"])) / s.trainer_workers)  # what the rest leave it
+        host.fix = (tr.fix or _trainer_fix(m, s, c, room, True)) if tr.need * s.trainer_workers >= gen.need * s.num_generators \
             else "lower generation.num_generators or generation.max_batch_sequences"
         roles.append(host)
     return Plan(m, c, s, roles, split, problems=problems)

@@ -305,7 +305,8 @@ class Plan:
             big = max(other, key=lambda k: other[k])
             return (f"does not fit{at}: no room for the KV cache: the {r.name}'s other terms take {sum(other.values()) / GB:.1f} GB "
                     f"of its {r.budget / GB:.1f} GB on {r.device} (largest term: {big}, {other[big] / GB:.1f} GB): {r.fix}")
-        return (f"does not fit{at}: the {r.name} needs {r.need / GB:.1f} GB on {r.device} but has {r.budget / GB:.1f} GB "
+        who, has = ("all actors together need", "have") if r.name == "all actors" else (f"the {r.name} needs", "has")
+        return (f"does not fit{at}: {who} {r.need / GB:.1f} GB on {r.device} but {has} {r.budget / GB:.1f} GB "
                 f"(largest term: {r.largest}, {r.terms[r.largest] / GB:.1f} GB): {r.fix}")  # fmt: skip
 
 
