@@ -319,8 +319,12 @@ def test_mlflow_has_each_step_within_seconds_not_at_the_next_checkpoint(ray_clus
         handle.start()
         wait_for_step(handle, 3)
         handle.pause()
-        k = handle.status()["step"]  # step k's row is written by now
-        seen_at = time.time()
+        k, quiet_since = handle.status()["step"], time.time()
+        while time.time() < quiet_since + 3:  # a step in flight when the pause came still ends: wait for none for 3 s
+            time.sleep(0.2)
+            if handle.status()["step"] != k:
+                k, quiet_since = handle.status()["step"], time.time()
+        seen_at = time.time()  # step k's row is written by now, and no later step runs
         while not all(s in steps_in_mlflow() for s in range(1, k + 1)) and time.time() < seen_at + 10:
             time.sleep(0.1)
         live = steps_in_mlflow()
