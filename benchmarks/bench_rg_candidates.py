@@ -109,10 +109,28 @@ def scored(out: Path) -> dict[str, dict[str, Any]]:
     return {r["label"]: r for r in rows}
 
 
+def refusal(path: Path) -> str:
+    """Why the candidate's task cannot be a run's ("" when it can): e.g. a difficulty with fewer distinct
+    questions than task.num_train + num_val (chain_sum of two 1-digit terms has 100)."""
+    from workbench.config import load_run_config
+    from workbench.errors import UserError
+    from workbench.tasks.base import load_task
+
+    try:
+        load_task(load_run_config(path).task)
+    except UserError as e:
+        return str(e)
+    return ""
+
+
 def score_candidate(path: Path, c: Candidate, a: argparse.Namespace) -> dict[str, Any]:
-    """The base model on the candidate's config: its step-0 pass rate, SE, reply tokens, truncation."""
+    """The base model on the candidate's config: its step-0 pass rate, SE, reply tokens, truncation;
+    a candidate whose task cannot load is kept with its reason (`refused`) and no rate."""
     from bench_env_learning import score_rows, seed_settings
 
+    why = refusal(path)
+    if why:
+        return {"label": c.label, "dataset": c.dataset, "config": c.config, "refused": why, "in_band": False}
     settings = seed_settings(path, 0, [f"eval.samples_per_prompt={a.samples}"])
     t0 = time.perf_counter()
     rate, se, figures = score_rows(settings, settings["model"]["path"], 0)
@@ -124,6 +142,8 @@ def score_candidate(path: Path, c: Candidate, a: argparse.Namespace) -> dict[str
 
 
 def line(r: dict[str, Any]) -> str:
+    if r.get("refused"):
+        return f"{r['label']:<22} refused: {r['refused']}"
     mark = "IN BAND" if r["in_band"] else ""
     return (f"{r['label']:<22} {r['pass_rate']:.3f} (SE {r['se']:.3f})  {r['reply_tokens_mean']:5.1f} tokens/reply "
             f"of {r['max_new_tokens']}  {r['seconds']:.0f} s  {mark}")  # fmt: skip

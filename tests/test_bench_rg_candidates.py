@@ -48,3 +48,12 @@ def test_a_config_written_for_a_candidate_is_a_run_config(tmp_path):
     path = rg.write_config(tmp_path, rg.candidate_settings(base, c, 16), c.label)
     cfg = run_config_from_dict(yaml.safe_load(path.read_text()))
     assert cfg.name == f"smollm2-rg-{c.label}" and cfg.task.num_val == 16 and cfg.model.path == base["model"]["path"]
+
+
+def test_a_candidate_with_too_few_distinct_questions_is_refused_with_its_reason(tmp_path):
+    base = yaml.safe_load(rg.BASE.read_text())
+    small = rg.Candidate("tiny", "chain_sum", {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1})
+    why = rg.refusal(rg.write_config(tmp_path, rg.candidate_settings(base, small, 64), small.label))
+    assert "validation questions differ from the training ones" in why  # 100 questions, 4,000 asked for
+    assert rg.refusal(rg.write_config(tmp_path, rg.candidate_settings(base, rg.CANDIDATES[1], 64), "ok")) == ""
+    assert rg.line({"label": "tiny", "refused": why}).startswith("tiny") and "refused" in rg.line({"label": "tiny", "refused": why})
