@@ -19,7 +19,7 @@ import dataclasses
 import math
 
 from workbench.config import VLLM_SHARE_MARGIN
-from workbench.engine.plan.host import host_budget, runtime_terms
+from workbench.engine.plan.host import host_budget, process_counts, runtime_terms
 from workbench.engine.plan.memory import (
     CONTEXT_BYTES, CPU_KV_BLOCK, CUDA_GRAPHS_BYTES, GB, KV_BLOCK, Cluster, ModelShape, Plan, Role, Settings, adapters,
     generator_terms, gpus, kv_bytes_per_token, sequences_that_fit, trainer_terms,
@@ -229,9 +229,7 @@ def make_plan(m: ModelShape, s: Settings, c: Cluster) -> Plan:
         total = {"trainer": tr.need * s.trainer_workers, "generators": gen.need * s.num_generators}
         if s.evaluates:
             total["evaluator"] = roles[2].need
-        vllm = s.num_generators * (s.backend == "vllm") + int(s.evaluates and on_vllm)
-        torch_processes = s.trainer_workers + s.num_generators * (s.backend != "vllm") + int(s.evaluates and not on_vllm)
-        total.update(runtime_terms(torch_processes, vllm))
+        total.update(runtime_terms(*process_counts(s, on_vllm)))
         budget, why = host_budget(c.gpu_memory)
         host = Role("all actors", "host", budget, total, sum(total.values()), notes=[why])
         room = dataclasses.replace(tr, budget=(budget - (host.need - total["trainer"])) / s.trainer_workers)  # what the rest leave it

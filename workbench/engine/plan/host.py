@@ -1,6 +1,6 @@
 """A CPU run's host beyond the actors' tensors: each process's runtime, and the line Ray's OOM killer draws.
 
-    terms = runtime_terms(torch_processes=2, vllm_processes=2)   # {"runtime: ...": bytes}
+    terms = runtime_terms(*process_counts(settings, evaluator_on_vllm))   # {"runtime: ...": bytes}
     budget, note = host_budget(host_bytes)                        # 0.95 x the host (RAY_memory_usage_threshold)
 
 The plan's roles count tensors: weights, optimizer states, activations, KV caches. A process holds
@@ -29,6 +29,7 @@ budget is that share, not all of it.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from workbench.engine.plan.memory import GB
 
@@ -52,6 +53,15 @@ def host_budget(host_bytes: float) -> tuple[float, str]:
     x = ray_threshold()
     return x * host_bytes, (f"budget {x:.0%} of host memory: past it Ray's memory monitor stops a worker "
                             "(RAY_memory_usage_threshold)")  # fmt: skip
+
+
+def process_counts(s: Any, evaluator_on_vllm: bool) -> tuple[int, int]:
+    """(torch processes, vLLM-CPU engines) of a CPU run with Settings `s`: the trainer workers, the
+    generators of its backend, and the evaluator (none with `s.evaluates` off) on vLLM or torch."""
+    evaluator = int(s.evaluates)
+    vllm = s.num_generators * (s.backend == "vllm") + evaluator * evaluator_on_vllm
+    torch = s.trainer_workers + s.num_generators * (s.backend != "vllm") + evaluator * (not evaluator_on_vllm)
+    return torch, vllm
 
 
 def runtime_terms(torch_processes: int, vllm_processes: int) -> dict[str, float]:
