@@ -15,8 +15,9 @@ a short run, which this script prints:
     .venv/bin/python benchmarks/bench_env_learning.py --config OUT/configs/LABEL.yaml --seeds 0 \\
         --minutes 20 --every 2 --out OUT/short
 
-Resumable: OUT/candidates.jsonl keeps each scored candidate (a rerun scores only the others). About
-a minute a candidate on 2 cores (the engine's start-up and 256 short replies).
+Resumable: OUT/candidates.jsonl keeps each scored candidate (a rerun scores only the others; a refused
+one is tried again). About a minute a candidate on 2 cores (the engine's start-up and 256 short
+replies).
 """
 
 from __future__ import annotations
@@ -80,6 +81,18 @@ CANDIDATES = (
     Candidate("chain_sum-1d2-tag", "chain_sum", {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1, **SUMS},
               answer_format="answer_tag", system_prompt="Put only the answer between <answer> and </answer>.",
               max_new_tokens=48),  # fmt: skip
+    # The second round (2026-12-07): the spaces of the refused ones widened a notch (each has
+    # thousands of distinct questions), and the in-band letter_counting made easier.
+    Candidate("chain_sum-12d2", "chain_sum", {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2, **SUMS}),
+    Candidate("arith-1d-4", "basic_arithmetic",
+              {"min_terms": 3, "max_terms": 4, "min_digits": 1, "max_digits": 1, "operators": ["+", "-"],
+               "allow_parentheses": False, "allow_negation": False}),  # fmt: skip
+    Candidate("products-12d", "products", {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2, **SUMS}),
+    Candidate("leg_counting-2w", "leg_counting", {"min_animals": 1, "max_animals": 2, "min_instances": 1, "max_instances": 10}),
+    Candidate("count_bits-65535", "count_bits", {"min_n": 1, "max_n": 65535}),
+    Candidate("letter_counting-2", "letter_counting", {"min_words": 1, "max_words": 2}),
+    Candidate("spell_backward-5", "spell_backward", {"min_word_len": 3, "max_word_len": 5}, answer_format="answer_tag",
+              system_prompt="Put only the answer between <answer> and </answer>.", max_new_tokens=48),  # fmt: skip
 )
 
 
@@ -104,9 +117,11 @@ def write_config(out: Path, settings: dict[str, Any], label: str) -> Path:
 
 
 def scored(out: Path) -> dict[str, dict[str, Any]]:
+    """The candidates OUT/candidates.jsonl holds a rate for (the last line of each wins). A refused one
+    is not kept: its refusal costs a second to redo, and a fixed task or a widened config may load."""
     path = out / "candidates.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    return {r["label"]: r for r in rows}
+    return {r["label"]: r for r in rows if not r.get("refused")}
 
 
 def refusal(path: Path) -> str:

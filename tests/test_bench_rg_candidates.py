@@ -5,6 +5,7 @@ out 0 is the model's, not a malformed candidate's."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -57,3 +58,10 @@ def test_a_candidate_with_too_few_distinct_questions_is_refused_with_its_reason(
     assert "validation questions differ from the training ones" in why  # 100 questions, 4,000 asked for
     assert rg.refusal(rg.write_config(tmp_path, rg.candidate_settings(base, rg.CANDIDATES[1], 64), "ok")) == ""
     assert rg.line({"label": "tiny", "refused": why}).startswith("tiny") and "refused" in rg.line({"label": "tiny", "refused": why})
+
+
+def test_a_rerun_keeps_the_scored_candidates_and_tries_the_refused_again(tmp_path):
+    rows = [{"label": "a", "pass_rate": 0.1}, {"label": "b", "refused": "too few questions"}, {"label": "a", "pass_rate": 0.2}]
+    (tmp_path / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert rg.scored(tmp_path) == {"a": {"label": "a", "pass_rate": 0.2}}
+    assert rg.scored(tmp_path / "none") == {}

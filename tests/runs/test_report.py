@@ -141,11 +141,11 @@ def test_r0_is_the_score_at_compute_0_else_the_first_point():
 
 
 def test_a_session_run_end_writes_the_one_layout_in_the_run_folder(tmp_path):
-    from types import SimpleNamespace
+    from workbench.config import run_config_from_dict
 
     run = _write_run(tmp_path / "run", COMPUTE, _sigmoid(COMPUTE))
-    def cfg(folder):
-        return SimpleNamespace(output_dir=lambda: folder, tracking=SimpleNamespace(run_id=None, tracking_uri=None))
+    def cfg(folder, **settings):
+        return run_config_from_dict({"name": folder.name, "out_dir": str(folder), **settings})
 
     report, why = report_run_end(cfg(run), read_jsonl(run / "metrics.jsonl"), x=X, step=250, tracked=False)
     assert why == "" and report["A"] == pytest.approx(json.loads((run / "fit.json").read_text())["A"])
@@ -155,8 +155,7 @@ def test_a_session_run_end_writes_the_one_layout_in_the_run_folder(tmp_path):
     assert report is None and "evaluation" in why
     assert not (short / "fit.json").exists()
     off = _write_run(tmp_path / "off", COMPUTE, _sigmoid(COMPUTE))  # eval.every_steps 0: rows scored elsewhere are not its own
-    no_eval = SimpleNamespace(**vars(cfg(off)), eval=SimpleNamespace(enabled=False))
-    report, why = report_run_end(no_eval, step=250, tracked=False)
+    report, why = report_run_end(cfg(off, eval={"every_steps": 0}), step=250, tracked=False)
     assert report is None and "eval.every_steps: 0" in why and not (off / "fit.json").exists()
 
 

@@ -75,3 +75,13 @@ def test_the_config_takes_a_mapping_for_reasoning_gym_and_a_name_for_hf():
     cfg = run_config_from_dict({"task": {"name": "reasoning_gym", "dataset": "leg_counting", "config": {"max_animals": 4}}})
     assert cfg.task.config == {"max_animals": 4}
     assert run_config_from_dict({"task": {"name": "hf", "path": "x", "config": "main"}}).task.config == "main"
+
+
+def test_a_small_question_space_still_gets_its_validation_questions_from_fresh_draws():
+    # reasoning-gym seeds row i with seed + i: redraws one seed apart repeated all but one row each, so
+    # this space of ~5,000 sums (most mass on 1-digit terms) found only 34 new questions of 64
+    config = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}
+    task = _task("chain_sum", config, num_train=4000, num_val=64)
+    assert len(task.val) == 64 and {e.prompt for e in task.train}.isdisjoint(e.prompt for e in task.val)
+    with pytest.raises(UserError, match="only .* validation questions differ"):  # a space that is truly too small
+        _task("chain_sum", {**config, "max_digits": 1}, num_train=4000, num_val=64)

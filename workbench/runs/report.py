@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import numpy as np
 
@@ -50,6 +50,9 @@ from workbench.scaling.decide.gain import scaling_gain
 from workbench.scaling.data import r0_rule
 from workbench.scaling.data import MIN_POINTS
 from workbench.tracking.sink import read_jsonl
+
+if TYPE_CHECKING:
+    from workbench.config import RunConfig
 
 # Fit on the evaluations up to this share of the run's final compute, forecast the rest.
 BACKTEST_FRACTION = 0.4
@@ -274,7 +277,7 @@ def _write_domain_files(domains: dict[str, dict[str, Any]], out: Path, *, title:
 
 
 def report_run_end(
-    cfg: Any, rows: Optional[list[dict[str, Any]]] = None, *, x: str = "compute/device_hours", step: int, tracked: bool
+    cfg: RunConfig, rows: Optional[list[dict[str, Any]]] = None, *, x: str = "compute/device_hours", step: int, tracked: bool
 ) -> tuple[Optional[dict[str, Any]], str]:
     """What happens when a run ends, from a notebook or `workbench run`: `write_report` into the
     run folder (cfg.output_dir(); its metrics.jsonl when `rows` is None) and, when `tracked`, log
@@ -282,14 +285,14 @@ def report_run_end(
     or why it could not be fitted. Returns (the report, "") or (None, why there is no fit)."""
     from workbench.tracking import run_tracking
 
-    if not getattr(getattr(cfg, "eval", None), "enabled", True):  # eval.every_steps 0
+    if not cfg.eval.enabled:  # eval.every_steps 0
         why = ("the run made no evaluations (eval.every_steps: 0): score its checkpoints to fit a curve "
                "(benchmarks/bench_env_learning.py does, then fits them as this report would)")
         if tracked:
             run_tracking.log_fit_error(cfg, why)
         return None, why
     try:
-        rep = write_report(cfg.output_dir(), x, rows=rows, health=getattr(cfg, "health", None))
+        rep = write_report(cfg.output_dir(), x, rows=rows, health=cfg.health)
     except (UserError, ValueError, RuntimeError) as e:
         if tracked:
             run_tracking.log_fit_error(cfg, str(e))

@@ -182,7 +182,8 @@ def make_reasoning_gym_task(cfg: Any) -> TaskData:
     seen = {e["question"] for e in train_rows}
     val: list[Example] = []
     for draw in range(_MAX_DRAWS):
-        for e in _create(name, config, val_seed + draw, cfg.num_val)[1]:
+        # reasoning-gym seeds row i with seed + i: each round starts past the rows the last one drew
+        for e in _create(name, config, val_seed + draw * cfg.num_val, cfg.num_val)[1]:
             if e["question"] not in seen and len(val) < cfg.num_val:
                 seen.add(e["question"])
                 val.append(_example(cfg.num_train + len(val), e, fmt, name))
