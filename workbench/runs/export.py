@@ -22,6 +22,9 @@ Its `base_model_name_or_path` names the hub id the run trained (and `revision` i
 model came from the hub, so the folder can be shared as it is; a local folder (or the folder a
 GGUF file was converted to) is named by its path (`adapter_base`).
 
+`load_policy(run, step)` reads a checkpoint's policy into the run's model without writing a folder
+(fp32, full-weight runs), for pushing it into a running engine as the trainer pushes.
+
 `workbench export RUN [--step N] --out DIR` is the command; a finished run exports its final policy
 to <run>/policy/ unless `checkpoint.export_policy` is false; `Session.export` and `RunView.export`
 call the same function. The folder is written beside its target and renamed into place; an existing
@@ -148,6 +151,37 @@ def _replace_dir(tmp: Path, out: Path) -> None:
     tmp.rename(out)
 
 
+def _run_and_config(run: str | Path) -> tuple[Path, Any]:
+    """The run's folder and the config it saved (one line when it has none)."""
+    from workbench.runs.folder import run_folder, saved_config
+
+    run = run_folder(run)
+    cfg = saved_config(run)
+    if cfg is None:
+        raise UserError(f"{run} holds no config.json: not a run folder this version can export")
+    return run, cfg
+
+
+def load_policy(run: str | Path, step: int, model: Any = None) -> Any:
+    """The run's model in fp32 holding checkpoint `step`'s policy (the trainer's master weights),
+    no folder written: `model`, an earlier call's result for the same run, filled again in place,
+    else loaded from the run's source model. Scoring many checkpoints in one engine pushes these
+    (engine/weights.policy_push) where an export per step would start an engine per step. A
+    `model.lora` run: export_policy merges its adapters."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    run, cfg = _run_and_config(run)
+    if cfg.model.lora is not None:
+        raise UserError(f"{run} trained LoRA adapters: export_policy(run, step={step}) merges them into a policy")
+    step, weights, snapshot = checkpoint_source(run, step)
+    if model is None:
+        model = AutoModelForCausalLM.from_pretrained(source_model_dir(run, cfg.model.path), dtype=torch.float32,
+                                                     local_files_only=True)  # fmt: skip
+    (_read_snapshot if snapshot else _read_weights)(model, weights)
+    return model
+
+
 def export_policy(run: str | Path, out: str | Path | None = None, step: Optional[int] = None,
                   adapter: bool = False) -> PolicyExport:  # fmt: skip
     """Write the policy of `run`'s checkpoint `step` (default: the latest) as a Hugging Face folder
@@ -157,12 +191,8 @@ def export_policy(run: str | Path, out: str | Path | None = None, step: Optional
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from workbench.config.lora import adapter_names
-    from workbench.runs.folder import run_folder, saved_config
 
-    run = run_folder(run)
-    cfg = saved_config(run)
-    if cfg is None:
-        raise UserError(f"{run} holds no config.json: not a run folder this version can export")
+    run, cfg = _run_and_config(run)
     lora = cfg.model.lora
     if adapter and lora is None:
         raise UserError(f"{run} was trained without model.lora: it has no adapter to export; drop --adapter to export its policy")

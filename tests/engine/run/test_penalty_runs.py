@@ -17,9 +17,12 @@ pytestmark = pytest.mark.slow
 QUICKSTART = Path(__file__).resolve().parents[3] / "configs" / "quickstart.yaml"
 
 
+# Both are `make test-long` runs (about a minute each): make test covers each setting through the
+# Trainer in-process (tests/engine/train/test_trainer_penalties.py: the plain loop's gradient, the
+# stats logged) and the config's path to the trainer (tests/rl/test_recipe_honoured.py).
 @pytest.mark.parametrize("setting,value,logged", [
-    ("tis_cap", 2.0, "train/tis_weight_mean"),
-    pytest.param("kl_coef", 0.05, "train/kl_mean", marks=pytest.mark.long),  # the same path with another penalty
+    pytest.param("tis_cap", 2.0, "train/tis_weight_mean", marks=pytest.mark.long),
+    pytest.param("kl_coef", 0.05, "train/kl_mean", marks=pytest.mark.long),
 ])
 def test_a_quickstart_run_with_the_setting_completes_and_learns(ray_cluster, model_cache, tmp_path, setting, value, logged):
     steps = 120

@@ -62,7 +62,7 @@ from workbench.engine.model.lora import adapter_state, apply_lora
 from workbench.engine.model.policy import PolicyForward
 from workbench.engine.model.logs import quiet_hf
 from workbench.errors import UserError
-from workbench.engine.weights import FlatWeights
+from workbench.engine.weights import FlatWeights, policy_push
 from workbench.engine.batch import Group, PackedGroups, build_batch
 from workbench.engine.train.lagged import KeptVersions
 from workbench.engine.train.micro import add_partial, is_extreme, merge_ranks, micro_batches
@@ -204,12 +204,8 @@ class Trainer:
             flat = FlatWeights.from_state_dict(adapter_state(self.model), gather=fsdp.to_local if self.sharded else None,
                                                write=self.rank == 0)  # fmt: skip
             return flat if self.rank == 0 else None
-        head = self.model.get_output_embeddings()
-        keep = (head.weight, getattr(head, "bias", None)) if self.recipe.fp32_head and head is not None else ()
-        flat = FlatWeights.from_state_dict(
-            self.model.state_dict(), dtype=self.precision.compute, keep=keep,
-            gather=fsdp.to_local if self.sharded else None, write=self.rank == 0,
-        )  # fmt: skip
+        flat = policy_push(self.model, self.precision.compute, self.recipe.fp32_head,
+                           gather=fsdp.to_local if self.sharded else None, write=self.rank == 0)  # fmt: skip
         return flat if self.rank == 0 else None
 
     def info(self) -> dict[str, Any]:
