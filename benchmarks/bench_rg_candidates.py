@@ -1,12 +1,12 @@
-"""Which reasoning-gym task does SmolLM2-135M-Instruct start at 5-30% on? Step 0 of each candidate, scored.
+"""Which task does SmolLM2-135M-Instruct start at 5-30% on? Step 0 of each reasoning-gym candidate, scored.
 
     .venv/bin/python benchmarks/bench_rg_candidates.py [--out runs/rg-candidates] [--only LABEL ...]
         [--prompts 64] [--samples 4] [--list] [--json]
 
 Issue 54, item 2: the leave-one-out study needs a task whose curve starts at 5-30%, rises over hours
 on 2 cores and plateaus inside the run. Each candidate in CANDIDATES is configs/smollm2.yaml with
-its task replaced by a reasoning-gym dataset at a chosen difficulty (its own config fields), an
-answer format and a reply budget. The candidate's config is written to OUT/configs/LABEL.yaml (a
+its task replaced by a reasoning-gym dataset at a chosen difficulty (its own config fields), or the
+word problems at a harder level, an answer format and a reply budget. The candidate's config is written to OUT/configs/LABEL.yaml (a
 run config as any other: `workbench run --config` takes it), and its base model is scored on it:
 `--prompts` validation questions x `--samples` at temperature 1 by the vLLM-CPU generator, as a run's
 step-0 evaluation samples (bench_env_learning.score_rows). A candidate inside the band is then worth
@@ -53,7 +53,11 @@ class Candidate:
     max_new_tokens: int = 32
 
     def task(self, num_val: int) -> dict[str, Any]:
-        """The run config's `task:` section."""
+        """The run config's `task:` section (`dataset` "word_problems": the workbench's own word
+        problems at the level `config["difficulty"]`, the harder settings of configs/smollm2.yaml's task)."""
+        if self.dataset == "word_problems":
+            return {"name": "word_problems", "difficulty": self.config["difficulty"], "num_train": 4000, "num_val": num_val,
+                    "chat_template": True, "system_prompt": self.system_prompt, "answer_format": self.answer_format}  # fmt: skip
         return {"name": "reasoning_gym", "dataset": self.dataset, "config": dict(self.config), "num_train": 4000,
                 "num_val": num_val, "chat_template": True, "system_prompt": self.system_prompt,
                 "answer_format": self.answer_format}  # fmt: skip
@@ -91,6 +95,8 @@ CANDIDATES = (
     Candidate("leg_counting-2w", "leg_counting", {"min_animals": 1, "max_animals": 2, "min_instances": 1, "max_instances": 10}),
     Candidate("count_bits-65535", "count_bits", {"min_n": 1, "max_n": 65535}),
     Candidate("letter_counting-2", "letter_counting", {"min_words": 1, "max_words": 2}),
+    Candidate("word_problems-2", "word_problems", {"difficulty": 2}),
+    Candidate("word_problems-3", "word_problems", {"difficulty": 3}, max_new_tokens=48),
     Candidate("spell_backward-5", "spell_backward", {"min_word_len": 3, "max_word_len": 5}, answer_format="answer_tag",
               system_prompt="Put only the answer between <answer> and </answer>.", max_new_tokens=48),  # fmt: skip
 )

@@ -29,7 +29,7 @@ def _reply(fmt: str, answer: str) -> str:
 def test_each_candidate_loads_and_scores_in_its_own_format(c):
     base = yaml.safe_load(rg.BASE.read_text())
     cfg = run_config_from_dict(rg.candidate_settings(base, c, 8))
-    assert cfg.task.dataset == c.dataset and cfg.generation.max_new_tokens == c.max_new_tokens
+    assert (cfg.task.dataset or cfg.task.name) == c.dataset and cfg.generation.max_new_tokens == c.max_new_tokens
     task = load_task(dataclasses.replace(cfg.task, num_train=8))
     assert len(task.val) == 8
     ex = task.val[0]
