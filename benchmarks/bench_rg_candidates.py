@@ -13,7 +13,9 @@ step-0 evaluation samples (bench_env_learning.score_rows). A candidate inside th
 a short run, which this script prints:
 
     .venv/bin/python benchmarks/bench_env_learning.py --config OUT/configs/LABEL.yaml --seeds 0 \\
-        --minutes 20 --every 2 --out OUT/short
+        --minutes 25 --every 8 --out OUT/short
+
+(A checkpoint every 8 of the config's 90 steps: each is 1.7 GB until it is scored.)
 
 Resumable: OUT/candidates.jsonl keeps each scored candidate (a rerun scores only the others; a refused
 one is tried again). About a minute a candidate on 2 cores (the engine's start-up and 256 short
@@ -201,7 +203,7 @@ def main() -> None:
         print(json.dumps({"band": BAND, "candidates": rows}, default=str))
     for r in (r for r in rows if r["in_band"]):
         print(f"short run: .venv/bin/python benchmarks/bench_env_learning.py --config {a.out / 'configs' / r['label']}.yaml "
-              f"--seeds 0 --minutes 20 --every 2 --out {a.out / 'short'}")  # fmt: skip
+              f"--seeds 0 --minutes 25 --every 8 --out {a.out / 'short'}")  # fmt: skip
 
 
 if __name__ == "__main__":
